@@ -1,0 +1,37 @@
+/**
+ * `npm run db -- <graphile-migrate command>`: runs graphile-migrate (watch, commit, uncommit,
+ * migrate, reset, status) against the same database the server uses, embedded or DATABASE_URL,
+ * with the shadow and root connections it needs filled in.
+ */
+import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { loadConfig } from '../config.js';
+import { ensureDatabase } from '../db/embedded.js';
+import { resolveDatabase } from '../db/connection.js';
+import { projectRoot } from '../db/migrate.js';
+import { createLogger } from '../log.js';
+import { runMigrations } from 'graphile-worker';
+
+const cfg = loadConfig();
+const log = createLogger(cfg.LOG_LEVEL, 2);
+const db = await resolveDatabase(cfg, log);
+const env = { ...process.env, DATABASE_URL: db.url };
+if (db.embedded) {
+  env.SHADOW_DATABASE_URL = db.embedded.urlFor('switchboard_shadow');
+  env.ROOT_DATABASE_URL = db.embedded.urlFor('postgres');
+  await ensureDatabase(env.ROOT_DATABASE_URL, 'switchboard_shadow');
+}
+// Our migrations grant on graphile_worker objects, so its schema must exist first (also in the shadow).
+await runMigrations({ connectionString: db.url });
+
+const require = createRequire(import.meta.url);
+const bin = path.join(path.dirname(require.resolve('graphile-migrate/package.json')), 'dist', 'cli.js');
+const child = spawn(process.execPath, [bin, ...process.argv.slice(2)], { env, stdio: 'inherit', cwd: projectRoot });
+const stop = () => child.kill('SIGINT');
+process.on('SIGINT', stop);
+process.on('SIGTERM', stop);
+child.on('exit', async (code) => {
+  await db.stop();
+  process.exit(code ?? 1);
+});

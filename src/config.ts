@@ -1,0 +1,55 @@
+import path from 'node:path';
+import { z } from 'zod';
+
+const bool = z
+  .enum(['true', 'false', '1', '0', ''])
+  .transform((v) => v === 'true' || v === '1');
+
+const port = z.coerce.number().int().min(0).max(65535);
+
+const delays = z
+  .string()
+  .regex(/^\s*\d+(\s*,\s*\d+)*\s*$/, 'comma-separated seconds')
+  .transform((s) => s.split(',').map((x) => Number(x.trim())));
+
+/** Every environment variable the service reads, with the defaults of DESIGN.md §3. */
+const schema = z.object({
+  DATABASE_URL: z.string().min(1).optional(),
+  DATA_DIR: z.string().default('./.data'),
+  HOST: z.string().default('0.0.0.0'),
+  PORT: port.default(3000),
+  ADMIN_HOST: z.string().default('127.0.0.1'),
+  ADMIN_PORT: port.default(5678),
+  VOICE_WEBHOOK_SECRET: z.string().min(1).optional(),
+  BILLING_WEBHOOK_SECRET: z.string().min(1).optional(),
+  WEBHOOK_RETRY_DELAYS: delays.default([60, 300, 1800, 7200, 21600]),
+  WEBHOOK_TIMEOUT_MS: z.coerce.number().int().positive().default(10000),
+  WEBHOOK_ALLOW_PRIVATE_TARGETS: bool.default(false),
+  SMTP_URL: z.string().min(1).optional(),
+  MAIL_FROM: z.string().min(1).optional(),
+  SMS_API_URL: z.string().url().optional(),
+  SMS_ACCOUNT_SID: z.string().min(1).optional(),
+  SMS_AUTH_TOKEN: z.string().min(1).optional(),
+  SMS_FROM: z.string().min(1).optional(),
+  RATE_LIMIT_PER_MINUTE: z.coerce.number().int().positive().default(600),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+
+export type Config = z.infer<typeof schema> & { dataDir: string };
+
+/** Parses the environment once; an invalid value stops the process with a message naming it. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const cleaned = Object.fromEntries(
+    Object.entries(env).filter(([k, v]) => k in schema.shape && v !== undefined && v !== ''),
+  );
+  const parsed = schema.safeParse(cleaned);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
+    throw new Error(`Invalid configuration: ${lines.join('; ')}`);
+  }
+  const cfg = parsed.data;
+  if (!cfg.SMS_API_URL && cfg.SMS_ACCOUNT_SID) {
+    cfg.SMS_API_URL = `https://api.twilio.com/2010-04-01/Accounts/${cfg.SMS_ACCOUNT_SID}/Messages.json`;
+  }
+  return { ...cfg, dataDir: path.resolve(cfg.DATA_DIR) };
+}

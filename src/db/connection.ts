@@ -1,0 +1,19 @@
+import type { Config } from '../config.js';
+import type { Logger } from '../log.js';
+import { startEmbedded, type EmbeddedCluster } from './embedded.js';
+
+export interface Database {
+  /** Owner connection string (migrations, worker, CLI). */
+  url: string;
+  embedded: EmbeddedCluster | null;
+  stop(): Promise<void>;
+}
+
+/** `DATABASE_URL` when given (production path); otherwise the embedded cluster in `$DATA_DIR/pg`. */
+export async function resolveDatabase(cfg: Config, log: Logger): Promise<Database> {
+  if (cfg.DATABASE_URL) {
+    return { url: cfg.DATABASE_URL, embedded: null, stop: async () => undefined };
+  }
+  const embedded = await startEmbedded(cfg.dataDir, log);
+  return { url: embedded.url, embedded, stop: () => embedded.stop() };
+}

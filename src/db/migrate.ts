@@ -1,0 +1,42 @@
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Logger as GraphileLogger, migrate as gmMigrate, watch as gmWatch, type Settings } from 'graphile-migrate';
+import { runMigrations as workerMigrations, Logger as WorkerLogger } from 'graphile-worker';
+import type { Logger } from '../log.js';
+
+export const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const migrationsFolder = path.join(projectRoot, 'migrations');
+
+function graphileLogger(log: Logger) {
+  return (scope: unknown) => (level: string, message: string, meta?: unknown) => {
+    const fn = level === 'error' ? log.error : level === 'warning' ? log.warn : log.debug;
+    fn.call(log, { scope, meta }, message);
+  };
+}
+
+export function migrateSettings(connectionString: string, log: Logger): Settings {
+  return {
+    connectionString,
+    migrationsFolder,
+    logger: new GraphileLogger(graphileLogger(log)),
+  };
+}
+
+/**
+ * Brings a database to the committed schema: graphile-worker's own schema first (our triggers
+ * enqueue into it), then our graphile-migrate migrations. `includeCurrent` also applies
+ * `migrations/current.sql`, the DBA's work in progress (tests run against it too).
+ */
+export async function migrateDatabase(
+  connectionString: string,
+  log: Logger,
+  { includeCurrent = false }: { includeCurrent?: boolean } = {},
+): Promise<void> {
+  await workerMigrations({
+    connectionString,
+    logger: new WorkerLogger(graphileLogger(log) as never),
+  });
+  const settings = migrateSettings(connectionString, log);
+  await gmMigrate(settings);
+  if (includeCurrent) await gmWatch(settings, true);
+}

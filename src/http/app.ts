@@ -1,0 +1,86 @@
+import { randomUUID } from 'node:crypto';
+import express, { type NextFunction, type Request, type Response } from 'express';
+import type pg from 'pg';
+import { pinoHttp } from 'pino-http';
+import type { Config } from '../config.js';
+import type { Logger } from '../log.js';
+import { ApiError, errorHandler, sendError } from './errors.js';
+import { platformRouter } from './platform/index.js';
+import { RateLimiter } from './rate-limit.js';
+import { mountRoutes } from './route.js';
+import { routes } from './routes/index.js';
+
+export interface AppDeps {
+  cfg: Config;
+  log: Logger;
+  /** Connections as switchboard_api (RLS applies). */
+  apiPool: pg.Pool;
+  /** Owner connections, for platform routes that must route by phone number or Stripe id. */
+  ownerPool: pg.Pool;
+}
+
+const JSON_TYPE = /^application\/([a-z0-9.+-]*\+)?json\s*(;|$)/i;
+
+function hasBody(req: Request): boolean {
+  return req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+}
+
+export function createApp(deps: AppDeps): express.Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('trust proxy', false);
+  app.set('etag', false);
+  app.set('query parser', 'simple');
+
+  app.use(
+    pinoHttp({
+      logger: deps.log,
+      genReqId: (req, res) => {
+        const incoming = req.headers['x-request-id'];
+        const id = typeof incoming === 'string' && /^[\w.-]{1,100}$/.test(incoming) ? incoming : randomUUID();
+        res.setHeader('x-request-id', id);
+        return id;
+      },
+      serializers: {
+        req: (req) => ({ id: req.id, method: req.method, url: req.url }),
+        res: (res) => ({ statusCode: res.statusCode }),
+      },
+      customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : 'info'),
+    }),
+  );
+
+  app.get('/healthz', (_req, res) => {
+    res.json({ data: { status: 'ok' } });
+  });
+  app.get('/readyz', async (_req, res) => {
+    try {
+      await deps.apiPool.query('select api.ready()');
+      res.json({ data: { status: 'ready' } });
+    } catch {
+      sendError(res, new ApiError(503, 'unavailable', 'Database unreachable or not migrated'));
+    }
+  });
+
+  app.use('/api', platformRouter(deps));
+
+  // Bodies: JSON only, 64 KiB at most.
+  app.use((req: Request, _res: Response, next: NextFunction) => {
+    if (['POST', 'PUT', 'PATCH', 'DELETE'].includes(req.method) && hasBody(req) && !JSON_TYPE.test(req.headers['content-type'] ?? '')) {
+      next(new ApiError(415, 'unsupported_media_type', 'Request bodies must be application/json'));
+      return;
+    }
+    next();
+  });
+  app.use(express.json({ limit: '64kb', strict: true, type: (req) => JSON_TYPE.test(req.headers['content-type'] ?? '') }));
+
+  const api = express.Router({ caseSensitive: true, strict: false });
+  mountRoutes(api, routes, deps.apiPool, new RateLimiter(deps.cfg.RATE_LIMIT_PER_MINUTE));
+  app.use('/api/v1', api);
+  app.use('/', api);
+
+  app.use((_req: Request, _res: Response, next: NextFunction) => {
+    next(new ApiError(404, 'not_found', 'No such route'));
+  });
+  app.use(errorHandler);
+  return app;
+}

@@ -1,0 +1,111 @@
+import type { NextFunction, Request, Response } from 'express';
+import { ZodError } from 'zod';
+
+/** An error that leaves the API as `{ error: { code, message, details } }` with `status`. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly details: Record<string, unknown> = {},
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+  }
+}
+
+export const notFound = (what = 'Resource') => new ApiError(404, 'not_found', `${what} not found`);
+
+/** Our SQLSTATEs (see migrations: app.raise) and the standard ones a client's input can cause. */
+const SQLSTATES: Record<string, [number, string]> = {
+  SB400: [400, 'validation_error'],
+  SB401: [401, 'unauthorized'],
+  SB403: [403, 'forbidden'],
+  SB404: [404, 'not_found'],
+  SB409: [409, 'conflict'],
+  SBTR9: [409, 'invalid_transition'],
+  SBOA0: [400, 'oauth_required'],
+  '23505': [409, 'conflict'],
+  '23514': [400, 'validation_error'],
+  '23502': [400, 'validation_error'],
+  '23503': [400, 'validation_error'],
+  '22P02': [400, 'validation_error'],
+  '22007': [400, 'validation_error'],
+  '22008': [400, 'validation_error'],
+  '22003': [400, 'validation_error'],
+  '22001': [400, 'validation_error'],
+};
+
+/** Connection-level failures: the database is down or going away. */
+const UNAVAILABLE = new Set(['57P01', '57P02', '57P03', '53300', '08000', '08003', '08006', '08001', '08004']);
+const NET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH']);
+
+interface PgLikeError {
+  code?: string;
+  message?: string;
+  detail?: string;
+  constraint?: string;
+  column?: string;
+}
+
+function parseDetails(detail: string | undefined): Record<string, unknown> {
+  if (!detail) return {};
+  try {
+    const v = JSON.parse(detail);
+    return v && typeof v === 'object' && !Array.isArray(v) ? v : {};
+  } catch {
+    return {};
+  }
+}
+
+/** Human message for constraint failures, naming the field but never echoing SQL. */
+function constraintMessage(e: PgLikeError): [string, Record<string, unknown>] {
+  const field = e.column ?? e.constraint?.replace(/^[a-z_]+?_(?=[a-z_]+_(check|key|fkey)$)/, '').replace(/_(check|key|fkey)$/, '');
+  switch (e.code) {
+    case '23505':
+      return ['A record with the same unique value already exists', field ? { field } : {}];
+    case '23503':
+      return ['A referenced record does not exist', { issues: [{ path: field ?? '', message: 'Unknown reference' }] }];
+    default:
+      return ['The request contains an invalid value', { issues: [{ path: field ?? '', message: 'Invalid value' }] }];
+  }
+}
+
+export function toApiError(err: unknown): ApiError {
+  if (err instanceof ApiError) return err;
+  if (err instanceof ZodError) return fromZod(err);
+  const e = err as PgLikeError & { type?: string; status?: number; errno?: string };
+  if (e?.type === 'entity.parse.failed') return new ApiError(400, 'invalid_json', 'Request body is not valid JSON');
+  if (e?.type === 'entity.too.large') return new ApiError(413, 'payload_too_large', 'Request body exceeds 64 KiB');
+  if (e?.type === 'encoding.unsupported' || e?.type === 'charset.unsupported')
+    return new ApiError(415, 'unsupported_media_type', 'Unsupported body encoding');
+  if (e?.code && SQLSTATES[e.code]) {
+    const [status, code] = SQLSTATES[e.code];
+    if (e.code.startsWith('SB')) return new ApiError(status, code, e.message ?? code, parseDetails(e.detail));
+    const [message, details] = constraintMessage(e);
+    return new ApiError(status, code, message, details);
+  }
+  if ((e?.code && (UNAVAILABLE.has(e.code) || NET_CODES.has(e.code))) || /Connection terminated|timeout exceeded when trying to connect/i.test(e?.message ?? '')) {
+    return new ApiError(503, 'unavailable', 'The database is unavailable; try again shortly', {}, { 'retry-after': '5' });
+  }
+  return new ApiError(500, 'internal_error', 'Internal server error');
+}
+
+export function fromZod(err: ZodError): ApiError {
+  return new ApiError(400, 'validation_error', 'Request validation failed', {
+    issues: err.issues.map((i) => ({ path: i.path.join('.'), message: i.message })),
+  });
+}
+
+export function sendError(res: Response, err: ApiError): void {
+  for (const [k, v] of Object.entries(err.headers)) res.setHeader(k, v);
+  res.status(err.status).json({ error: { code: err.code, message: err.message, details: err.details } });
+}
+
+/** The one error mapper: everything thrown in a handler ends here. */
+export function errorHandler(err: unknown, req: Request, res: Response, _next: NextFunction): void {
+  const apiErr = toApiError(err);
+  if (apiErr.status >= 500) req.log?.error({ err }, 'request failed');
+  if (res.headersSent) return;
+  sendError(res, apiErr);
+}

@@ -1,0 +1,122 @@
+import { createHash } from 'node:crypto';
+import type { Request, Response, Router } from 'express';
+import type pg from 'pg';
+import { z, type ZodType } from 'zod';
+import { callFn } from '../db/pools.js';
+import { ApiError, fromZod } from './errors.js';
+import type { RateLimiter } from './rate-limit.js';
+
+export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
+
+export interface Ctx<P, Q, B> {
+  /** SHA-256 hex of the bearer token (the token itself never leaves this module). */
+  token: string;
+  params: P;
+  query: Q;
+  body: B;
+  req: Request;
+  res: Response;
+  /** Calls one SQL function with these arguments and returns its JSON. */
+  call: (fn: string, ...args: unknown[]) => Promise<unknown>;
+}
+
+/**
+ * One documented endpoint: its zod schemas validate the request, type the handler and feed the
+ * OpenAPI document, so the three cannot drift apart.
+ */
+export interface RouteSpec<P = any, Q = any, B = any> {
+  method: Method;
+  /** Express path relative to the API root, e.g. `/locations/:locationId/leads`. */
+  path: string;
+  summary: string;
+  tag: string;
+  /** Scope the operation requires (enforced in SQL by app.authorize; documented here). */
+  scope: string | null;
+  /** false for unauthenticated routes. */
+  auth?: boolean;
+  params?: ZodType<P>;
+  query?: ZodType<Q>;
+  body?: ZodType<B>;
+  response?: ZodType;
+  /** Success status (200 by default; 201 for creations). */
+  status?: number;
+  /** The SQL result is `{ data, next_cursor }`: data is sent, the cursor becomes a Link header. */
+  list?: boolean;
+  handler: (ctx: Ctx<P, Q, B>) => Promise<unknown>;
+}
+
+export function defineRoute<P, Q, B>(spec: RouteSpec<P, Q, B>): RouteSpec<P, Q, B> {
+  return spec;
+}
+
+const BEARER = /^Bearer ([0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12})$/i;
+
+export function hashToken(token: string): string {
+  return createHash('sha256').update(token.toLowerCase()).digest('hex');
+}
+
+/** The bearer token's hash, or 401 without touching the database when it is absent or malformed. */
+export function tokenHashOf(req: Request): string {
+  const m = BEARER.exec(req.headers.authorization ?? '');
+  if (!m) throw new ApiError(401, 'unauthorized', 'Missing, malformed, unknown or revoked bearer token');
+  return hashToken(m[1]);
+}
+
+function nextLink(req: Request, cursor: string): string {
+  const url = new URL(req.originalUrl, `${req.protocol}://${req.get('host') ?? 'localhost'}`);
+  url.searchParams.set('cursor', cursor);
+  return `<${url.pathname}${url.search}>; rel="next"`;
+}
+
+export function mountRoutes(router: Router, routes: RouteSpec[], pool: pg.Pool, limiter: RateLimiter): void {
+  const byPath = new Map<string, Set<string>>();
+  for (const spec of routes) {
+    const methods = byPath.get(spec.path) ?? new Set<string>();
+    methods.add(spec.method.toUpperCase());
+    byPath.set(spec.path, methods);
+    router[spec.method](spec.path, async (req: Request, res: Response) => {
+      const token = spec.auth === false ? '' : tokenHashOf(req);
+      if (token) await limiter.consume(token);
+      const params = spec.params ? spec.params.safeParse(req.params) : { success: true as const, data: req.params };
+      // A malformed id names nothing: 404, not 400.
+      if (!params.success) throw new ApiError(404, 'not_found', 'Resource not found');
+      const query = spec.query ? spec.query.safeParse(req.query) : { success: true as const, data: req.query };
+      if (!query.success) throw fromZod(query.error);
+      const body = spec.body ? spec.body.safeParse(req.body ?? {}) : { success: true as const, data: undefined };
+      if (!body.success) throw fromZod(body.error);
+      const result = await spec.handler({
+        token,
+        params: params.data as never,
+        query: query.data as never,
+        body: body.data as never,
+        req,
+        res,
+        call: (fn, ...args) => callFn(pool, fn, args),
+      });
+      if (result === null || result === undefined) throw new ApiError(404, 'not_found', 'Resource not found');
+      if (spec.list) {
+        const page = result as { data: unknown[]; next_cursor: string | null };
+        if (page.next_cursor) res.setHeader('Link', nextLink(req, page.next_cursor));
+        res.status(spec.status ?? 200).json({ data: page.data });
+        return;
+      }
+      res.status(spec.status ?? 200).json({ data: result });
+    });
+  }
+  // Known path, wrong method: 405 with Allow.
+  for (const [path, methods] of byPath) {
+    const allow = [...methods, ...(methods.has('GET') ? ['HEAD'] : [])].join(', ');
+    router.all(path, () => {
+      throw new ApiError(405, 'method_not_allowed', `Method not allowed; use ${allow}`, { allow: allow.split(', ') }, { allow });
+    });
+  }
+}
+
+/** Shared parameter and query pieces. */
+export const locationParam = z.string().min(1).max(100).regex(/^[A-Za-z0-9-]+$/);
+export const uuidParam = z.string().uuid();
+export const pageQuery = {
+  limit: z.coerce.number().int().min(1).max(200).optional(),
+  cursor: z.string().min(1).max(200).optional(),
+};
+export const page = (q: { limit?: number; cursor?: string }) => ({ limit: q.limit, cursor: q.cursor });

@@ -1,0 +1,5 @@
+import type { RouteSpec } from '../route.js';
+import { coreRoutes } from './core.js';
+
+/** Every token endpoint, in documentation order. Each area adds its list here. */
+export const routes: RouteSpec[] = [...coreRoutes];

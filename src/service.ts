@@ -1,0 +1,82 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Runner } from 'graphile-worker';
+import type pg from 'pg';
+import { startStaffGraphql, type StaffServer } from './admin/graphql.js';
+import type { Config } from './config.js';
+import { resolveDatabase, type Database } from './db/connection.js';
+import { migrateDatabase } from './db/migrate.js';
+import { createApiPool, createOwnerPool } from './db/pools.js';
+import { createApp } from './http/app.js';
+import type { Logger } from './log.js';
+import { startWorker } from './worker/index.js';
+
+export type Mode = 'all' | 'api' | 'worker';
+
+export interface Service {
+  db: Database;
+  api?: { server: Server; port: number };
+  admin?: StaffServer;
+  worker?: Runner;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts the parts of the service a mode asks for. `all` (npm start): API, staff GraphQL and
+ * worker in one process; `api` and `worker` are the halves that scale out separately.
+ */
+export async function startService(cfg: Config, log: Logger, mode: Mode = 'all'): Promise<Service> {
+  const db = await resolveDatabase(cfg, log);
+  const pools: pg.Pool[] = [];
+  const svc: Service = { db, stop: async () => undefined };
+  try {
+    await migrateDatabase(db.url, log);
+    log.info('migrations applied');
+
+    if (mode !== 'worker') {
+      const apiPool = createApiPool(db.url);
+      const ownerPool = createOwnerPool(db.url);
+      pools.push(apiPool, ownerPool);
+      const app = createApp({ cfg, log, apiPool, ownerPool });
+      const server = createServer(app);
+      server.keepAliveTimeout = 5000;
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(cfg.PORT, cfg.HOST, resolve);
+      });
+      const port = (server.address() as AddressInfo).port;
+      svc.api = { server, port };
+      log.info({ host: cfg.HOST, port }, 'api listening');
+      svc.admin = await startStaffGraphql(db.url, cfg.ADMIN_HOST, cfg.ADMIN_PORT);
+      log.info({ url: svc.admin.url }, 'staff graphql listening');
+    }
+    if (mode !== 'api') {
+      const workerPool = createOwnerPool(db.url, 10, 'switchboard-worker');
+      pools.push(workerPool);
+      svc.worker = await startWorker({ cfg, log, pool: workerPool });
+      log.info('worker started');
+    }
+  } catch (err) {
+    await Promise.allSettled(pools.map((p) => p.end()));
+    await db.stop();
+    throw err;
+  }
+
+  let stopping: Promise<void> | null = null;
+  svc.stop = () =>
+    (stopping ??= (async () => {
+      log.info('shutting down');
+      // Stop accepting; in-flight requests finish, idle keep-alive sockets close.
+      const closed = svc.api
+        ? new Promise<void>((r) => {
+            svc.api!.server.close(() => r());
+            svc.api!.server.closeIdleConnections();
+          })
+        : Promise.resolve();
+      await Promise.all([closed, svc.admin?.close(), svc.worker?.stop()]);
+      await Promise.allSettled(pools.map((p) => p.end()));
+      await db.stop();
+      log.info('stopped');
+    })());
+  return svc;
+}

@@ -1,0 +1,49 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { run, Logger as WorkerLogger, type Runner, type Task, type TaskList } from 'graphile-worker';
+import type pg from 'pg';
+import type { Config } from '../config.js';
+import { projectRoot } from '../db/migrate.js';
+import type { Logger } from '../log.js';
+
+/** What every task factory receives. */
+export interface TaskDeps {
+  cfg: Config;
+  log: Logger;
+  /** Owner pool; tasks call SQL functions that set the tenant themselves. */
+  pool: pg.Pool;
+}
+
+/** A file in tasks/ default-exports one of these; the file name is the task identifier. */
+export type TaskFactory = (deps: TaskDeps) => Task;
+
+export const tasksFolder = path.join(projectRoot, 'tasks');
+
+export async function loadTasks(deps: TaskDeps): Promise<TaskList> {
+  const list: TaskList = {};
+  const files = fs.existsSync(tasksFolder)
+    ? fs.readdirSync(tasksFolder).filter((f) => /\.(ts|js)$/.test(f) && !f.endsWith('.d.ts'))
+    : [];
+  for (const file of files.sort()) {
+    const mod = (await import(pathToFileURL(path.join(tasksFolder, file)).href)) as { default: TaskFactory };
+    list[file.replace(/\.(ts|js)$/, '')] = mod.default(deps);
+  }
+  return list;
+}
+
+export async function startWorker(deps: TaskDeps, concurrency = 5): Promise<Runner> {
+  const taskList = await loadTasks(deps);
+  const log = deps.log.child({ component: 'worker' });
+  return run({
+    pgPool: deps.pool,
+    concurrency,
+    noHandleSignals: true,
+    pollInterval: 1000,
+    taskList,
+    logger: new WorkerLogger((scope) => (level, message, meta) => {
+      const fn = level === 'error' ? log.error : level === 'warning' ? log.warn : log.debug;
+      fn.call(log, { scope, meta }, message);
+    }),
+  });
+}
