@@ -8,25 +8,31 @@ pg.types.setTypeParser(20, (v) => Number(v));
  * nothing the Express layer sends can see a row RLS does not allow.
  */
 export function createApiPool(connectionString: string, max = 10): pg.Pool {
-  return new pg.Pool({
+  return withErrorHandler(new pg.Pool({
     connectionString,
     max,
     options: '-c role=switchboard_api -c statement_timeout=15000',
     connectionTimeoutMillis: 5000,
     idleTimeoutMillis: 30000,
     application_name: 'switchboard-api',
-  } as pg.PoolConfig);
+  } as pg.PoolConfig));
 }
 
 /** Owner pool for ingestion routes, worker helpers and the CLI: calls SECURITY DEFINER functions. */
 export function createOwnerPool(connectionString: string, max = 5, name = 'switchboard'): pg.Pool {
-  return new pg.Pool({
+  return withErrorHandler(new pg.Pool({
     connectionString,
     max,
     connectionTimeoutMillis: 5000,
     idleTimeoutMillis: 30000,
     application_name: name,
-  });
+  }));
+}
+
+/** An idle client losing its connection (database restart) must not crash the process. */
+function withErrorHandler(pool: pg.Pool): pg.Pool {
+  pool.on('error', () => undefined);
+  return pool;
 }
 
 /** Calls one SQL function and returns its single JSON result: the shape of every API request. */

@@ -1,0 +1,38 @@
+/**
+ * One PostgreSQL for the whole run (a throwaway embedded cluster, or TEST_DATABASE_URL), and one
+ * migrated template database; each test file clones the template (see db.ts), which takes
+ * milliseconds and keeps files independent.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { startEmbedded, ensureDatabase, type EmbeddedCluster } from '../../src/db/embedded.js';
+import { migrateDatabase } from '../../src/db/migrate.js';
+import { createLogger } from '../../src/log.js';
+import { withDatabase } from './url.js';
+
+declare global {
+  // eslint-disable-next-line no-var
+  var __SB_CLUSTER__: EmbeddedCluster | undefined;
+}
+
+export default async function globalSetup(): Promise<void> {
+  const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent', 2);
+  let adminUrl = process.env.TEST_DATABASE_URL;
+  if (!adminUrl) {
+    const dir = path.join(os.tmpdir(), `switchboard-test-${process.pid}`);
+    fs.rmSync(dir, { recursive: true, force: true });
+    globalThis.__SB_CLUSTER__ = await startEmbedded(dir, log);
+    adminUrl = globalThis.__SB_CLUSTER__.urlFor('postgres');
+  }
+  const template = `sb_template_${process.pid}`;
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  await admin.query(`drop database if exists ${template} with (force)`);
+  await admin.end();
+  await ensureDatabase(adminUrl, template);
+  await migrateDatabase(withDatabase(adminUrl, template), log, { includeCurrent: true });
+  process.env.SB_TEST_ADMIN_URL = adminUrl;
+  process.env.SB_TEST_TEMPLATE = template;
+}

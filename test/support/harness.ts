@@ -1,0 +1,120 @@
+/**
+ * Test harness: a real API (Express app on loopback, port 0) on a real cloned database, plus the
+ * CLI's SQL functions to make locations and keys, and a small fetch wrapper.
+ */
+import { randomUUID } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import pg from 'pg';
+import { loadConfig, type Config } from '../../src/config.js';
+import { callFn, createApiPool, createOwnerPool } from '../../src/db/pools.js';
+import { createApp } from '../../src/http/app.js';
+import { hashToken } from '../../src/http/route.js';
+import { createLogger } from '../../src/log.js';
+import { createTestDatabase, type TestDatabase } from './db.js';
+
+export interface TestApi {
+  baseUrl: string;
+  db: TestDatabase;
+  cfg: Config;
+  /** Owner pool (bypasses nothing the test does not ask it to; use for setup and assertions). */
+  owner: pg.Pool;
+  apiPool: pg.Pool;
+  server: Server;
+  close(): Promise<void>;
+}
+
+export const testLog = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent', 2);
+
+export function testConfig(env: Record<string, string> = {}): Config {
+  return loadConfig({ LOG_LEVEL: 'silent', WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', ...env });
+}
+
+export async function startTestApi(env: Record<string, string> = {}, db?: TestDatabase): Promise<TestApi> {
+  db ??= await createTestDatabase();
+  const cfg = testConfig({ ...env, DATABASE_URL: db.url });
+  const owner = createOwnerPool(db.url, 5, 'test-owner');
+  const apiPool = createApiPool(db.url, 5);
+  const app = createApp({ cfg, log: testLog, apiPool, ownerPool: owner });
+  const server = createServer(app);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  return {
+    baseUrl: `http://127.0.0.1:${port}`,
+    db,
+    cfg,
+    owner,
+    apiPool,
+    server,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+      await apiPool.end();
+      await owner.end();
+      await db!.drop();
+    },
+  };
+}
+
+export interface TestLocation {
+  id: string;
+  slug: string;
+  name: string;
+  [k: string]: unknown;
+}
+
+let seq = 0;
+export async function createLocation(owner: pg.Pool, attrs: Record<string, unknown> = {}): Promise<TestLocation> {
+  seq += 1;
+  const slug = (attrs.slug as string) ?? `loc-${seq}-${randomUUID().slice(0, 8)}`;
+  return callFn<TestLocation>(owner, 'admin.location_create', [{ name: `Test Location ${seq}`, slug, ...attrs }]);
+}
+
+export const ALL_SCOPES: string[] = [
+  'locations:read', 'locations:write', 'api_keys:read', 'calls:read', 'transcripts:read',
+  'recordings:read', 'leads:read', 'leads:write', 'bookings:read', 'bookings:write',
+  'insights:read', 'faqs:read', 'faqs:write', 'pricebook:read', 'pricebook:write',
+  'settings:read', 'settings:write', 'integrations:read', 'integrations:write',
+  'webhooks:read', 'webhooks:write', 'notifications:read', 'members:read',
+];
+
+/** Mints a key the way the CLI does; returns the plaintext token and the listing record. */
+export async function mintKey(owner: pg.Pool, location: string, scopes: string[] = ALL_SCOPES, label = 'test key') {
+  const token = randomUUID();
+  const key = await callFn<{ id: string; key_prefix: string }>(owner, 'admin.key_create', [
+    location, label, scopes, hashToken(token), token.slice(0, 8),
+  ]);
+  return { token, key };
+}
+
+export interface Res<T = any> {
+  status: number;
+  body: T;
+  headers: Headers;
+}
+
+/** fetch wrapper: JSON in, JSON out; `raw` sends a body string as is. */
+export async function request<T = any>(
+  baseUrl: string,
+  method: string,
+  path: string,
+  opts: { token?: string; body?: unknown; raw?: string; headers?: Record<string, string> } = {},
+): Promise<Res<T>> {
+  const headers: Record<string, string> = { ...(opts.headers ?? {}) };
+  if (opts.token) headers.authorization = `Bearer ${opts.token}`;
+  let body: string | undefined;
+  if (opts.raw !== undefined) body = opts.raw;
+  else if (opts.body !== undefined) {
+    body = JSON.stringify(opts.body);
+    headers['content-type'] ??= 'application/json';
+  }
+  const res = await fetch(baseUrl + path, { method, headers, body });
+  const text = await res.text();
+  let parsed: unknown = text;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    /* leave as text: tests assert it is JSON where it must be */
+  }
+  return { status: res.status, body: parsed as T, headers: res.headers };
+}
