@@ -80,6 +80,9 @@ async function waitUntilReady(url: string, attempts = 50): Promise<void> {
  */
 export async function startEmbedded(dataDir: string, log: Logger): Promise<EmbeddedCluster> {
   fs.mkdirSync(dataDir, { recursive: true });
+  const rootRun = os.userInfo().uid === 0;
+  // As root the cluster runs as the `postgres` system user, which must be able to reach its folder.
+  if (rootRun) fs.chmodSync(dataDir, fs.statSync(dataDir).mode | 0o011);
   const pgDir = path.join(dataDir, 'pg');
   const { password } = readState(path.join(dataDir, 'embedded.json'));
   const make = (port: number) => (db: string) =>
@@ -102,7 +105,7 @@ export async function startEmbedded(dataDir: string, log: Logger): Promise<Embed
     password,
     persistent: true,
     // PostgreSQL refuses to run as root; the package then runs it as a `postgres` system user.
-    createPostgresUser: os.userInfo().uid === 0,
+    createPostgresUser: rootRun,
     initdbFlags: ['--encoding=UTF8'],
     postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=200'],
     onLog: (m: unknown) => log.trace({ pg: String(m).trim() }, 'embedded postgres'),

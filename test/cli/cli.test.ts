@@ -1,0 +1,89 @@
+import { createTestDatabase, type TestDatabase } from '../support/db.js';
+import { runCli } from '../support/spawn.js';
+import { hashToken } from '../../src/http/route.js';
+import pg from 'pg';
+
+let db: TestDatabase;
+let env: Record<string, string>;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  env = { DATABASE_URL: db.url, DATA_DIR: '/nonexistent-not-used' };
+});
+afterAll(() => db.drop());
+
+test('location create / list print one JSON value on stdout', async () => {
+  const created = await runCli(
+    ['location', 'create', '--name', 'Bay Plumbing', '--slug', 'bay-plumbing', '--timezone', 'America/Los_Angeles',
+     '--service-phone', '(415) 555-0100', '--owner-cell', '+1 415 555 0111', '--industry', 'plumbing'],
+    env,
+  );
+  expect(created.code).toBe(0);
+  expect(created.json).toMatchObject({
+    slug: 'bay-plumbing', timezone: 'America/Los_Angeles', service_phone: '+14155550100', owner_cell: '+14155550111', industry: 'plumbing',
+  });
+  const list = await runCli(['location', 'list'], env);
+  expect(list.code).toBe(0);
+  expect(list.json.map((l: { slug: string }) => l.slug)).toContain('bay-plumbing');
+});
+
+test('key create shows the token once; list and revoke never show it', async () => {
+  const created = await runCli(['key', 'create', '--location', 'bay-plumbing', '--label', 'CRM', '--scopes', 'calls:read,leads:read'], env);
+  expect(created.code).toBe(0);
+  const { token, id, key_prefix, scopes } = created.json;
+  expect(token).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  expect(key_prefix).toBe(token.slice(0, 8));
+  expect(scopes).toEqual(['calls:read', 'leads:read']);
+
+  const c = new pg.Client({ connectionString: db.url });
+  await c.connect();
+  const { rows } = await c.query('select token_hash from app.api_keys where id = $1', [id]);
+  await c.end();
+  expect(rows[0].token_hash).toBe(hashToken(token));
+
+  const list = await runCli(['key', 'list', '--location', 'bay-plumbing'], env);
+  expect(list.code).toBe(0);
+  expect(list.stdout).not.toContain(token);
+  expect(list.json[0]).not.toHaveProperty('token_hash');
+
+  const revoked = await runCli(['key', 'revoke', '--location', 'bay-plumbing', '--id', id], env);
+  expect(revoked.code).toBe(0);
+  expect(revoked.json.revoked_at).toMatch(/Z$/);
+
+  const all = await runCli(['key', 'create', '--location', 'bay-plumbing', '--label', 'Admin', '--scopes', 'all'], env);
+  expect(all.json.scopes).toContain('transcripts:read');
+  expect(all.json.scopes).toHaveLength(23);
+});
+
+test('errors print the envelope on stdout and exit non-zero', async () => {
+  const dup = await runCli(['location', 'create', '--name', 'Again', '--slug', 'bay-plumbing'], env);
+  expect(dup.code).not.toBe(0);
+  expect(dup.json.error.code).toBe('conflict');
+
+  const missing = await runCli(['key', 'list', '--location', 'no-such-place'], env);
+  expect(missing.code).not.toBe(0);
+  expect(missing.json).toEqual({ error: { code: 'not_found', message: expect.any(String), details: {} } });
+
+  const badScope = await runCli(['key', 'create', '--location', 'bay-plumbing', '--label', 'x', '--scopes', 'root:all'], env);
+  expect(badScope.json.error.code).toBe('validation_error');
+
+  const badPhone = await runCli(['location', 'create', '--name', 'X', '--slug', 'x-co', '--service-phone', '12'], env);
+  expect(badPhone.json.error.code).toBe('validation_error');
+
+  const usage = await runCli(['location', 'create', '--name', 'No slug'], env);
+  expect(usage.code).not.toBe(0);
+  expect(usage.json.error.code).toBe('validation_error');
+});
+
+test('member invite and demo seed', async () => {
+  const m = await runCli(['member', 'invite', '--location', 'bay-plumbing', '--email', 'owner@bay.example', '--role', 'owner'], env);
+  expect(m.code).toBe(0);
+  expect(m.json).toMatchObject({ email: 'owner@bay.example', role: 'owner', joined_at: null });
+
+  const seed = await runCli(['demo', 'seed', '--location', 'bay-plumbing', '--calls', '300'], env);
+  expect(seed.code).toBe(0);
+  expect(seed.json.calls).toBe(300);
+  expect(seed.json.leads).toBeGreaterThan(0);
+  expect(seed.json.bookings).toBeGreaterThan(0);
+  expect(seed.stderr).toMatch(/seeding calls/);
+});

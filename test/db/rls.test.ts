@@ -1,0 +1,214 @@
+/**
+ * Tenancy wall, proven from the catalog: every table that carries location_id (plus
+ * app.locations itself) must have RLS enabled and forced, and with location A set the API role
+ * can read A's rows but can neither read nor change B's. A new tenant table without a policy, or
+ * without seed rows here, fails this file.
+ */
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import { callFn, createOwnerPool } from '../../src/db/pools.js';
+import { createTestDatabase, type TestDatabase } from '../support/db.js';
+import { createLocation, mintKey } from '../support/harness.js';
+
+let db: TestDatabase;
+let owner: pg.Pool;
+let A: string;
+let B: string;
+let tables: string[];
+
+/** Gives a location one row in every tenant table, through the same functions the app uses. */
+async function populate(loc: string, slug: string): Promise<void> {
+  await mintKey(owner, loc, ['calls:read']);
+  await callFn(owner, 'admin.member_invite', [slug, `owner-${slug}@example.com`, 'owner', 'Owner']);
+  await callFn(owner, 'admin.demo_seed_prepare', [slug, 20]);
+  await callFn(owner, 'admin.demo_seed_calls', [slug, 40, 30]);
+  await callFn(owner, 'admin.demo_seed_finish', [slug]);
+  const c = await owner.connect();
+  try {
+    await c.query('begin');
+    await c.query("select set_config('app.location_id', $1, true)", [loc]);
+    // A live lead fires lead.created into the outbox (events).
+    await c.query("insert into app.leads (location_id, name, phone) values ($1, 'Live Lead', '+14155550199')", [loc]);
+    await c.query(
+      "insert into app.integrations (location_id, provider, webhook_url, connected_at) values ($1, 'zapier', 'https://hooks.example.com/z', now())",
+      [loc],
+    );
+    const ep = await c.query(
+      `insert into app.webhook_endpoints (location_id, url, events, secret)
+       values ($1, 'https://hooks.example.com/w', '{lead.created}', 'whsec_' || rpad('a', 43, 'b')) returning id`,
+      [loc],
+    );
+    const ev = await c.query('select id from app.events where location_id = $1 limit 1', [loc]);
+    await c.query(
+      `insert into app.webhook_deliveries (location_id, event_id, endpoint_id, event, url, status)
+       values ($1, $2, $3, 'lead.created', 'https://hooks.example.com/w', 'delivered')`,
+      [loc, ev.rows[0].id, ep.rows[0].id],
+    );
+    const n = await c.query(
+      `insert into app.notifications (location_id, event_id, event, channel, provider, recipient, status)
+       values ($1, $2, 'lead.created', 'email', 'smtp', 'owner@example.com', 'sent') returning id`,
+      [loc, ev.rows[0].id],
+    );
+    await c.query(
+      "insert into app.notification_log (location_id, notification_id, status, detail) values ($1, $2, 'sent', '250 OK')",
+      [loc, n.rows[0].id],
+    );
+    await c.query('commit');
+  } finally {
+    c.release();
+  }
+}
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  owner = createOwnerPool(db.url, 3);
+  const a = await createLocation(owner, { slug: 'loc-a' });
+  const b = await createLocation(owner, { slug: 'loc-b' });
+  A = a.id;
+  B = b.id;
+  await populate(A, 'loc-a');
+  await populate(B, 'loc-b');
+  const { rows } = await owner.query(`
+    select c.oid::regclass::text as name
+      from pg_class c join pg_namespace n on n.oid = c.relnamespace
+     where c.relkind in ('r', 'p')
+       and n.nspname not in ('pg_catalog', 'information_schema', 'graphile_worker', 'graphile_migrate', 'billing')
+       and (c.oid = 'app.locations'::regclass
+            or exists (select 1 from pg_attribute a where a.attrelid = c.oid and a.attname = 'location_id' and not a.attisdropped))
+     order by 1`);
+  tables = rows.map((r) => r.name);
+}, 120_000);
+
+afterAll(async () => {
+  await owner.end();
+  await db.drop();
+});
+
+const keyCol = (t: string) => (t === 'app.locations' ? 'id' : 'location_id');
+
+/** Runs fn as the API role with app.location_id = loc, inside a transaction that is rolled back. */
+async function asApi<T>(loc: string, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+  const c = await owner.connect();
+  try {
+    await c.query('begin');
+    await c.query('set local role switchboard_api');
+    await c.query("select set_config('app.location_id', $1, true)", [loc]);
+    return await fn(c);
+  } finally {
+    await c.query('rollback');
+    c.release();
+  }
+}
+
+/** Runs one statement in a savepoint; returns its row count or the SQLSTATE it failed with. */
+async function attempt(c: pg.PoolClient, sql: string, params: unknown[] = []): Promise<number | string> {
+  await c.query('savepoint s');
+  try {
+    const r = await c.query(sql, params);
+    await c.query('release savepoint s');
+    return r.rowCount ?? 0;
+  } catch (e) {
+    await c.query('rollback to savepoint s');
+    return (e as { code: string }).code;
+  }
+}
+
+test('the sweep finds the tenant tables', () => {
+  for (const t of ['app.locations', 'app.calls', 'app.leads', 'app.api_keys', 'app.events', 'app.notification_log']) {
+    expect(tables).toContain(t);
+  }
+});
+
+test('every table in schema app is a tenant table (keyed by location)', async () => {
+  const { rows } = await owner.query(
+    "select c.oid::regclass::text as name from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname = 'app' and c.relkind in ('r','p')",
+  );
+  expect(rows.map((r) => r.name).sort()).toEqual([...tables].filter((t) => t.startsWith('app.')).sort());
+});
+
+test('RLS is enabled and forced on every tenant table, with a tenant policy', async () => {
+  const { rows } = await owner.query(
+    `select c.oid::regclass::text as name, c.relrowsecurity, c.relforcerowsecurity,
+            exists (select 1 from pg_policy p where p.polrelid = c.oid and p.polname = 'tenant_isolation') as has_policy
+       from pg_class c where c.oid::regclass::text = any ($1)`,
+    [tables],
+  );
+  expect(rows).toHaveLength(tables.length);
+  for (const r of rows) expect({ table: r.name, enabled: r.relrowsecurity, forced: r.relforcerowsecurity, policy: r.has_policy })
+    .toEqual({ table: r.name, enabled: true, forced: true, policy: true });
+});
+
+test('both locations have rows in every tenant table (so the checks below are meaningful)', async () => {
+  for (const t of tables) {
+    const { rows } = await owner.query(`select count(*) filter (where ${keyCol(t)} = $1)::int as a, count(*) filter (where ${keyCol(t)} = $2)::int as b from ${t}`, [A, B]);
+    expect({ t, a: rows[0].a > 0, b: rows[0].b > 0 }).toEqual({ t, a: true, b: true });
+  }
+});
+
+test('allowed side: with A set, the API role reads exactly A’s rows', async () => {
+  for (const t of tables) {
+    const expected = (await owner.query(`select count(*)::int as n from ${t} where ${keyCol(t)} = $1`, [A])).rows[0].n;
+    const seen = await asApi(A, async (c) => (await c.query(`select count(*)::int as n, count(*) filter (where ${keyCol(t)} <> $1)::int as foreign from ${t}`, [A])).rows[0]);
+    expect({ t, ...seen }).toEqual({ t, n: expected, foreign: 0 });
+  }
+});
+
+test('denied side: with A set, the API role cannot read, update, delete, insert into or move rows to B', async () => {
+  for (const t of tables) {
+    const col = keyCol(t);
+    const sample = (await owner.query(`select to_jsonb(x) as j from ${t} x where ${col} = $1 limit 1`, [B])).rows[0].j;
+    const mine = (await owner.query(`select to_jsonb(x) as j from ${t} x where ${col} = $1 limit 1`, [A])).rows[0].j;
+    await asApi(A, async (c) => {
+      const read = await c.query(`select count(*)::int as n from ${t} where ${col} = $1`, [B]);
+      expect({ t, read: read.rows[0].n }).toEqual({ t, read: 0 });
+      const upd = await attempt(c, `update ${t} set ${col} = ${col} where ${col} = $1`, [B]);
+      expect({ t, upd: upd === 0 || upd === '42501' }).toEqual({ t, upd: true });
+      const del = await attempt(c, `delete from ${t} where ${col} = $1`, [B]);
+      expect({ t, del: del === 0 || del === '42501' }).toEqual({ t, del: true });
+      // A copy of B's row (fresh id where there is one) must not be insertable.
+      const copy = { ...sample, ...(sample.id && t !== 'app.locations' ? { id: randomUUID() } : {}) };
+      const ins = await attempt(c, `insert into ${t} select * from jsonb_populate_record(null::${t}, $1)`, [copy]);
+      expect({ t, ins }).toEqual({ t, ins: '42501' });
+      // Nor can one of A's own rows be handed to B.
+      const pk = mine.id !== undefined ? 'id' : col;
+      const move = await attempt(c, `update ${t} set ${col} = $1 where ${pk} = $2`, [B, mine[pk]]);
+      expect({ t, move: move === '42501' || move === '23503' || move === '23505' }).toEqual({ t, move: true });
+    });
+  }
+});
+
+test('with no location set, the API role sees nothing', async () => {
+  const c = await owner.connect();
+  try {
+    await c.query('begin');
+    await c.query('set local role switchboard_api');
+    for (const t of tables) {
+      const r = await c.query(`select count(*)::int as n from ${t}`);
+      expect({ t, n: r.rows[0].n }).toEqual({ t, n: 0 });
+    }
+  } finally {
+    await c.query('rollback');
+    c.release();
+  }
+});
+
+test('billing is unreachable from the API role whatever the location', async () => {
+  await asApi(A, async (c) => {
+    for (const t of ['billing.customers', 'billing.subscriptions', 'billing.invoices', 'billing.processed_events']) {
+      expect(await attempt(c, `select * from ${t}`)).toBe('42501');
+    }
+  });
+});
+
+test('staff role sees every location', async () => {
+  const c = await owner.connect();
+  try {
+    await c.query('begin');
+    await c.query('set local role switchboard_staff');
+    const r = await c.query('select count(distinct location_id)::int as n from app.calls');
+    expect(r.rows[0].n).toBe(2);
+  } finally {
+    await c.query('rollback');
+    c.release();
+  }
+});

@@ -1,0 +1,78 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import net from 'node:net';
+import path from 'node:path';
+import { projectRoot } from '../../src/db/migrate.js';
+
+export const tsxBin = path.join(projectRoot, 'node_modules', '.bin', 'tsx');
+
+/** Base environment for child processes: nothing of the parent's test settings leaks in. */
+export function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: 'info' };
+  return { ...env, ...extra };
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as net.AddressInfo;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  json: any;
+}
+
+/** Runs the CLI as an operator would, returning exit code and parsed stdout. */
+export function runCli(args: string[], env: Record<string, string>): Promise<CliResult> {
+  return new Promise((resolve) => {
+    const child = spawn(tsxBin, ['src/cli/index.ts', ...args], { cwd: projectRoot, env: childEnv(env) });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('close', (code) => {
+      let json: unknown;
+      try {
+        json = JSON.parse(stdout);
+      } catch {
+        json = undefined;
+      }
+      resolve({ code, stdout, stderr, json });
+    });
+  });
+}
+
+/** Starts `src/main.ts` (what `npm start` runs) and resolves once /readyz answers 200. */
+export async function startMain(env: Record<string, string>, args: string[] = []): Promise<{ child: ChildProcess; output: () => string; exited: Promise<number | null> }> {
+  const child = spawn(tsxBin, ['src/main.ts', ...args], { cwd: projectRoot, env: childEnv(env) });
+  let out = '';
+  child.stdout!.on('data', (d) => (out += d));
+  child.stderr!.on('data', (d) => (out += d));
+  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  const deadline = Date.now() + 90_000;
+  let ready = false;
+  while (Date.now() < deadline && child.exitCode === null) {
+    if (env.PORT && args[0] !== 'worker') {
+      try {
+        const res = await fetch(`http://127.0.0.1:${env.PORT}/readyz`);
+        if (res.status === 200) break;
+      } catch {
+        /* not listening yet */
+      }
+    } else if (/worker started/.test(out)) {
+      break;
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  if (child.exitCode !== null || Date.now() >= deadline) throw new Error(`service did not start:\n${out}`);
+  ready = true;
+  void ready;
+  return { child, output: () => out, exited };
+}
