@@ -16,7 +16,7 @@ import { runMigrations } from 'graphile-worker';
 const cfg = loadConfig();
 const log = createLogger(cfg.LOG_LEVEL, 2);
 const db = await resolveDatabase(cfg, log);
-const env = { ...process.env, DATABASE_URL: db.url };
+const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: db.url };
 if (db.embedded) {
   env.SHADOW_DATABASE_URL = db.embedded.urlFor('switchboard_shadow');
   env.ROOT_DATABASE_URL = db.embedded.urlFor('postgres');
