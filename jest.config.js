@@ -5,7 +5,7 @@ export default {
   moduleNameMapper: {
     '^(\\.{1,2}/.*)\\.js$': '$1',
     // The CommonJS build avoids Jest's warnings about JSON imports without attributes.
-    '^libphonenumber-js$': 'libphonenumber-js/index.cjs',
+    '^libphonenumber-js$': '<rootDir>/node_modules/libphonenumber-js/index.cjs',
   },
   transform: {
     '^.+\\.ts$': ['ts-jest', { useESM: true, diagnostics: false }],
