@@ -1,5 +1,15 @@
 -- Outbound webhooks (issue 5): exact event bodies, DB fan-out, claim/record of attempts, sweeper, REST functions.
 
+-- Foundation fix: encode(..., 'base64') wraps lines every 76 characters, so cursors of long sort
+-- keys carried a newline (%0A in the Link header) that broke app.page_after's padding → 400.
+create or replace function app.cursor_encode(created_at timestamptz, id uuid) returns text
+  language sql immutable parallel safe
+as $$
+  select translate(encode(convert_to(
+    to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') || '|' || id, 'UTF8'), 'base64'),
+    E'+/=\n', '-_')
+$$;
+
 -- ---------------------------------------------------------------------------------------------
 -- Exact body bytes: computed once when the event is written, so every attempt (and every retry
 -- days later) sends and signs identical bytes.
