@@ -31,6 +31,8 @@ export function createApp(deps: AppDeps): express.Express {
   app.set('trust proxy', false);
   app.set('etag', false);
   app.set('query parser', 'simple');
+  // Handlers that must read configuration (e.g. the SSRF switch) find it here.
+  app.locals.cfg = deps.cfg;
 
   app.use(
     pinoHttp({

@@ -41,6 +41,7 @@ export async function startWorker(deps: TaskDeps, concurrency = 5): Promise<Runn
     noHandleSignals: true,
     pollInterval: 1000,
     taskList,
+    crontabFile: path.join(projectRoot, 'crontab'),
     logger: new WorkerLogger((scope) => (level, message, meta) => {
       const fn = level === 'error' ? log.error : level === 'warning' ? log.warn : log.debug;
       fn.call(log, { scope, meta }, message);
