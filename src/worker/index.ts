@@ -32,6 +32,13 @@ export async function loadTasks(deps: TaskDeps): Promise<TaskList> {
   return list;
 }
 
+/**
+ * Recurring jobs. webhook_sweep re-queues webhook attempts that are overdue and not held by a
+ * live worker, so a crashed worker delays a delivery by about a minute, not graphile-worker's
+ * four-hour lock expiry.
+ */
+const CRONTAB = ['* * * * * webhook_sweep'].join('\n');
+
 export async function startWorker(deps: TaskDeps, concurrency = 5): Promise<Runner> {
   const taskList = await loadTasks(deps);
   const log = deps.log.child({ component: 'worker' });
@@ -41,7 +48,7 @@ export async function startWorker(deps: TaskDeps, concurrency = 5): Promise<Runn
     noHandleSignals: true,
     pollInterval: 1000,
     taskList,
-    crontabFile: path.join(projectRoot, 'crontab'),
+    crontab: CRONTAB,
     logger: new WorkerLogger((scope) => (level, message, meta) => {
       const fn = level === 'error' ? log.error : level === 'warning' ? log.warn : log.debug;
       fn.call(log, { scope, meta }, message);
