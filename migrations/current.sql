@@ -213,6 +213,18 @@ comment on function app.notification_record(uuid, text, text, int, boolean) is
 revoke execute on function app.notification_record(uuid, text, text, int, boolean) from public;
 
 -- API.
+
+-- FOUNDATION FIX (reported to the lead): encode(…, 'base64') wraps its output at 76 characters, so
+-- a cursor longer than that carried a newline and app.page_after() padded it wrongly → 400 on
+-- every second page. Same output otherwise; the newline is now dropped with the padding.
+create or replace function app.cursor_encode(created_at timestamptz, id uuid) returns text
+  language sql immutable parallel safe
+as $$
+  select translate(encode(convert_to(
+    to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') || '|' || id, 'UTF8'), 'base64'),
+    E'+/=\n', '-_')
+$$;
+comment on function app.cursor_encode(timestamptz, uuid) is E'Opaque list cursor: base64url (unpadded, unwrapped) of the last row''s sort key.';
 create function app.notification_settings_json(s app.notification_settings) returns jsonb
   language sql stable parallel safe
 as $$
