@@ -4,7 +4,8 @@
  */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import { createServer, type IncomingHttpHeaders } from 'node:https';
+import type { IncomingHttpHeaders } from 'node:http';
+import { createServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
