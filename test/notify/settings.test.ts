@@ -68,7 +68,7 @@ test('extra recipients receive routed notifications beside the defaults', async 
   ]);
 });
 
-test.each([
+test.each<[unknown, string]>([
   [{}, 'empty body'],
   [{ routes: { 'call.emergency': ['pager'] } }, 'unknown channel'],
   [{ routes: { 'call.exploded': ['sms'] } }, 'unknown event type'],
@@ -79,7 +79,7 @@ test.each([
   [{ email_recipients: ['nobody'] }, 'bad e-mail'],
   [{ email_recipients: Array.from({ length: 21 }, (_, i) => `p${i}@x.test`) }, 'too many'],
   [{ sms_recipients: [], extra: true }, 'unknown field'],
-])('PATCH %j → 400 validation_error (%s), nothing changed', async (body) => {
+])('PATCH %j → 400 validation_error (%s), nothing changed', async (body, _why) => {
   const before = await request(t.baseUrl, 'GET', url(), { token });
   const res = await request(t.baseUrl, 'PATCH', url(), { token, body });
   expect(res.status).toBe(400);
