@@ -115,7 +115,6 @@ export async function postOutbound(url: string, req: OutboundRequest, cfg: Guard
         headers: { 'user-agent': 'Switchboard-Notifications/1.0', ...req.headers, 'content-length': String(body.length) },
         lookup: guardedLookup(cfg),
         ca: opts.ca ? [...tlsRootCertificates(), opts.ca.toString()] : undefined,
-        timeout: opts.timeoutMs,
         agent: false,
       },
       (res) => {
@@ -131,7 +130,12 @@ export async function postOutbound(url: string, req: OutboundRequest, cfg: Guard
         res.on('error', reject);
       },
     );
-    r.setTimeout(opts.timeoutMs, () => r.destroy(Object.assign(new Error(`no response within ${opts.timeoutMs} ms`), { code: 'ETIMEDOUT' })));
+    // A whole-exchange deadline (socket timeouts only measure silence): no complete answer in time = failure.
+    const deadline = setTimeout(
+      () => r.destroy(Object.assign(new Error(`no complete response within ${opts.timeoutMs} ms`), { code: 'ETIMEDOUT' })),
+      opts.timeoutMs,
+    );
+    r.on('close', () => clearTimeout(deadline));
     r.on('error', reject);
     r.end(body);
   });
