@@ -1,0 +1,89 @@
+import { z } from 'zod';
+import { defineRoute, locationParam, page, pageQuery, type RouteSpec } from '../route.js';
+import { e164, timestamp } from '../schemas.js';
+
+const LocationParams = z.object({ locationId: locationParam });
+
+export const eventTypes = [
+  'call.ended', 'call.emergency', 'lead.created', 'lead.updated', 'booking.created', 'booking.updated', 'spam.blocked',
+] as const;
+export const notificationChannels = ['sms', 'email', 'chat', 'automation'] as const;
+
+const Channel = z.enum(notificationChannels);
+const ChannelList = z
+  .array(Channel)
+  .max(notificationChannels.length)
+  .refine((l) => new Set(l).size === l.length, 'Channels must not repeat');
+
+const routesShape = Object.fromEntries(eventTypes.map((t) => [t, ChannelList])) as Record<
+  (typeof eventTypes)[number],
+  typeof ChannelList
+>;
+
+export const NotificationSettings = z.object({
+  location_id: z.string().uuid(),
+  routes: z.object(routesShape).describe('{ event type: [channels] }; an empty list sends nothing'),
+  sms_recipients: z.array(z.string()).describe('E.164 numbers texted besides the owner cell'),
+  email_recipients: z.array(z.string()).describe('Addresses e-mailed besides owner and admin members'),
+  updated_at: timestamp,
+});
+
+const distinct = <T>(l: T[]) => new Set(l.map((x) => String(x).toLowerCase())).size === l.length;
+
+export const NotificationSettingsPatch = z
+  .strictObject({
+    routes: z.strictObject(routesShape).partial().describe('Event types named here replace their channel list; others stay'),
+    sms_recipients: z.array(e164).max(20).refine(distinct, 'Numbers must not repeat'),
+    email_recipients: z.array(z.email().max(320)).max(20).refine(distinct, 'Addresses must not repeat'),
+  })
+  .partial()
+  .refine((o) => Object.keys(o).length > 0, 'Provide at least one field');
+
+const LogEntry = z.object({
+  at: timestamp,
+  status: z.enum(['pending', 'sent', 'failed', 'skipped']),
+  detail: z.string().nullable(),
+  response_status: z.number().int().nullable(),
+});
+
+export const Notification = z.object({
+  id: z.string().uuid(),
+  location_id: z.string().uuid(),
+  event_id: z.string().uuid().nullable(),
+  event: z.string(),
+  channel: Channel,
+  provider: z.string(),
+  recipient: z.string().nullable(),
+  status: z.enum(['pending', 'sent', 'failed', 'skipped']),
+  attempts: z.number().int(),
+  created_at: timestamp,
+  updated_at: timestamp,
+  log: z.array(LogEntry).optional().describe('Only with include=log: each try, oldest first'),
+});
+
+const NotificationsQuery = z.object({
+  ...pageQuery,
+  include: z.enum(['log']).optional(),
+});
+
+export const notificationRoutes: RouteSpec[] = [
+  defineRoute({
+    method: 'get', path: '/locations/:locationId/notification-settings', tag: 'Notifications', scope: 'settings:read',
+    summary: 'Which events notify which channels, and the extra recipients',
+    params: LocationParams, response: NotificationSettings,
+    handler: ({ call, token, params }) => call('api.notification_settings_get', token, params.locationId),
+  }),
+  defineRoute({
+    method: 'patch', path: '/locations/:locationId/notification-settings', tag: 'Notifications', scope: 'settings:write',
+    summary: 'Change notification routing or recipients',
+    params: LocationParams, body: NotificationSettingsPatch, response: NotificationSettings,
+    handler: ({ call, token, params, body }) => call('api.notification_settings_patch', token, params.locationId, body),
+  }),
+  defineRoute({
+    method: 'get', path: '/locations/:locationId/notifications', tag: 'Notifications', scope: 'notifications:read', list: true,
+    summary: 'Notifications sent (or skipped) for this location, newest first; include=log adds each one\'s tries',
+    params: LocationParams, query: NotificationsQuery, response: z.array(Notification),
+    handler: ({ call, token, params, query }) =>
+      call('api.notifications_list', token, params.locationId, page(query), query.include === 'log'),
+  }),
+];

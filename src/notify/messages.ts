@@ -1,0 +1,148 @@
+/**
+ * What people read: one event rendered for Slack (text + blocks), SMS (one short line) and e-mail
+ * (subject, plain text, simple HTML). Link-free on purpose: a notification says who called, what
+ * for, how urgent and the number to call back; the dashboard is where details live.
+ */
+
+export interface EventBody {
+  event: string;
+  location_id: string;
+  created_at: string;
+  data: Record<string, unknown>;
+}
+
+export interface MessageInput {
+  event: EventBody;
+  business: string;
+  /** Unmasked number to call back (event data masks caller phones). */
+  callbackPhone: string | null;
+}
+
+export interface Message {
+  /** One-line headline, e.g. "Emergency call — Acme Heating". */
+  title: string;
+  /** Label/value facts in reading order. */
+  facts: Array<[string, string]>;
+  /** Shortest form: the SMS text (≤ 320 characters). */
+  sms: string;
+}
+
+const str = (v: unknown): string | null => (typeof v === 'string' && v.trim() !== '' ? v.trim() : typeof v === 'number' ? String(v) : null);
+
+function money(v: unknown): string | null {
+  const n = typeof v === 'number' ? v : typeof v === 'string' && v !== '' ? Number(v) : NaN;
+  return Number.isFinite(n) ? `$${n.toLocaleString('en-US', { maximumFractionDigits: 2 })}` : null;
+}
+
+function urgency(v: unknown): string | null {
+  const n = typeof v === 'number' ? v : Number(v);
+  if (!Number.isInteger(n)) return null;
+  const word = n >= 5 ? 'emergency' : n >= 4 ? 'high' : n >= 2 ? 'medium' : 'routine';
+  return `${n}/5 (${word})`;
+}
+
+const humanize = (s: string) => s.replace(/_/g, ' ');
+
+export const SMS_MAX = 320;
+
+/** Cuts to `max` characters on a word boundary where possible, marking the cut with "…". */
+export function clip(text: string, max: number): string {
+  const t = text.replace(/\s+/g, ' ').trim();
+  if (t.length <= max) return t;
+  const cut = t.slice(0, max - 1);
+  const space = cut.lastIndexOf(' ');
+  return `${space > max * 0.6 ? cut.slice(0, space) : cut}…`;
+}
+
+export function renderMessage({ event, business, callbackPhone }: MessageInput): Message {
+  const d = event.data;
+  const who = str(d.caller_name) ?? str(d.name) ?? 'Unknown caller';
+  const what = str(d.issue_summary) ?? str(d.service_type);
+  const service = str(d.service_type);
+  const callback = callbackPhone ?? (str(d.phone) as string | null);
+  let title: string;
+  const facts: Array<[string, string | null]> = [];
+  let sms: string;
+
+  switch (event.event) {
+    case 'call.emergency': {
+      const transfer = d.reason === 'warm_transfer';
+      title = `Emergency call — ${business}`;
+      facts.push(['Caller', who], ['Issue', what], ['Urgency', urgency(d.urgency_level)],
+        ['Why flagged', transfer ? 'caller is being transferred to you now' : 'rated urgent by the agent'],
+        ['Address', str(d.caller_address)], ['Call back', callback]);
+      sms = `EMERGENCY ${business}: ${who}${what ? ` - ${what}` : ''}.${transfer ? ' Transferring to you now.' : ''}${callback ? ` Call back ${callback}` : ''}`;
+      break;
+    }
+    case 'lead.created':
+      title = `New lead — ${business}`;
+      facts.push(['Name', who], ['Service', service], ['Urgency', urgency(d.urgency_level)],
+        ['Estimated value', money(d.estimated_value)], ['Address', str(d.address)], ['Call back', callback]);
+      sms = `New lead ${business}: ${who}${service ? ` - ${service}` : ''}.${callback ? ` Call back ${callback}` : ''}`;
+      break;
+    case 'lead.updated':
+      title = `Lead ${humanize(String(d.previous_status ?? '?'))} → ${humanize(String(d.status ?? '?'))} — ${business}`;
+      facts.push(['Name', who], ['Service', service], ['Call back', callback]);
+      sms = `${business}: lead ${who} is now ${humanize(String(d.status ?? ''))}.`;
+      break;
+    case 'booking.created':
+    case 'booking.updated': {
+      const when = [str(d.scheduled_date), str(d.scheduled_time)].filter(Boolean).join(' ');
+      const created = event.event === 'booking.created';
+      title = `${created ? 'New booking' : `Booking ${humanize(String(d.status ?? 'updated'))}`} — ${business}`;
+      facts.push(['When', when || null], ['Service', service], ['Status', str(d.status) && humanize(String(d.status))],
+        ['Address', str(d.address)], ['Call back', callback]);
+      sms = `${created ? 'New booking' : 'Booking update'} ${business}: ${service ?? 'service visit'}${when ? ` on ${when}` : ''} (${humanize(String(d.status ?? ''))}).${callback ? ` Customer ${callback}` : ''}`;
+      break;
+    }
+    case 'call.ended':
+      title = `Call ended — ${business}`;
+      facts.push(['Caller', who], ['Outcome', str(d.outcome) && humanize(String(d.outcome))], ['Issue', what],
+        ['Urgency', urgency(d.urgency_level)], ['Call back', callback]);
+      sms = `${business}: call from ${who} ended (${humanize(String(d.outcome ?? 'other'))}).${callback ? ` Call back ${callback}` : ''}`;
+      break;
+    case 'spam.blocked':
+      title = `Spam call blocked — ${business}`;
+      facts.push(['Caller', str(d.caller_phone)], ['Reason', str(d.reason) && humanize(String(d.reason))]);
+      sms = `${business}: blocked a spam call from ${str(d.caller_phone) ?? 'an unknown number'}.`;
+      break;
+    default:
+      title = `${event.event} — ${business}`;
+      sms = `${business}: ${event.event}`;
+  }
+  return {
+    title,
+    facts: facts.filter((f): f is [string, string] => f[1] !== null && f[1] !== ''),
+    sms: clip(sms, SMS_MAX),
+  };
+}
+
+/** Slack mrkdwn treats &, < and > as markup (links, mentions): escape them so text stays text. */
+export function slackEscape(s: string): string {
+  return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+}
+
+export function slackPayload(m: Message): { text: string; blocks: unknown[] } {
+  const text = [m.title, ...m.facts.map(([k, v]) => `${k}: ${v}`)].join('\n');
+  return {
+    text: slackEscape(text),
+    blocks: [
+      { type: 'header', text: { type: 'plain_text', text: clip(m.title, 150), emoji: true } },
+      ...(m.facts.length
+        ? [{ type: 'section', fields: m.facts.slice(0, 10).map(([k, v]) => ({ type: 'mrkdwn', text: `*${k}*\n${slackEscape(clip(v, 1900))}` })) }]
+        : []),
+    ],
+  };
+}
+
+const htmlEscape = (s: string) =>
+  s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;');
+
+export function emailContent(m: Message): { subject: string; text: string; html: string } {
+  const text = `${m.title}\n\n${m.facts.map(([k, v]) => `${k}: ${v}`).join('\n')}\n\n— Switchboard\n`;
+  const rows = m.facts
+    .map(([k, v]) => `<tr><th align="left" style="padding:2px 12px 2px 0">${htmlEscape(k)}</th><td>${htmlEscape(v)}</td></tr>`)
+    .join('');
+  const html = `<!doctype html><html><body style="font-family:sans-serif"><h2>${htmlEscape(m.title)}</h2><table>${rows}</table><p style="color:#666">— Switchboard</p></body></html>`;
+  return { subject: clip(m.title.replace(/[\r\n]+/g, ' '), 200), text, html };
+}

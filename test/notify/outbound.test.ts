@@ -1,0 +1,85 @@
+import { assertPublicUrl, isPublicAddress } from '../../src/notify/outbound.js';
+import { clip, renderMessage, slackPayload, SMS_MAX } from '../../src/notify/messages.js';
+
+const strict = { WEBHOOK_ALLOW_PRIVATE_TARGETS: false };
+const lax = { WEBHOOK_ALLOW_PRIVATE_TARGETS: true };
+
+describe('SSRF guard', () => {
+  test.each([
+    'http://93.184.216.34/hook', 'ftp://93.184.216.34/', 'https://127.0.0.1/x', 'https://10.1.2.3/', 'https://192.168.0.10/',
+    'https://172.16.5.4/', 'https://169.254.169.254/latest/meta-data', 'https://100.64.0.1/', 'https://[::1]/',
+    'https://[fd00::1]/', 'https://[::ffff:127.0.0.1]/', 'https://0.0.0.0/', 'https://224.0.0.1/', 'https://localhost/',
+    'https://user:pw@93.184.216.34/', 'not a url',
+  ])('refuses %s', async (u) => {
+    await expect(assertPublicUrl(u, strict)).rejects.toMatchObject({ code: 'EBLOCKEDTARGET' });
+  });
+
+  test('accepts a public https address', async () => {
+    await expect(assertPublicUrl('https://93.184.216.34/services/T/B/X', strict)).resolves.toBeInstanceOf(URL);
+    expect(isPublicAddress('2606:4700::1111')).toBe(true);
+  });
+
+  test('WEBHOOK_ALLOW_PRIVATE_TARGETS lifts the address rule but never the https rule', async () => {
+    await expect(assertPublicUrl('https://127.0.0.1:8443/x', lax)).resolves.toBeInstanceOf(URL);
+    await expect(assertPublicUrl('http://127.0.0.1:8443/x', lax)).rejects.toMatchObject({ code: 'EBLOCKEDTARGET' });
+  });
+});
+
+describe('messages', () => {
+  const base = { location_id: 'l', created_at: '2026-11-21T15:04:05.123Z' };
+
+  test('SMS stays under 320 characters however long the details', () => {
+    const m = renderMessage({
+      event: { ...base, event: 'call.emergency', data: { caller_name: 'A'.repeat(200), issue_summary: 'water '.repeat(100), urgency_level: 5 } },
+      business: 'B'.repeat(150), callbackPhone: '+12125550142',
+    });
+    expect(m.sms.length).toBeLessThanOrEqual(SMS_MAX);
+    expect(m.sms.length).toBeLessThan(320 + 1);
+    expect(clip('one two three', 8)).toBe('one two…');
+  });
+
+  test('Slack text escapes markup so caller-supplied text cannot become a link or mention', () => {
+    const m = renderMessage({
+      event: { ...base, event: 'lead.created', data: { name: '<https://evil.test|click> <!channel>', service_type: 'drain', phone: '+13125550177' } },
+      business: 'Acme', callbackPhone: null,
+    });
+    const p = slackPayload(m);
+    expect(p.text).not.toContain('<');
+    expect(JSON.stringify(p.blocks)).not.toContain('<!channel>');
+    expect(p.text).toContain('+13125550177');
+  });
+
+  test('each event type reads as a sentence', () => {
+    const cases: Array<[string, Record<string, unknown>, RegExp]> = [
+      ['lead.updated', { name: 'Jo', status: 'contacted', previous_status: 'new' }, /Lead new → contacted/],
+      ['booking.created', { service_type: 'AC install', scheduled_date: '2026-12-01', scheduled_time: '09:30', status: 'scheduled' }, /New booking/],
+      ['booking.updated', { status: 'cancelled', scheduled_date: '2026-12-01' }, /Booking cancelled/],
+      ['call.ended', { caller_name: 'Sam', outcome: 'booked' }, /Call ended/],
+      ['spam.blocked', { caller_phone: '***-***-0000', reason: 'blocklist' }, /Spam call blocked/],
+    ];
+    for (const [event, data, title] of cases) {
+      const m = renderMessage({ event: { ...base, event, data }, business: 'Acme', callbackPhone: null });
+      expect(m.title).toMatch(title);
+      expect(m.sms.length).toBeLessThanOrEqual(SMS_MAX);
+    }
+  });
+});
+
+describe('postOutbound', () => {
+  test('a receiver that never answers fails the try at the deadline', async () => {
+    const { createServer } = await import('node:https');
+    const { makeCert } = await import('./receivers.js');
+    const { postOutbound } = await import('../../src/notify/outbound.js');
+    const cert = makeCert();
+    const server = createServer({ key: cert.key, cert: cert.cert }, () => undefined); // never responds
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const { port } = server.address() as { port: number };
+    try {
+      await expect(postOutbound(`https://127.0.0.1:${port}/hook`, { headers: {}, body: '{}' }, lax, { timeoutMs: 200, ca: cert.cert }))
+        .rejects.toMatchObject({ code: 'ETIMEDOUT' });
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+    }
+  });
+});
