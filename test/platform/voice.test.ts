@@ -1,4 +1,4 @@
-import { runOnce } from 'graphile-worker';
+import { Logger, runOnce } from 'graphile-worker';
 import { callFn } from '../../src/db/pools.js';
 import { loadTasks } from '../../src/worker/index.js';
 import finalizeCall from '../../tasks/finalize_call.js';
@@ -131,6 +131,15 @@ describe('signatures', () => {
     expect(r2.body.error.details.issues[0].path).toBe('call.call_id');
     const r3 = await postVoice(t.baseUrl, 'post-call', { event: 'call_ended', call: { call_id: 'x', start_timestamp: 'yesterday' } });
     expect(r3.status).toBe(400);
+  });
+
+  test('a body over 5 MiB → 413 payload_too_large, nothing stored', async () => {
+    const body = voiceFixture('booked', loc);
+    body.call.transcript = 'x'.repeat(5 * 1024 * 1024 + 10);
+    const res = await postVoice(t.baseUrl, 'post-call', body);
+    expect(res.status).toBe(413);
+    expect(res.body.error.code).toBe('payload_too_large');
+    expect(await count(t.owner, 'select 1 from app.calls where platform_call_id = $1', [body.call.call_id])).toBe(0);
   });
 
   test('unset VOICE_WEBHOOK_SECRET → 503 not_configured', async () => {
@@ -410,7 +419,7 @@ describe('finalisation when call_analyzed never comes', () => {
     // Ten minutes later: run the worker once with the job made due.
     await t.owner.query(`update graphile_worker._private_jobs set run_at = now() where key = $1`, [`finalize_call:${c0.id}`]);
     const taskList = await loadTasks({ cfg: t.cfg, log: testLog, pool: t.owner });
-    await runOnce({ pgPool: t.owner, taskList, noHandleSignals: true });
+    await runOnce({ pgPool: t.owner, taskList, noHandleSignals: true, logger: new Logger(() => () => undefined) });
     expect(await jobsFor(c0.id)).toHaveLength(0);
     const c = await callRow(t.owner, loc.id, body.call.call_id);
     expect(c.outcome).toBe('other');
