@@ -417,7 +417,7 @@ describe('finalisation when call_analyzed never comes', () => {
     expect(jobs[0].run_at.getTime()).toBe(job.run_at.getTime());
 
     // Ten minutes later: run the worker once with the job made due.
-    await t.owner.query(`update graphile_worker._private_jobs set run_at = now() where key = $1`, [`finalize_call:${c0.id}`]);
+    await t.owner.query(`update graphile_worker._private_jobs set run_at = now() - interval '1 minute' where key = $1`, [`finalize_call:${c0.id}`]);
     const taskList = await loadTasks({ cfg: t.cfg, log: testLog, pool: t.owner });
     await runOnce({ pgPool: t.owner, taskList, noHandleSignals: true, logger: new Logger(() => () => undefined) });
     expect(await jobsFor(c0.id)).toHaveLength(0);
