@@ -1,11 +1,15 @@
 import { Router } from 'express';
 import type { AppDeps } from '../app.js';
+import { billingRouter } from './billing.js';
+import { voiceRouter } from './voice.js';
 
 /**
  * Routes called by platforms rather than API clients (voice platform, billing). They read the raw
  * body themselves, because signatures are checked on the exact bytes before anything is parsed.
  */
-export function platformRouter(_deps: AppDeps): Router {
+export function platformRouter(deps: AppDeps): Router {
   const router = Router();
+  router.use(voiceRouter(deps));
+  router.use(billingRouter(deps));
   return router;
 }

@@ -1,0 +1,100 @@
+/**
+ * Stripe billing webhook (DESIGN.md §7): the stripe library verifies Stripe-Signature on the raw
+ * bytes (5-minute tolerance) before anything is parsed; one SQL function applies the event once.
+ */
+import { Router } from 'express';
+import Stripe from 'stripe';
+import { z } from 'zod';
+import { callFn } from '../../db/pools.js';
+import type { AppDeps } from '../app.js';
+import { ApiError } from '../errors.js';
+import { bodyBytes, invalidSignature, notConfigured, onlyPost, rawBody, validate } from './raw.js';
+
+export const BILLING_BODY_LIMIT = 1024 * 1024;
+export const BILLING_TOLERANCE_SEC = 300;
+
+export const HANDLED_BILLING_EVENTS = [
+  'customer.subscription.created', 'customer.subscription.updated', 'customer.subscription.deleted',
+  'invoice.paid', 'invoice.payment_failed',
+] as const;
+
+const ref = z.union([z.string().max(255), z.looseObject({ id: z.string().max(255) })]).nullish();
+const metadata = z.record(z.string(), z.unknown()).nullish();
+const unix = z.number().int().nullish();
+
+const Subscription = z.looseObject({
+  id: z.string().min(1).max(255),
+  customer: ref,
+  status: z.string().max(50).nullish(),
+  metadata,
+  cancel_at_period_end: z.boolean().nullish(),
+  canceled_at: unix,
+  items: z.looseObject({
+    data: z.array(z.looseObject({
+      price: z.looseObject({ id: z.string().max(255) }).nullish(),
+      quantity: z.number().int().nullish(),
+      current_period_end: unix,
+    })),
+  }).nullish(),
+});
+
+const Invoice = z.looseObject({
+  id: z.string().min(1).max(255),
+  customer: ref,
+  status: z.string().max(50).nullish(),
+  amount_due: z.number().int().nullish(),
+  amount_paid: z.number().int().nullish(),
+  currency: z.string().max(10).nullish(),
+  hosted_invoice_url: z.string().max(4096).nullish(),
+  metadata,
+  subscription: ref,
+  parent: z.looseObject({
+    subscription_details: z.looseObject({ subscription: ref, metadata }).nullish(),
+  }).nullish(),
+  status_transitions: z.looseObject({ paid_at: unix }).nullish(),
+});
+
+const StripeEvent = z.looseObject({
+  id: z.string().min(1).max(255),
+  type: z.string().min(1).max(255),
+  created: unix,
+  data: z.looseObject({ object: z.looseObject({}) }),
+});
+
+/** Checks the data object of the event types we apply; other types pass through unexamined. */
+const BillingEvent = StripeEvent.superRefine((evt, ctx) => {
+  const schema = evt.type.startsWith('customer.subscription.') ? Subscription : evt.type.startsWith('invoice.') ? Invoice : null;
+  if (!schema || !(HANDLED_BILLING_EVENTS as readonly string[]).includes(evt.type)) return;
+  const r = schema.safeParse(evt.data.object);
+  if (!r.success) {
+    for (const issue of r.error.issues) ctx.addIssue({ ...issue, path: ['data', 'object', ...issue.path] } as never);
+  }
+});
+
+export function billingRouter(deps: AppDeps): Router {
+  const router = Router();
+
+  router.post('/billing/webhook', rawBody(BILLING_BODY_LIMIT), async (req, res) => {
+    const secret = deps.cfg.BILLING_WEBHOOK_SECRET;
+    if (!secret) throw notConfigured('BILLING_WEBHOOK_SECRET');
+    const header = req.header('stripe-signature');
+    if (!header) throw invalidSignature('Stripe-Signature');
+    let event: unknown;
+    try {
+      // Verifies the signature on the raw bytes first, then parses them.
+      event = Stripe.webhooks.constructEvent(bodyBytes(req), header, secret, BILLING_TOLERANCE_SEC);
+    } catch (err) {
+      if (err instanceof Stripe.errors.StripeSignatureVerificationError) throw invalidSignature('Stripe-Signature');
+      throw new ApiError(400, 'invalid_json', 'Request body is not valid JSON');
+    }
+    const evt = validate(BillingEvent, event);
+    if (!(HANDLED_BILLING_EVENTS as readonly string[]).includes(evt.type)) {
+      res.json({ data: { status: 'ignored', event_id: evt.id, type: evt.type } });
+      return;
+    }
+    res.json({ data: await callFn(deps.ownerPool, 'billing.apply_event', [evt]) });
+  });
+
+  router.all('/billing/webhook', onlyPost());
+  return router;
+}

@@ -1,0 +1,159 @@
+/**
+ * Shapes of the voice platform's webhooks (Retell format, DESIGN.md §6). The platform's own
+ * fields are validated strictly (a malformed call object is a 400); the fields an LLM extracted
+ * into `custom_analysis_data` are normalised leniently: a value we cannot use is dropped rather
+ * than failing the whole webhook, because the platform would only retry the same bytes.
+ */
+import { parsePhoneNumberFromString } from 'libphonenumber-js';
+import { z } from 'zod';
+
+/** E.164 if the value is a valid phone number, else null (anonymous caller, web call). */
+export function looseE164(v: string | null | undefined): string | null {
+  if (!v) return null;
+  const p = parsePhoneNumberFromString(v.trim(), 'US');
+  return p && p.isValid() ? (p.number as string) : null;
+}
+
+/** A field that never fails validation: unusable values become undefined (absent). */
+const lenient = <T>(fn: (v: unknown) => T | undefined) => z.unknown().transform(fn).optional();
+
+const phone = z.string().max(40).nullish().transform(looseE164);
+
+const text = (max: number) =>
+  lenient((v): string | undefined => {
+    if (typeof v === 'number' && Number.isFinite(v)) return String(v);
+    if (typeof v !== 'string') return undefined;
+    const t = v.trim();
+    return t ? t.slice(0, max) : undefined;
+  });
+
+const flag = lenient((v): boolean | undefined => {
+  if (typeof v === 'boolean') return v;
+  if (typeof v === 'string' && /^(true|yes|1)$/i.test(v.trim())) return true;
+  if (typeof v === 'string' && /^(false|no|0)$/i.test(v.trim())) return false;
+  return undefined;
+});
+
+const urgency = lenient((v): number | undefined => {
+  const n = typeof v === 'number' ? v : typeof v === 'string' && v.trim() ? Number(v) : NaN;
+  return Number.isFinite(n) ? Math.min(5, Math.max(0, Math.round(n))) : undefined;
+});
+
+const money = lenient((v): number | undefined => {
+  const n = typeof v === 'number' ? v : typeof v === 'string' ? Number(v.replace(/[$,\s]|usd/gi, '')) : NaN;
+  return Number.isFinite(n) && n >= 0 && n < 1e12 ? n : undefined;
+});
+
+const isoDate = lenient((v): string | undefined => {
+  if (typeof v !== 'string') return undefined;
+  const m = /^(\d{4})-(\d{2})-(\d{2})(?:$|[T ])/.exec(v.trim());
+  if (!m) return undefined;
+  const d = new Date(Date.UTC(+m[1], +m[2] - 1, +m[3]));
+  return d.getUTCFullYear() === +m[1] && d.getUTCMonth() === +m[2] - 1 && d.getUTCDate() === +m[3]
+    ? `${m[1]}-${m[2]}-${m[3]}`
+    : undefined;
+});
+
+/** "14:30", "9:05", "2:30 PM", "2pm" → "HH:MM" (24 h). */
+const hhmm = lenient((v): string | undefined => {
+  if (typeof v !== 'string') return undefined;
+  const m = /^(\d{1,2})(?::(\d{2}))?(?::\d{2})?\s*([ap]\.?m\.?)?$/i.exec(v.trim());
+  if (!m || (!m[2] && !m[3])) return undefined;
+  let h = Number(m[1]);
+  const min = Number(m[2] ?? '0');
+  if (m[3]) {
+    if (h < 1 || h > 12) return undefined;
+    h = (h % 12) + (/^p/i.test(m[3]) ? 12 : 0);
+  }
+  if (h > 23 || min > 59) return undefined;
+  return `${String(h).padStart(2, '0')}:${String(min).padStart(2, '0')}`;
+});
+
+const email = lenient((v): string | undefined =>
+  typeof v === 'string' && /^[^@\s]+@[^@\s]+\.[^@\s]+$/.test(v.trim()) && v.trim().length <= 320 ? v.trim() : undefined);
+
+export const OUTCOMES = ['booked', 'transferred', 'lead', 'spam', 'dropped', 'other'] as const;
+const outcome = lenient((v) => {
+  const o = typeof v === 'string' ? v.trim().toLowerCase() : undefined;
+  return (OUTCOMES as readonly string[]).includes(o ?? '') ? (o as (typeof OUTCOMES)[number]) : undefined;
+});
+
+export const CustomAnalysisData = z.object({
+  outcome,
+  urgency_level: urgency,
+  is_emergency: flag,
+  service_type: text(200),
+  issue_summary: text(10000),
+  detected_intent: text(200),
+  estimated_value: money,
+  caller_name: text(200),
+  caller_address: text(500),
+  caller_email: email,
+  appointment_date: isoDate,
+  appointment_time: hhmm,
+});
+
+export const CallAnalysis = z.object({
+  call_summary: text(20000),
+  in_voicemail: flag,
+  user_sentiment: text(50),
+  call_successful: flag,
+  custom_analysis_data: lenient((v) => {
+    const r = CustomAnalysisData.safeParse(v && typeof v === 'object' && !Array.isArray(v) ? v : {});
+    return r.success ? r.data : undefined;
+  }),
+});
+
+const ms = z.number().int().nonnegative().nullish();
+
+export const TranscriptTurn = z.object({
+  role: z.string().max(50),
+  content: z.string().max(100000),
+  words: z.array(z.object({ word: z.string(), start: z.number().optional(), end: z.number().optional() })).optional(),
+});
+
+export const VoiceCall = z.object({
+  call_id: z.string().min(1).max(200),
+  call_type: z.string().max(50).nullish(),
+  agent_id: z.string().max(200).nullish(),
+  direction: z.enum(['inbound', 'outbound']).nullish(),
+  from_number: phone,
+  to_number: phone,
+  call_status: z.string().max(50).nullish(),
+  start_timestamp: ms,
+  end_timestamp: ms,
+  duration_ms: ms,
+  disconnection_reason: z.string().max(100).nullish(),
+  transcript: z.string().max(1_000_000).nullish(),
+  transcript_object: z.array(TranscriptTurn).nullish(),
+  recording_url: z.string().max(4096).nullish(),
+  public_log_url: z.string().max(4096).nullish(),
+  metadata: z.record(z.string(), z.unknown()).nullish(),
+  call_analysis: CallAnalysis.nullish(),
+});
+
+export const POST_CALL_EVENTS = ['call_started', 'call_ended', 'call_analyzed', 'transfer_started'] as const;
+
+export const PostCallWebhook = z.object({
+  event: z.string().min(1).max(100),
+  call: VoiceCall,
+});
+export type PostCallWebhook = z.infer<typeof PostCallWebhook>;
+
+export const InboundWebhook = z.object({
+  event: z.literal('call_inbound'),
+  call_inbound: z.object({
+    agent_id: z.string().max(200).nullish(),
+    agent_version: z.number().int().nullish(),
+    from_number: phone,
+    to_number: z.string().max(40).transform((v, ctx) => {
+      const p = looseE164(v);
+      if (!p) {
+        ctx.addIssue({ code: 'custom', message: 'Not a valid phone number' });
+        return z.NEVER;
+      }
+      return p;
+    }),
+  }),
+});
+export type InboundWebhook = z.infer<typeof InboundWebhook>;

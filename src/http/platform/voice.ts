@@ -1,0 +1,47 @@
+/**
+ * Voice platform webhooks (Retell-compatible, DESIGN.md §6). Order per request: secret set (503),
+ * raw body read, signature verified (401), JSON parsed and validated (400), then ONE SQL function
+ * that routes the call to its location and does all the work in one transaction.
+ */
+import { Router, type Request } from 'express';
+import { verify } from 'retell-sdk';
+import { callFn } from '../../db/pools.js';
+import type { AppDeps } from '../app.js';
+import { bodyBytes, invalidSignature, notConfigured, onlyPost, parseSigned, rawBody } from './raw.js';
+import { InboundWebhook, POST_CALL_EVENTS, PostCallWebhook } from './voice-payloads.js';
+
+/** Long calls carry word-level transcripts twice over; 5 MiB leaves room for an hour. */
+export const VOICE_BODY_LIMIT = 5 * 1024 * 1024;
+export const VOICE_SIGNATURE_HEADER = 'x-retell-signature';
+
+/** Verifies x-retell-signature (v=<ms>,d=<hex>, 5-minute window, constant time) and returns the body text. */
+async function verifiedBody(req: Request, secret: string | undefined): Promise<string> {
+  if (!secret) throw notConfigured('VOICE_WEBHOOK_SECRET');
+  const signature = req.header(VOICE_SIGNATURE_HEADER);
+  const body = bodyBytes(req).toString('utf8');
+  if (!signature || !(await verify(body, secret, signature))) throw invalidSignature(VOICE_SIGNATURE_HEADER);
+  return body;
+}
+
+export function voiceRouter(deps: AppDeps): Router {
+  const router = Router();
+  const raw = rawBody(VOICE_BODY_LIMIT);
+
+  router.post('/voice/inbound', raw, async (req, res) => {
+    const payload = parseSigned(InboundWebhook, await verifiedBody(req, deps.cfg.VOICE_WEBHOOK_SECRET));
+    // The platform reads this shape as is, so it is not wrapped in { data }.
+    res.json(await callFn(deps.ownerPool, 'app.voice_inbound', [payload]));
+  });
+
+  router.post('/voice/post-call', raw, async (req, res) => {
+    const payload = parseSigned(PostCallWebhook, await verifiedBody(req, deps.cfg.VOICE_WEBHOOK_SECRET));
+    if (!(POST_CALL_EVENTS as readonly string[]).includes(payload.event)) {
+      res.json({ data: { status: 'ignored', event: payload.event } });
+      return;
+    }
+    res.json({ data: await callFn(deps.ownerPool, 'app.voice_post_call', [payload]) });
+  });
+
+  router.all(['/voice/inbound', '/voice/post-call'], onlyPost());
+  return router;
+}
