@@ -67,8 +67,10 @@ export function renderMessage({ event, business, callbackPhone }: MessageInput):
   switch (event.event) {
     case 'call.emergency': {
       const transfer = d.reason === 'warm_transfer';
+      // A warm transfer fires before the call is analysed: urgency is still the unrated default 0, not "routine".
+      const rated = transfer && !(Number(d.urgency_level) > 0) ? null : urgency(d.urgency_level);
       title = `Emergency call — ${business}`;
-      facts.push(['Caller', who], ['Issue', what], ['Urgency', urgency(d.urgency_level)],
+      facts.push(['Caller', who], ['Issue', what], ['Urgency', rated],
         ['Why flagged', transfer ? 'caller is being transferred to you now' : 'rated urgent by the agent'],
         ['Address', str(d.caller_address)], ['Call back', callback]);
       sms = `EMERGENCY ${business}: ${who}${what ? ` - ${what}` : ''}.${transfer ? ' Transferring to you now.' : ''}${callback ? ` Call back ${callback}` : ''}`;

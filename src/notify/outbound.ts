@@ -12,9 +12,9 @@
 import dns from 'node:dns';
 import https from 'node:https';
 import type { LookupFunction } from 'node:net';
-import tls from 'node:tls';
 import ipaddr from 'ipaddr.js';
 import type { Config } from '../config.js';
+import { trustedCa, type ExtraCa } from '../net/ca.js';
 import { guardedLookup as ssrfLookup, hostOf, isPublicAddress, SsrfError } from '../net/ssrf.js';
 
 export { isPublicAddress };
@@ -75,8 +75,8 @@ export interface OutboundRequest {
 
 export interface OutboundOptions {
   timeoutMs: number;
-  /** Extra CA certificates to trust (tests pass their self-signed CA here; production relies on NODE_EXTRA_CA_CERTS). */
-  ca?: string | Buffer;
+  /** Extra CA certificates to trust on top of the public roots (tests; production relies on NODE_EXTRA_CA_CERTS). */
+  ca?: ExtraCa;
 }
 
 export interface OutboundResponse {
@@ -100,7 +100,7 @@ export async function postOutbound(url: string, req: OutboundRequest, cfg: Guard
         method: 'POST',
         headers: { 'user-agent': 'Switchboard-Notifications/1.0', ...req.headers, 'content-length': String(body.length) },
         lookup: guardedLookup(cfg),
-        ca: opts.ca ? [...tlsRootCertificates(), opts.ca.toString()] : undefined,
+        ca: trustedCa(opts.ca),
         agent: false,
       },
       (res) => {
@@ -125,9 +125,4 @@ export async function postOutbound(url: string, req: OutboundRequest, cfg: Guard
     r.on('error', reject);
     r.end(body);
   });
-}
-
-/** Passing `ca` replaces the default trust store, so the public roots stay alongside the extra CA. */
-function tlsRootCertificates(): readonly string[] {
-  return tls.rootCertificates;
 }

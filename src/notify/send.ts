@@ -6,10 +6,8 @@
  */
 import type { JobHelpers, Task } from 'graphile-worker';
 import nodemailer from 'nodemailer';
-import type pg from 'pg';
-import type { Config } from '../config.js';
 import { callFn } from '../db/pools.js';
-import type { Logger } from '../log.js';
+import type { TaskDeps } from '../worker/index.js';
 import { emailContent, renderMessage, slackPayload, type EventBody } from './messages.js';
 import { BlockedTargetError, postOutbound, type OutboundResponse } from './outbound.js';
 
@@ -57,13 +55,8 @@ export class SendFailure extends Error {
   }
 }
 
-export interface SenderDeps {
-  cfg: Config;
-  log: Logger;
-  pool: pg.Pool;
-  /** Extra CA to trust for outbound HTTPS (tests); production uses NODE_EXTRA_CA_CERTS. */
-  ca?: string | Buffer;
-}
+/** The worker's task deps; `ca` (extra trusted CA, tests) reaches every outbound HTTPS call. */
+export type SenderDeps = TaskDeps;
 
 const snippet = (s: string) => s.replace(/\s+/g, ' ').trim().slice(0, 300);
 
@@ -145,7 +138,7 @@ function deliver(deps: SenderDeps, n: NotificationToSend): Promise<Outcome> {
   }
 }
 
-/** The send_notification task with its dependencies bound (tests pass a CA for their HTTPS stand-ins). */
+/** The send_notification task with its dependencies bound; outbound HTTPS trusts `deps.ca` too (tests). */
 export function makeSendNotification(deps: SenderDeps): Task {
   return async (payload: unknown, helpers: JobHelpers) => {
     assertNotificationPayload(payload);

@@ -1,14 +1,16 @@
 /**
  * One webhook attempt over node:https. Chosen over fetch/undici because node:https gives the
  * three controls we need with no extra layer: a socket `lookup` hook (SSRF check on the resolved
- * address, no DNS rebinding), an `https.Agent` with a custom `ca` (tests; production trusts the
- * system store plus NODE_EXTRA_CA_CERTS), and no redirect following at all (3xx = failure).
+ * address, no DNS rebinding), an `https.Agent` trusting an extra CA on top of the public roots
+ * (TaskDeps.ca in tests; production trusts the system store plus NODE_EXTRA_CA_CERTS), and no
+ * redirect following at all (3xx = failure).
  */
 import https from 'node:https';
 import type pg from 'pg';
 import type { Task } from 'graphile-worker';
 import { callFn } from '../db/pools.js';
 import type { TaskDeps } from '../worker/index.js';
+import { trustedCa, type ExtraCa } from '../net/ca.js';
 import { assertConnectTarget, guardedLookup } from '../net/ssrf.js';
 import { signatureHeader } from './sign.js';
 
@@ -30,8 +32,8 @@ export interface PostOptions {
   headers: Record<string, string>;
   timeoutMs: number;
   allowPrivate: boolean;
-  /** Extra trusted CA certificates (PEM); tests pass their own CA. */
-  ca?: string | Buffer | Array<string | Buffer>;
+  /** Extra trusted CA certificates (PEM), added to the public roots; tests pass their own CA. */
+  ca?: ExtraCa;
 }
 
 /** First 16 KiB of a response as text that also fits 16 KiB once UTF-8 encoded (no NULs: Postgres text). */
@@ -65,7 +67,7 @@ export function postWebhook(opts: PostOptions): Promise<AttemptResult> {
       return;
     }
     const payload = Buffer.from(opts.body, 'utf8');
-    const agent = new https.Agent({ keepAlive: false, ca: opts.ca as never });
+    const agent = new https.Agent({ keepAlive: false, ca: trustedCa(opts.ca) });
     const req = https.request(url, {
       method: 'POST',
       agent,
@@ -179,10 +181,12 @@ export async function deliverOnce(pool: pg.Pool, deps: Pick<TaskDeps, 'cfg' | 'l
   }
 }
 
+/** The deliver_webhook task; trusts `opts.ca`, else `deps.ca` (unset in production). */
 export function makeDeliverTask(deps: TaskDeps, opts: DeliverOptions = {}): Task {
+  const options: DeliverOptions = { ca: opts.ca ?? deps.ca };
   return async (payload) => {
     assertDeliverPayload(payload);
-    await deliverOnce(deps.pool, deps, payload.delivery_id, opts);
+    await deliverOnce(deps.pool, deps, payload.delivery_id, options);
   };
 }
 

@@ -13,6 +13,11 @@ export interface TaskDeps {
   log: Logger;
   /** Owner pool; tasks call SQL functions that set the tenant themselves. */
   pool: pg.Pool;
+  /**
+   * Extra CA certificates (PEM) to trust for outbound HTTPS, on top of the public roots. Tests
+   * pass their throwaway CA; production leaves it unset and relies on NODE_EXTRA_CA_CERTS.
+   */
+  ca?: string;
 }
 
 /** A file in tasks/ default-exports one of these; the file name is the task identifier. */
@@ -39,14 +44,20 @@ export async function loadTasks(deps: TaskDeps): Promise<TaskList> {
  */
 const CRONTAB = ['* * * * * webhook_sweep'].join('\n');
 
-export async function startWorker(deps: TaskDeps, concurrency = 5): Promise<Runner> {
+export interface WorkerOptions {
+  concurrency?: number;
+  /** How often an idle worker polls for due jobs (ms); tests shorten it. */
+  pollInterval?: number;
+}
+
+export async function startWorker(deps: TaskDeps, { concurrency = 5, pollInterval = 1000 }: WorkerOptions = {}): Promise<Runner> {
   const taskList = await loadTasks(deps);
   const log = deps.log.child({ component: 'worker' });
   return run({
     pgPool: deps.pool,
     concurrency,
     noHandleSignals: true,
-    pollInterval: 1000,
+    pollInterval,
     taskList,
     crontab: CRONTAB,
     logger: new WorkerLogger((scope) => (level, message, meta) => {

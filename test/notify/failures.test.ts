@@ -1,17 +1,18 @@
 import { callFn } from '../../src/db/pools.js';
 import { createLocation, mintKey, request, startTestApi, testConfig, type TestApi } from '../support/harness.js';
-import { makeCert, startHttpsReceiver, startSmtp, type HttpsReceiver, type SmtpReceiver, type TestCert } from './receivers.js';
+import { makePki, reply, startHttpsReceiver, type HttpsReceiver, type TestPki } from '../support/https.js';
+import { startSmtp, type SmtpReceiver } from '../support/smtp.js';
 import { connectIntegration, emergencyCall, notificationsOf, runDueJobs, runTask } from './support.js';
 
 let t: TestApi;
-let cert: TestCert;
+let pki: TestPki;
 let slack: HttpsReceiver;
 let sms: HttpsReceiver;
 let smtp: SmtpReceiver;
 
 beforeAll(async () => {
-  cert = makeCert();
-  [slack, sms, smtp] = await Promise.all([startHttpsReceiver(cert, '/services/T1/B1/Y'), startHttpsReceiver(cert, '/sms'), startSmtp()]);
+  pki = makePki();
+  [slack, sms, smtp] = await Promise.all([startHttpsReceiver(pki, { path: '/services/T1/B1/Y' }), startHttpsReceiver(pki, { path: '/sms' }), startSmtp()]);
   t = await startTestApi({
     SMTP_URL: smtp.url, MAIL_FROM: 'alerts@switchboard.test',
     SMS_API_URL: sms.url, SMS_ACCOUNT_SID: 'AC_x', SMS_AUTH_TOKEN: 'tok', SMS_FROM: '+15005550006',
@@ -34,9 +35,9 @@ test('a routed channel with nobody to reach is recorded skipped with the reason,
   expect(ns[0].log[0].detail).toBe('no slack integration connected');
   expect(ns[1].log[0].detail).toMatch(/no e-mail recipient/);
   expect(ns[2].log[0].detail).toMatch(/owner_cell is unset/);
-  await runDueJobs(t.owner, t.cfg, cert.cert);
-  expect(slack.requests).toHaveLength(0);
-  expect(sms.requests).toHaveLength(0);
+  await runDueJobs(t.owner, t.cfg, pki.caPem);
+  expect(slack.received).toHaveLength(0);
+  expect(sms.received).toHaveLength(0);
   expect(smtp.messages).toHaveLength(0);
 });
 
@@ -45,7 +46,7 @@ test('an unconfigured channel (no SMTP_URL, no SMS settings) is logged skipped w
   await callFn(t.owner, 'admin.member_invite', [loc.id, 'boss@bare.test', 'owner', null]);
   const { eventId } = await emergencyCall(t.owner, loc.id);
   const bare = testConfig({ DATABASE_URL: t.db.url });
-  await runDueJobs(t.owner, bare, cert.cert);
+  await runDueJobs(t.owner, bare, pki.caPem);
   const ns = await notificationsOf(t.owner, eventId);
   const email = ns.find((n) => n.channel === 'email')!;
   const text = ns.find((n) => n.channel === 'sms')!;
@@ -54,7 +55,7 @@ test('an unconfigured channel (no SMTP_URL, no SMS settings) is logged skipped w
   expect(text.status).toBe('skipped');
   expect(text.log[0].detail).toMatch(/^SMS not configured: .*SMS_ACCOUNT_SID/);
   expect(smtp.messages).toHaveLength(0);
-  expect(sms.requests).toHaveLength(0);
+  expect(sms.received).toHaveLength(0);
 });
 
 test('Slack answering 500: each try is logged failed, retried until the last attempt, then the notification is failed', async () => {
@@ -63,34 +64,34 @@ test('Slack answering 500: each try is logged failed, retried until the last att
   await t.owner.query(`update app.notification_settings set routes = routes || '{"call.emergency": ["chat"]}' where location_id = $1`, [loc.id]);
   const { eventId } = await emergencyCall(t.owner, loc.id);
   const [n] = await notificationsOf(t.owner, eventId);
-  slack.answer(500, 'internal_error');
-  const before = slack.requests.length;
+  slack.respond(reply(500, 'internal_error'));
+  const before = slack.received.length;
 
-  await expect(runTask(t.owner, t.cfg, cert.cert, n.id, loc.id, 1, 3)).rejects.toThrow(/slack: HTTP 500/);
+  await expect(runTask(t.owner, t.cfg, pki.caPem, n.id, loc.id, 1, 3)).rejects.toThrow(/slack: HTTP 500/);
   let [row] = await notificationsOf(t.owner, eventId);
   expect(row.status).toBe('pending');
   expect(row.log.map((g) => [g.status, g.response_status])).toEqual([['failed', 500]]);
 
-  await expect(runTask(t.owner, t.cfg, cert.cert, n.id, loc.id, 2, 3)).rejects.toThrow(/HTTP 500/);
-  await expect(runTask(t.owner, t.cfg, cert.cert, n.id, loc.id, 3, 3)).resolves.toBeUndefined();
+  await expect(runTask(t.owner, t.cfg, pki.caPem, n.id, loc.id, 2, 3)).rejects.toThrow(/HTTP 500/);
+  await expect(runTask(t.owner, t.cfg, pki.caPem, n.id, loc.id, 3, 3)).resolves.toBeUndefined();
   [row] = await notificationsOf(t.owner, eventId);
   expect(row.status).toBe('failed');
   expect(row.attempts).toBe(3);
   expect(row.log.map((g) => g.status)).toEqual(['failed', 'failed', 'failed']);
-  expect(slack.requests.length - before).toBe(3);
+  expect(slack.received.length - before).toBe(3);
 
   // Settled: a stray replay does not send again.
-  await runTask(t.owner, t.cfg, cert.cert, n.id, loc.id, 4, 4);
-  expect(slack.requests.length - before).toBe(3);
-  slack.answer(200);
+  await runTask(t.owner, t.cfg, pki.caPem, n.id, loc.id, 4, 4);
+  expect(slack.received.length - before).toBe(3);
+  slack.respond(reply(200, 'ok'));
 });
 
 test('a failure through graphile-worker leaves the job queued for a retry with backoff', async () => {
   const loc = await createLocation(t.owner, { name: 'Worker Retry Co', owner_cell: '+12125550122' });
   await t.owner.query(`update app.notification_settings set routes = routes || '{"call.emergency": ["sms"]}' where location_id = $1`, [loc.id]);
-  sms.answer(503, '{"code":20429,"message":"Too Many Requests"}');
+  sms.respond(reply(503, '{"code":20429,"message":"Too Many Requests"}'));
   const { eventId } = await emergencyCall(t.owner, loc.id);
-  await runDueJobs(t.owner, t.cfg, cert.cert);
+  await runDueJobs(t.owner, t.cfg, pki.caPem);
   const [n] = await notificationsOf(t.owner, eventId);
   expect(n.status).toBe('pending');
   expect(n.log).toEqual([expect.objectContaining({ status: 'failed', response_status: 503, detail: expect.stringContaining('Too Many Requests') })]);
@@ -104,7 +105,7 @@ test('a failure through graphile-worker leaves the job queued for a retry with b
     await new Promise((r) => setTimeout(r, 50));
   }
   expect(rows).toEqual([{ attempts: 1, max_attempts: 4, later: true, last_error: expect.stringContaining('HTTP 503') }]);
-  sms.answer(201, '{"sid":"SM2"}');
+  sms.respond(reply(201, '{"sid":"SM2"}'));
 });
 
 test('connection refused and SMTP rejection are failed tries with the error', async () => {
@@ -116,8 +117,8 @@ test('connection refused and SMTP rejection are failed tries with the error', as
   const ns = await notificationsOf(t.owner, eventId);
   const chat = ns.find((n) => n.channel === 'chat')!;
   const email = ns.find((n) => n.channel === 'email')!;
-  await expect(runTask(t.owner, t.cfg, cert.cert, chat.id, loc.id, 1, 4)).rejects.toThrow(/ECONNREFUSED/);
-  await expect(runTask(t.owner, t.cfg, cert.cert, email.id, loc.id, 4, 4)).resolves.toBeUndefined();
+  await expect(runTask(t.owner, t.cfg, pki.caPem, chat.id, loc.id, 1, 4)).rejects.toThrow(/ECONNREFUSED/);
+  await expect(runTask(t.owner, t.cfg, pki.caPem, email.id, loc.id, 4, 4)).resolves.toBeUndefined();
   smtp.refuse(null);
   const after = await notificationsOf(t.owner, eventId);
   expect(after.find((n) => n.channel === 'chat')!.log).toEqual([expect.objectContaining({ status: 'failed', detail: expect.stringContaining('ECONNREFUSED') })]);
@@ -132,12 +133,12 @@ test('with private targets disallowed, a loopback Slack URL is refused once and 
   const { eventId } = await emergencyCall(t.owner, loc.id);
   const chat = (await notificationsOf(t.owner, eventId)).find((n) => n.channel === 'chat')!;
   const strict = testConfig({ DATABASE_URL: t.db.url, WEBHOOK_ALLOW_PRIVATE_TARGETS: 'false' });
-  const before = slack.requests.length;
-  await expect(runTask(t.owner, strict, cert.cert, chat.id, loc.id, 1, 4)).resolves.toBeUndefined();
+  const before = slack.received.length;
+  await expect(runTask(t.owner, strict, pki.caPem, chat.id, loc.id, 1, 4)).resolves.toBeUndefined();
   const [row] = (await notificationsOf(t.owner, eventId)).filter((n) => n.channel === 'chat');
   expect(row.status).toBe('failed');
   expect(row.log).toEqual([expect.objectContaining({ status: 'failed', detail: expect.stringMatching(/refused target .*127\.0\.0\.1 is not public/) })]);
-  expect(slack.requests.length).toBe(before);
+  expect(slack.received.length).toBe(before);
 });
 
 test('a disconnected integration is skipped at send time', async () => {
@@ -145,7 +146,7 @@ test('a disconnected integration is skipped at send time', async () => {
   await connectIntegration(t.owner, loc.id, 'slack', slack.url);
   const { eventId } = await emergencyCall(t.owner, loc.id);
   await t.owner.query(`update app.integrations set status = 'disconnected' where location_id = $1`, [loc.id]);
-  await runDueJobs(t.owner, t.cfg, cert.cert);
+  await runDueJobs(t.owner, t.cfg, pki.caPem);
   const chat = (await notificationsOf(t.owner, eventId)).find((n) => n.channel === 'chat')!;
   expect(chat.status).toBe('skipped');
   expect(chat.log[0].detail).toBe('slack integration is no longer connected');

@@ -1,10 +1,11 @@
 import { createLocation, mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
 import { callFn } from '../../src/db/pools.js';
-import { decodeQuotedPrintable, mailSubject, makeCert, startHttpsReceiver, startSmtp, type HttpsReceiver, type SmtpReceiver, type TestCert } from './receivers.js';
+import { makePki, reply, startHttpsReceiver, type HttpsReceiver, type TestPki } from '../support/https.js';
+import { decodeQuotedPrintable, mailSubject, startSmtp, type SmtpReceiver } from '../support/smtp.js';
 import { connectIntegration, emergencyCall, notificationsOf, runDueJobs } from './support.js';
 
 let t: TestApi;
-let cert: TestCert;
+let pki: TestPki;
 let slack: HttpsReceiver;
 let sms: HttpsReceiver;
 let zap: HttpsReceiver;
@@ -13,14 +14,14 @@ let loc: { id: string; slug: string };
 let token: string;
 
 beforeAll(async () => {
-  cert = makeCert();
+  pki = makePki();
   [slack, sms, zap, smtp] = await Promise.all([
-    startHttpsReceiver(cert, '/services/T000/B000/XXXX'),
-    startHttpsReceiver(cert, '/2010-04-01/Accounts/AC_test/Messages.json'),
-    startHttpsReceiver(cert, '/hooks/catch/123/abc'),
+    startHttpsReceiver(pki, { path: '/services/T000/B000/XXXX' }),
+    startHttpsReceiver(pki, { path: '/2010-04-01/Accounts/AC_test/Messages.json' }),
+    startHttpsReceiver(pki, { path: '/hooks/catch/123/abc' }),
     startSmtp(),
   ]);
-  sms.answer(201, '{"sid":"SM0001","status":"queued"}');
+  sms.respond(reply(201, '{"sid":"SM0001","status":"queued"}'));
   t = await startTestApi({
     SMTP_URL: smtp.url, MAIL_FROM: 'Switchboard <alerts@switchboard.test>',
     SMS_API_URL: sms.url, SMS_ACCOUNT_SID: 'AC_test', SMS_AUTH_TOKEN: 'tok_secret', SMS_FROM: '+15005550006',
@@ -48,11 +49,11 @@ test('an emergency call fans out to SMS, e-mail and Slack, each received and log
     ['sms', 'twilio', '+12125550100', 'pending'],
   ]);
 
-  await runDueJobs(t.owner, t.cfg, cert.cert);
+  await runDueJobs(t.owner, t.cfg, pki.caPem);
 
   // SMS API: Twilio form fields, basic auth, concise body with the real callback number.
-  expect(sms.requests).toHaveLength(1);
-  const s = sms.requests[0];
+  expect(sms.received).toHaveLength(1);
+  const s = sms.received[0];
   expect(s.method).toBe('POST');
   expect(s.headers['content-type']).toBe('application/x-www-form-urlencoded');
   expect(s.headers.authorization).toBe(`Basic ${Buffer.from('AC_test:tok_secret').toString('base64')}`);
@@ -66,8 +67,8 @@ test('an emergency call fans out to SMS, e-mail and Slack, each received and log
   expect(body).toContain('+12125550142');
 
   // Slack: { text, blocks }, readable and link-free.
-  expect(slack.requests).toHaveLength(1);
-  const msg = JSON.parse(slack.requests[0].body);
+  expect(slack.received).toHaveLength(1);
+  const msg = JSON.parse(slack.received[0].body);
   expect(Object.keys(msg).sort()).toEqual(['blocks', 'text']);
   expect(msg.text).toContain('Emergency call');
   expect(msg.text).toContain('Dana Whitfield');
@@ -96,7 +97,7 @@ test('an emergency call fans out to SMS, e-mail and Slack, each received and log
   expect(raw).toContain('Acme Heating &amp; Air');
 
   // Automation is not routed for emergencies by default.
-  expect(zap.requests).toHaveLength(0);
+  expect(zap.received).toHaveLength(0);
 
   const after = await notificationsOf(t.owner, eventId);
   for (const n of after) {
@@ -123,8 +124,8 @@ test('an emergency call fans out to SMS, e-mail and Slack, each received and log
   expect(plain.body.data[0]).not.toHaveProperty('log');
 
   // A replayed job finds the notification settled and sends nothing more.
-  await runDueJobs(t.owner, t.cfg, cert.cert);
-  expect(slack.requests).toHaveLength(1);
+  await runDueJobs(t.owner, t.cfg, pki.caPem);
+  expect(slack.received).toHaveLength(1);
 });
 
 test('a lead routed to automation posts the event body as flat JSON to the connected hook', async () => {
@@ -136,14 +137,14 @@ test('a lead routed to automation posts the event body as flat JSON to the conne
     `insert into app.leads (location_id, name, phone, service_type, urgency_level, estimated_value)
      values ($1, 'Priya Nair', '+13125550177', 'AC tune-up', 2, 189) returning id`, [loc.id]);
   const leadId = rows[0].id;
-  await runDueJobs(t.owner, t.cfg, cert.cert);
-  expect(zap.requests).toHaveLength(1);
-  const body = JSON.parse(zap.requests[0].body);
+  await runDueJobs(t.owner, t.cfg, pki.caPem);
+  expect(zap.received).toHaveLength(1);
+  const body = JSON.parse(zap.received[0].body);
   expect(Object.keys(body).sort()).toEqual(['created_at', 'data', 'event', 'location_id']);
   expect(body.event).toBe('lead.created');
   expect(body.location_id).toBe(loc.id);
   expect(body.data).toMatchObject({ id: leadId, name: 'Priya Nair', phone: '+13125550177', service_type: 'AC tune-up', status: 'new' });
-  expect(zap.requests[0].headers['content-type']).toBe('application/json');
+  expect(zap.received[0].headers['content-type']).toBe('application/json');
 });
 
 test('webhook.test events never notify', async () => {

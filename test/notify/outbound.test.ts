@@ -67,19 +67,16 @@ describe('messages', () => {
 
 describe('postOutbound', () => {
   test('a receiver that never answers fails the try at the deadline', async () => {
-    const { createServer } = await import('node:https');
-    const { makeCert } = await import('./receivers.js');
+    const { makePki, silence, startHttpsReceiver } = await import('../support/https.js');
     const { postOutbound } = await import('../../src/notify/outbound.js');
-    const cert = makeCert();
-    const server = createServer({ key: cert.key, cert: cert.cert }, () => undefined); // never responds
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const { port } = server.address() as { port: number };
+    const pki = makePki();
+    const rx = await startHttpsReceiver(pki);
+    rx.respond(silence);
     try {
-      await expect(postOutbound(`https://127.0.0.1:${port}/hook`, { headers: {}, body: '{}' }, lax, { timeoutMs: 200, ca: cert.cert }))
+      await expect(postOutbound(rx.url, { headers: {}, body: '{}' }, lax, { timeoutMs: 200, ca: pki.caPem }))
         .rejects.toMatchObject({ code: 'ETIMEDOUT' });
     } finally {
-      server.closeAllConnections();
-      await new Promise<void>((r) => server.close(() => r()));
+      await rx.close();
     }
   });
 });

@@ -3,17 +3,18 @@ import path from 'node:path';
 import { createLocation, mintKey, request, startTestApi, testLog, type TestApi } from '../support/harness.js';
 import { makeSweepTask } from '../../src/webhooks/deliver.js';
 import { createOwnerPool } from '../../src/db/pools.js';
-import { deliveriesOf, emit, makePki, reply, startReceiver, startTestWorker, waitFor, type Receiver, type TestPki } from './support.js';
+import { makePki, reply, silence, startHttpsReceiver, type HttpsReceiver, type TestPki } from '../support/https.js';
+import { deliveriesOf, emit, startTestWorker, waitFor } from './support.js';
 
 let t: TestApi;
 let pki: TestPki;
-let rx: Receiver;
+let rx: HttpsReceiver;
 let child: ChildProcess | undefined;
 
 beforeAll(async () => {
   pki = makePki();
   t = await startTestApi({ WEBHOOK_RETRY_DELAYS: '3600', WEBHOOK_TIMEOUT_MS: '30000' });
-  rx = await startReceiver(pki);
+  rx = await startHttpsReceiver(pki);
 });
 afterAll(async () => {
   child?.kill('SIGKILL');
@@ -30,7 +31,7 @@ test('a worker killed -9 mid-delivery: the sweeper re-queues the attempt and the
   expect(ep.status).toBe(201);
 
   // The receiver holds the first request open (never answers); later ones get 200.
-  rx.respond(() => undefined, reply(200, 'ok'));
+  rx.respond(silence, reply(200, 'ok'));
   child = spawn(process.execPath, ['--import', 'tsx', path.join(process.cwd(), 'test/webhooks/worker-child.ts')], {
     env: {
       ...process.env, DATABASE_URL: t.db.url, NODE_EXTRA_CA_CERTS: pki.caFile, LOG_LEVEL: 'silent',

@@ -1,11 +1,12 @@
 import { createHmac } from 'node:crypto';
 import { loadConfig } from '../../src/config.js';
 import { createLocation, mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
-import { deliveriesOf, emit, makePki, reply, sleep, startReceiver, startTestWorker, waitFor, type Receiver, type TestPki } from './support.js';
+import { makePki, reply, startHttpsReceiver, type HttpsReceiver, type TestPki } from '../support/https.js';
+import { deliveriesOf, emit, sleep, startTestWorker, waitFor } from './support.js';
 
 let t: TestApi;
 let pki: TestPki;
-let rx: Receiver;
+let rx: HttpsReceiver;
 let worker: Awaited<ReturnType<typeof startTestWorker>>;
 let loc: { id: string };
 let token: string;
@@ -16,7 +17,7 @@ beforeAll(async () => {
   pki = makePki();
   t = await startTestApi({ WEBHOOK_RETRY_DELAYS: DELAYS, WEBHOOK_TIMEOUT_MS: '1500' });
   worker = await startTestWorker(t.cfg, t.db.url, pki);
-  rx = await startReceiver(pki);
+  rx = await startHttpsReceiver(pki);
   loc = await createLocation(t.owner);
   ({ token } = await mintKey(t.owner, loc.id));
 });

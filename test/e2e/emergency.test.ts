@@ -1,0 +1,185 @@
+/**
+ * End to end with real parts: a signed emergency warm-transfer call flow arrives from the voice
+ * platform, and the PRODUCTION worker (startWorker, every task file in tasks/) delivers the signed
+ * webhooks and the notifications (SMS API, Slack, e-mail) to real loopback receivers trusting a
+ * throwaway CA. Then the REST API shows the notifications sent and the deliveries delivered.
+ */
+import { createHmac } from 'node:crypto';
+import type { Runner } from 'graphile-worker';
+import type pg from 'pg';
+import { callFn, createOwnerPool } from '../../src/db/pools.js';
+import { startWorker } from '../../src/worker/index.js';
+import { mintKey, request, startTestApi, testLog, type TestApi } from '../support/harness.js';
+import { makePki, reply, startHttpsReceiver, type HttpsReceiver, type Received, type TestPki } from '../support/https.js';
+import { decodeQuotedPrintable, mailSubject, startSmtp, type SmtpReceiver } from '../support/smtp.js';
+import { postVoice, VOICE_SECRET, voiceFixture, voiceLocation, type VoiceLocation } from '../platform/support.js';
+import { waitFor } from '../webhooks/support.js';
+
+const OWNER_CELL = '+12125550100';
+const CALLER = '+15125550177'; // from_number of the emergency-transfer fixtures
+const EVENTS = ['call.emergency', 'lead.created', 'call.ended'];
+
+let pki: TestPki;
+let hooks: HttpsReceiver;
+let slack: HttpsReceiver;
+let sms: HttpsReceiver;
+let smtp: SmtpReceiver;
+let t: TestApi;
+let workerPool: pg.Pool | undefined;
+let worker: Runner | undefined;
+
+beforeAll(async () => {
+  pki = makePki();
+  [hooks, slack, sms, smtp] = await Promise.all([
+    startHttpsReceiver(pki, { path: '/crm/hooks' }),
+    startHttpsReceiver(pki, { path: '/services/T000/B000/XXXX' }),
+    startHttpsReceiver(pki, { path: '/2010-04-01/Accounts/AC_e2e/Messages.json' }),
+    startSmtp(),
+  ]);
+  sms.respond(reply(201, '{"sid":"SM_e2e","status":"queued"}'));
+  t = await startTestApi({
+    VOICE_WEBHOOK_SECRET: VOICE_SECRET,
+    SMTP_URL: smtp.url, MAIL_FROM: 'Switchboard <alerts@switchboard.test>',
+    SMS_API_URL: sms.url, SMS_ACCOUNT_SID: 'AC_e2e', SMS_AUTH_TOKEN: 'tok_e2e', SMS_FROM: '+15005550006',
+    WEBHOOK_RETRY_DELAYS: '1,1,1',
+  });
+});
+
+afterAll(async () => {
+  await worker?.stop();
+  await workerPool?.end();
+  await t?.close();
+  await Promise.all([hooks?.close(), slack?.close(), sms?.close(), smtp?.close()]);
+});
+
+/** Connects Slack the way the integrations route will: a row written as the location (API role, RLS). */
+async function connectSlack(loc: VoiceLocation, url: string) {
+  const c = await t.apiPool.connect();
+  try {
+    await c.query('begin');
+    await c.query(`select set_config('app.location_id', $1, true)`, [loc.id]);
+    await c.query(
+      `insert into app.integrations (location_id, provider, webhook_url, label, connected_at) values ($1, 'slack', $2, '#dispatch', now())`,
+      [loc.id, url]);
+    await c.query('commit');
+  } catch (err) {
+    await c.query('rollback');
+    throw err;
+  } finally {
+    c.release();
+  }
+}
+
+test('an emergency warm transfer reaches the webhook consumer, the SMS API, Slack and the owner’s inbox', async () => {
+  const loc = await voiceLocation(t.owner, { owner_cell: OWNER_CELL });
+  await callFn(t.owner, 'admin.member_invite', [loc.id, 'owner@acme.test', 'owner', 'Olive Owner']);
+  await connectSlack(loc, slack.url);
+  const { token } = await mintKey(t.owner, loc.id);
+  const ep = await request(t.baseUrl, 'POST', `/api/v1/locations/${loc.id}/webhook-endpoints`, {
+    token, body: { url: hooks.url, events: EVENTS, label: 'crm' },
+  });
+  expect(ep.status).toBe(201);
+  const secret: string = ep.body.data.secret;
+  expect(secret).toEqual(expect.any(String));
+
+  // The voice platform: transfer started (the emergency), then the analysis.
+  const started = voiceFixture('emergency-transfer-started', loc);
+  expect((await postVoice(t.baseUrl, 'post-call', started)).status).toBe(200);
+  const analyzed = voiceFixture('emergency-transfer-analyzed', loc, { callId: started.call.call_id });
+  expect((await postVoice(t.baseUrl, 'post-call', analyzed)).status).toBe(200);
+
+  // The production worker: every task in tasks/, trusting the test CA.
+  workerPool = createOwnerPool(t.db.url, 8, 'e2e-worker');
+  workerPool.on('connect', (c) => c.on('error', () => undefined));
+  worker = await startWorker({ cfg: t.cfg, log: testLog, pool: workerPool, ca: pki.caPem }, { pollInterval: 100 });
+
+  const settled = async () => {
+    const { rows } = await t.owner.query(
+      `select (select count(*) from app.webhook_deliveries where location_id = $1 and status = 'delivered')::int as delivered,
+              (select count(*) from app.notifications where location_id = $1 and status <> 'pending')::int as done,
+              (select count(*) from app.notifications where location_id = $1)::int as total`, [loc.id]);
+    const r = rows[0];
+    return r.delivered >= EVENTS.length && r.total > 0 && r.done === r.total && smtp.messages.length >= 2;
+  };
+  await waitFor(settled, 'webhooks delivered and notifications settled', 30000);
+
+  // Webhooks: exactly one of each event, signed over the raw bytes with the registration secret.
+  const byEvent = (e: string) => hooks.received.filter((r) => r.headers['svc-event'] === e);
+  for (const e of EVENTS) expect(byEvent(e)).toHaveLength(1);
+  expect(hooks.received).toHaveLength(EVENTS.length);
+  const bodies: Record<string, any> = {};
+  for (const r of hooks.received) {
+    expect(r.method).toBe('POST');
+    expect(r.path).toBe('/crm/hooks');
+    expect(r.headers['content-type']).toBe('application/json');
+    expect(r.headers['svc-signature']).toBe(`v1=${createHmac('sha256', secret).update(r.raw).digest('hex')}`);
+    const body = JSON.parse(r.raw.toString('utf8'));
+    expect(body).toEqual({ event: r.headers['svc-event'], location_id: loc.id, created_at: expect.stringMatching(/Z$/), data: expect.any(Object) });
+    bodies[body.event] = body.data;
+  }
+  const masked = `***-***-${CALLER.slice(-4)}`;
+  for (const e of ['call.emergency', 'call.ended']) {
+    expect(bodies[e].caller_phone).toBe(masked);
+    expect(byEvent(e)[0].body).not.toContain(CALLER);
+  }
+  expect(bodies['call.emergency']).toMatchObject({ is_emergency: true, reason: 'warm_transfer' });
+  expect(bodies['call.ended']).toMatchObject({ outcome: 'transferred', urgency_level: 5 });
+  expect(bodies['lead.created']).toMatchObject({ status: 'new', urgency_level: 5 });
+
+  // SMS API: one Twilio-style form with basic auth, to the owner's cell.
+  expect(sms.received).toHaveLength(1);
+  const s = sms.received[0];
+  expect(s.method).toBe('POST');
+  expect(s.path).toBe('/2010-04-01/Accounts/AC_e2e/Messages.json');
+  expect(s.headers['content-type']).toBe('application/x-www-form-urlencoded');
+  expect(s.headers.authorization).toBe(`Basic ${Buffer.from('AC_e2e:tok_e2e').toString('base64')}`);
+  const form = new URLSearchParams(s.body);
+  expect(form.get('To')).toBe(OWNER_CELL);
+  expect(form.get('From')).toBe('+15005550006');
+  expect(form.get('Body')).toMatch(/^EMERGENCY /);
+  expect(form.get('Body')).toContain(CALLER);
+
+  // Slack: { text, blocks } for the emergency and for the new lead.
+  const chats = slack.received.map((r: Received) => JSON.parse(r.body));
+  expect(chats).toHaveLength(2);
+  for (const m of chats) {
+    expect(Object.keys(m).sort()).toEqual(['blocks', 'text']);
+    expect(m.blocks.length).toBeGreaterThan(0);
+  }
+  expect(chats.filter((m) => m.text.includes('Emergency call'))).toHaveLength(1);
+
+  // E-mail: to the owner, the emergency among them.
+  expect(smtp.messages.map((m) => m.to)).toEqual([['owner@acme.test'], ['owner@acme.test']]);
+  const emergencyMail = smtp.messages.find((m) => mailSubject(m.raw).startsWith('Emergency call'));
+  expect(emergencyMail).toBeDefined();
+  expect(emergencyMail!.from).toBe('alerts@switchboard.test');
+  expect(mailSubject(emergencyMail!.raw)).toBe('Emergency call — Acme Heating & Air');
+  // Sent at transfer time, before the analysis: the number to call back, no name yet, and no
+  // "0/5 (routine)" for a call that is being transferred as an emergency.
+  const text = decodeQuotedPrintable(emergencyMail!.raw);
+  expect(text).toContain(`Call back: ${CALLER}`);
+  expect(text).toContain('transferred to you now');
+  expect(text).not.toMatch(/routine|0\/5/);
+
+  // The API: every notification sent, with its log; every delivery delivered.
+  const ns = await request(t.baseUrl, 'GET', `/api/v1/locations/${loc.id}/notifications?include=log`, { token });
+  expect(ns.status).toBe(200);
+  expect(ns.body.data.map((n: any) => [n.event, n.channel, n.recipient]).sort()).toEqual([
+    ['call.emergency', 'chat', '#dispatch'],
+    ['call.emergency', 'email', 'owner@acme.test'],
+    ['call.emergency', 'sms', OWNER_CELL],
+    ['lead.created', 'chat', '#dispatch'],
+    ['lead.created', 'email', 'owner@acme.test'],
+  ]);
+  for (const n of ns.body.data) {
+    expect(n.status).toBe('sent');
+    expect(n.log).toEqual([expect.objectContaining({ status: 'sent' })]);
+  }
+  const ds = await request(t.baseUrl, 'GET', `/api/v1/locations/${loc.id}/webhook-deliveries`, { token });
+  expect(ds.status).toBe(200);
+  expect(ds.body.data.map((d: any) => d.event).sort()).toEqual([...EVENTS].sort());
+  for (const d of ds.body.data) {
+    expect(d).toMatchObject({ status: 'delivered', attempt: 1, response_status: 200, endpoint_id: ep.body.data.id, url: hooks.url });
+    expect(hooks.received.find((r) => r.headers['svc-delivery-id'] === d.id)).toBeDefined();
+  }
+});

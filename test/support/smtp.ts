@@ -1,0 +1,77 @@
+/** A real SMTP server on 127.0.0.1 (smtp-server) that records every message, plus readers for what nodemailer writes. */
+import type { AddressInfo } from 'node:net';
+import { SMTPServer } from 'smtp-server';
+
+export interface ReceivedMail {
+  from: string;
+  to: string[];
+  raw: string;
+}
+
+export interface SmtpReceiver {
+  url: string;
+  messages: ReceivedMail[];
+  /** Refuse recipients from now on with this SMTP reply (null accepts again). */
+  refuse(code: number | null): void;
+  close(): Promise<void>;
+}
+
+export async function startSmtp(): Promise<SmtpReceiver> {
+  const messages: ReceivedMail[] = [];
+  let refuseCode: number | null = null;
+  const server = new SMTPServer({
+    secure: false,
+    authOptional: true,
+    disabledCommands: ['STARTTLS', 'AUTH'],
+    logger: false,
+    onRcptTo(_addr, _session, cb) {
+      if (refuseCode) return cb(Object.assign(new Error('Mailbox unavailable'), { responseCode: refuseCode }));
+      cb();
+    },
+    onData(stream, session, cb) {
+      const chunks: Buffer[] = [];
+      stream.on('data', (c: Buffer) => chunks.push(c));
+      stream.on('end', () => {
+        messages.push({
+          from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
+          to: session.envelope.rcptTo.map((r) => r.address),
+          raw: Buffer.concat(chunks).toString('utf8'),
+        });
+        cb();
+      });
+    },
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const { port } = server.server.address() as AddressInfo;
+  return {
+    url: `smtp://127.0.0.1:${port}`,
+    messages,
+    refuse(code) {
+      refuseCode = code;
+    },
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
+}
+
+/** Decodes a quoted-printable body (what nodemailer uses for non-ASCII text). */
+export function decodeQuotedPrintable(s: string): string {
+  const bytes = s.replace(/=\r?\n/g, '').replace(/=([0-9A-F]{2})/gi, (_m, h: string) => `%${h}`);
+  try {
+    return decodeURIComponent(bytes.replace(/%(?![0-9A-F]{2})/gi, '%25'));
+  } catch {
+    return bytes;
+  }
+}
+
+/** The Subject header, unfolded, with RFC 2047 encoded words decoded. */
+export function mailSubject(raw: string): string {
+  const m = /^Subject: (.*(?:\r?\n[ \t].*)*)/m.exec(raw);
+  if (!m) return '';
+  return m[1]
+    .replace(/\?=\s+=\?/g, '?==?')
+    .replace(/=\?UTF-8\?([QB])\?([^?]*)\?=/gi, (_x, enc: string, text: string) =>
+      enc.toUpperCase() === 'B'
+        ? Buffer.from(text, 'base64').toString('utf8')
+        : decodeQuotedPrintable(text.replace(/_/g, ' ')))
+    .replace(/\r?\n[ \t]/g, ' ');
+}
