@@ -1,4 +1,4 @@
-import { Logger, runOnce } from 'graphile-worker';
+import { Logger, run } from 'graphile-worker';
 import { callFn } from '../../src/db/pools.js';
 import { loadTasks } from '../../src/worker/index.js';
 import finalizeCall from '../../tasks/finalize_call.js';
@@ -418,8 +418,14 @@ describe('finalisation when call_analyzed never comes', () => {
 
     // Ten minutes later: run the worker once with the job made due.
     await t.owner.query(`update graphile_worker._private_jobs set run_at = now() - interval '1 minute' where key = $1`, [`finalize_call:${c0.id}`]);
+    // A real worker (every task in tasks/) polls until the job is done.
     const taskList = await loadTasks({ cfg: t.cfg, log: testLog, pool: t.owner });
-    await runOnce({ pgPool: t.owner, taskList, noHandleSignals: true, logger: new Logger(() => () => undefined) });
+    const runner = await run({ pgPool: t.owner, taskList, noHandleSignals: true, pollInterval: 100, logger: new Logger(() => () => undefined) });
+    try {
+      for (let i = 0; i < 100 && (await jobsFor(c0.id)).length > 0; i++) await new Promise((r) => setTimeout(r, 100));
+    } finally {
+      await runner.stop();
+    }
     expect(await jobsFor(c0.id)).toHaveLength(0);
     const c = await callRow(t.owner, loc.id, body.call.call_id);
     expect(c.outcome).toBe('other');

@@ -57,22 +57,21 @@ export async function startMain(env: Record<string, string>, args: string[] = []
   child.stderr!.on('data', (d) => (out += d));
   const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
   const deadline = Date.now() + 90_000;
-  let ready = false;
   while (Date.now() < deadline && child.exitCode === null) {
-    if (env.PORT && args[0] !== 'worker') {
+    // Ready when the API answers /readyz (api, all) and the worker has started (worker, all).
+    const wantsApi = args[0] !== 'worker';
+    const wantsWorker = args[0] !== 'api';
+    let apiReady = !wantsApi;
+    if (wantsApi) {
       try {
-        const res = await fetch(`http://127.0.0.1:${env.PORT}/readyz`);
-        if (res.status === 200) break;
+        apiReady = (await fetch(`http://127.0.0.1:${env.PORT}/readyz`)).status === 200;
       } catch {
         /* not listening yet */
       }
-    } else if (/worker started/.test(out)) {
-      break;
     }
+    if (apiReady && (!wantsWorker || /worker started/.test(out))) break;
     await new Promise((r) => setTimeout(r, 250));
   }
   if (child.exitCode !== null || Date.now() >= deadline) throw new Error(`service did not start:\n${out}`);
-  ready = true;
-  void ready;
   return { child, output: () => out, exited };
 }

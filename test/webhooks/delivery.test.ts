@@ -131,6 +131,10 @@ test('a receiver slower than WEBHOOK_TIMEOUT_MS fails the attempt; a 3xx is a fa
 });
 
 test('pause holds pending retries and gets no new events; resume delivers them', async () => {
+  // Retries 2 s apart here, so the pause surely lands before the retry is due (with the file's
+  // zero delays every attempt could fail before the PATCH commits).
+  await worker.stop();
+  worker = await startTestWorker({ ...t.cfg, WEBHOOK_RETRY_DELAYS: [2, 2, 2, 2, 2] }, t.db.url, pki);
   rx.respond(reply(500));
   const ep = await endpoint();
   // Pause right after the first failure: the retry is created but held.
@@ -152,6 +156,8 @@ test('pause holds pending retries and gets no new events; resume delivers them',
   expect(r.body.data.active).toBe(true);
   await waitFor(async () => (await deliveriesOf(t.owner, eventId)).some((x) => x.status === 'delivered'), 'resumed delivery');
   await request(t.baseUrl, 'DELETE', `/api/v1/webhook-endpoints/${ep.id}`, { token });
+  await worker.stop();
+  worker = await startTestWorker(t.cfg, t.db.url, pki);
 });
 
 test('DELETE discards pending deliveries; nothing is sent afterwards', async () => {
