@@ -1,5 +1,16 @@
 -- Token REST API (issue 3): resource endpoints, insights. One api.* function per operation.
 
+-- Foundation fix: encode(…, 'base64') wraps lines every 76 characters, so cursors of long sort
+-- keys carried a newline (%0A in the Link header) and came back as "Invalid cursor". Drop it.
+create or replace function app.cursor_encode(created_at timestamptz, id uuid) returns text
+  language sql immutable parallel safe
+as $$
+  select translate(encode(convert_to(
+    to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') || '|' || id, 'UTF8'), 'base64'),
+    E'+/=\n', '-_')
+$$;
+comment on function app.cursor_encode(timestamptz, uuid) is E'Opaque list cursor: base64url (unwrapped, unpadded) of the last row''s sort key.';
+
 -- ---------------------------------------------------------------------------------------------
 -- JSON shapes not yet in the foundation.
 create function app.call_detail_json(c app.calls, scopes text[]) returns jsonb

@@ -25,10 +25,11 @@ const ERROR_CODES: Record<number, string> = {
   429: 'Per-key rate limit (rate_limited; Retry-After)',
 };
 
-const errorRef = (status: number) => ({
-  description: ERROR_CODES[status],
+const errorResponse = (description: string) => ({
+  description,
   content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
 });
+const errorRef = (status: number) => ({ $ref: `#/components/responses/Error${status}` });
 
 /** `/locations/:locationId` → `/locations/{locationId}`. */
 const oasPath = (p: string) => p.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
@@ -68,7 +69,7 @@ export function buildOpenApi(routes: RouteSpec[]): Json {
     };
     const errs = [400, ...(auth ? [401, 403] : []), 404, ...(['post', 'patch', 'put', 'delete'].includes(spec.method) ? [409] : []), ...(spec.body ? [413, 415] : []), ...(auth ? [429] : [])];
     for (const e of errs) responses[String(e)] = errorRef(e);
-    responses.default = { description: 'Any other error (internal_error, unavailable)', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
+    responses.default = { $ref: '#/components/responses/ErrorDefault' };
     const scopeText = spec.scope ? `Requires scope \`${spec.scope}\`.` : auth ? 'Any valid token (no scope).' : 'No authentication.';
     const op: Json = {
       operationId: operationId(spec),
@@ -95,6 +96,10 @@ export function buildOpenApi(routes: RouteSpec[]): Json {
     tags: [...new Set(routes.map((r) => r.tag))].map((name) => ({ name })),
     paths,
     components: {
+      responses: {
+        ...Object.fromEntries(Object.entries(ERROR_CODES).map(([status, text]) => [`Error${status}`, errorResponse(text)])),
+        ErrorDefault: errorResponse('Any other error (internal_error, unavailable)'),
+      },
       securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'UUIDv4', description: 'An API key token (UUIDv4)' } },
       schemas: {
         Error: {
