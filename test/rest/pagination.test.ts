@@ -25,11 +25,11 @@ async function walk(path: string): Promise<any[]> {
   let next: string | null = path;
   let pages = 0;
   while (next) {
-    const res = await request(t.baseUrl, 'GET', next, { token });
+    const res: { status: number; body: any; headers: Headers } = await request(t.baseUrl, "GET", next, { token });
     if (res.status !== 200) throw new Error(`${next}: ${JSON.stringify(res.body)}`);
     expect(Object.keys(res.body)).toEqual(['data']);
     seen.push(...res.body.data);
-    const link = res.headers.get('link');
+    const link: string | null = res.headers.get('link');
     next = link ? /^<([^>]+)>; rel="next"$/.exec(link)![1] : null;
     pages += 1;
     expect(pages).toBeLessThan(50);
