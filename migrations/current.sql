@@ -647,6 +647,17 @@ create index calls_location_inbound_started_idx on app.calls (location_id, start
 comment on index app.calls_location_inbound_started_idx is
   E'Insights: index-only range scan of a location''s inbound calls by start time.';
 
+create function app.open_minutes(location_id uuid) returns int4multirange
+  language sql stable
+as $$
+  select coalesce(range_agg(int4range(
+           h.day * 1440 + (date_part('hour', h.open::time) * 60 + date_part('minute', h.open::time))::int,
+           h.day * 1440 + (date_part('hour', h.close::time) * 60 + date_part('minute', h.close::time))::int)), '{}')
+    from app.business_hours h where h.location_id = open_minutes.location_id
+$$;
+comment on function app.open_minutes(uuid) is
+  E'Business hours as minutes of the week (Sunday 00:00 = 0): insights test each call with one multirange containment.';
+
 create function api.insights(token_hash text, location_ref text, days int) returns jsonb
   language plpgsql volatile
 as $$
@@ -657,6 +668,7 @@ declare
   first_day date;
   w_start timestamptz;
   w_end timestamptz;
+  open_minutes int4multirange;
   result jsonb;
 begin
   if days is null or days not between 1 and 90 then
@@ -668,28 +680,26 @@ begin
   first_day := today - (days - 1);
   w_start := first_day::timestamp at time zone tz;
   w_end := (today + 1)::timestamp at time zone tz;
+  open_minutes := app.open_minutes(a.location_id);
 
-  with c as materialized (
-    -- One row per (local day, local hour, minute-of-day bucket, class): the only scan of calls.
-    select (c.started_at at time zone tz)::date as d,
-           date_trunc('minute', c.started_at at time zone tz) - (c.started_at at time zone tz)::date::timestamp as tod,
-           extract(dow from c.started_at at time zone tz)::int as dow,
-           c.outcome = 'spam' as spam,
-           c.outcome in ('spam', 'dropped') as unanswered,
-           c.is_emergency,
-           c.service_type,
-           count(*) as n,
-           coalesce(sum(c.estimated_value) filter (where c.outcome = 'booked'), 0) as revenue
+  with raw as (
+    select c.started_at at time zone tz as lt, c.outcome, c.is_emergency, c.service_type, c.estimated_value
       from app.calls c
      where c.location_id = a.location_id and c.direction = 'inbound'
        and c.started_at >= w_start and c.started_at < w_end
+  ), g as materialized (
+    -- The only scan of calls, folded into (local day, local hour, class) groups: a few thousand rows at most.
+    select lt::date as d,
+           date_part('hour', lt)::int as hour,
+           not open_minutes @> (date_part('dow', lt) * 1440 + date_part('hour', lt) * 60 + date_part('minute', lt))::int as after_hours,
+           outcome = 'spam' as spam,
+           outcome in ('spam', 'dropped') as unanswered,
+           is_emergency,
+           service_type,
+           count(*) as n,
+           coalesce(sum(estimated_value) filter (where outcome = 'booked'), 0) as revenue
+      from raw
      group by 1, 2, 3, 4, 5, 6, 7
-  ), g as (
-    select c.*, not exists (
-             select 1 from app.business_hours h
-              where h.location_id = a.location_id and h.day = c.dow
-                and c.tod >= h.open::time::interval and c.tod < h.close::time::interval) as after_hours
-      from c
   ), tot as (
     select coalesce(sum(n) filter (where not spam), 0) as non_spam,
            coalesce(sum(n) filter (where not unanswered), 0) as answered,
@@ -698,14 +708,16 @@ begin
            coalesce(sum(n) filter (where after_hours and not spam), 0) as after_hours,
            coalesce(sum(revenue), 0) as revenue
       from g
+  ), per_day as (
+    select d, sum(n) filter (where not spam) as calls, sum(revenue) as revenue from g group by d
   ), hours as (
     select h.hour, coalesce(sum(g.n), 0) as n
       from generate_series(0, 23) h(hour)
-      left join g on not g.spam and extract(hour from g.tod)::int = h.hour
+      left join g on not g.spam and g.hour = h.hour
      group by h.hour
   ), hour_shares as (
     -- Shares rounded to 4 decimals by largest remainder, so that they sum to exactly 1.
-    select hour, n, floor(n * 10000.0 / nullif(t.non_spam, 0)) as base,
+    select hour, floor(n * 10000.0 / nullif(t.non_spam, 0)) as base,
            n * 10000.0 / nullif(t.non_spam, 0) - floor(n * 10000.0 / nullif(t.non_spam, 0)) as rem
       from hours, tot t
   ), hour_final as (
@@ -730,10 +742,9 @@ begin
     'answer_rate_pct', case when t.non_spam = 0 then 0 else round(100.0 * t.answered / t.non_spam, 1) end,
     'after_hours_calls', t.after_hours,
     'per_day', (select jsonb_agg(jsonb_build_object(
-                  'date', day::date,
-                  'calls', coalesce((select sum(n) from g where g.d = day::date and not g.spam), 0),
-                  'revenue', coalesce((select sum(revenue) from g where g.d = day::date), 0)) order by day)
-                  from generate_series(first_day, today, interval '1 day') day),
+                  'date', s.day::date, 'calls', coalesce(p.calls, 0), 'revenue', coalesce(p.revenue, 0)) order by s.day)
+                  from generate_series(first_day, today, interval '1 day') s(day)
+                  left join per_day p on p.d = s.day::date),
     'per_hour', (select jsonb_agg(jsonb_build_object('hour', hour, 'share', units / 10000.0) order by hour) from hour_final),
     'services', (select coalesce(jsonb_agg(jsonb_build_object(
                     'service', service_type,
