@@ -38,10 +38,10 @@ try {
     `insert into app.calls (location_id, platform_call_id, caller_phone, outcome, is_emergency, service_type,
                             estimated_value, started_at, created_at, platform_status)
      select $1, 'bench_' || g, '+1512555' || lpad((g % 10000)::text, 4, '0'),
-            (array['booked','transferred','lead','spam','dropped','other'])[1 + (g * 7919) % 6],
+            (array['booked','transferred','lead','spam','dropped','other'])[1 + (g::bigint * 7919) % 6],
             (g % 53) = 0,
-            (array['AC repair','Furnace','Water heater','Duct cleaning', null])[1 + (g * 31) % 5],
-            case when (g * 7919) % 6 = 0 then 50 + (g % 900) end,
+            (array['AC repair','Furnace','Water heater','Duct cleaning', null])[1 + (g::bigint * 31) % 5],
+            case when (g::bigint * 7919) % 6 = 0 then 50 + (g % 900) end,
             ts, ts, 'analyzed'
        from generate_series(1, $2::int) g,
             lateral (select now() - (g::double precision / $2) * interval '365 days' as ts) x`,
@@ -66,37 +66,22 @@ try {
     runs.sort((a, b) => a - b);
     return runs[2];
   };
-  if (process.env.NESTED_PLANS) {
-    owner.on('notice', (m) => console.log(m.message));
-    await owner.query(`load 'auto_explain'`);
-    await owner.query(`set auto_explain.log_min_duration = 0; set auto_explain.log_analyze = on; set auto_explain.log_nested_statements = on; set auto_explain.log_level = notice`);
-    await owner.query(`select api.insights($1, 'big', 30)`, [hashToken(token)]);
-    await owner.query(`set auto_explain.log_min_duration = -1`);
-  }
   for (const days of [1, 30, 90]) console.log(`api.insights days=${days}: median ${(await time(days)).toFixed(1)} ms`);
 
-  // EXPLAIN of the one scan (and of the leads count) with the function's parameters inlined.
-  await owner.query('begin');
-  await owner.query('set local role switchboard_api');
-  await owner.query(`select app.authorize($1, 'big', 'insights:read')`, [hashToken(token)]);
-  const win = `c.location_id = '${loc}' and c.direction = 'inbound'
-       and c.started_at >= ((now() at time zone 'America/Chicago')::date - 29)::timestamp at time zone 'America/Chicago'
-       and c.started_at < ((now() at time zone 'America/Chicago')::date + 1)::timestamp at time zone 'America/Chicago'`;
-  for (const [name, sql] of [
-    ['calls scan + first aggregation (days=30)', `
-      select (c.started_at at time zone 'America/Chicago')::date d,
-             date_trunc('minute', c.started_at at time zone 'America/Chicago') - (c.started_at at time zone 'America/Chicago')::date::timestamp tod,
-             extract(dow from c.started_at at time zone 'America/Chicago')::int dow,
-             c.outcome = 'spam', c.outcome in ('spam', 'dropped'), c.is_emergency, c.service_type, count(*),
-             coalesce(sum(c.estimated_value) filter (where c.outcome = 'booked'), 0)
-        from app.calls c where ${win} group by 1, 2, 3, 4, 5, 6, 7`],
-    ['leads_captured (days=30)', `
-      select count(*) from app.leads l join app.calls c on c.id = l.call_id where l.location_id = '${loc}' and ${win}`],
-  ]) {
-    const { rows } = await owner.query(`explain (analyze, buffers, costs off) ${sql}`);
-    console.log(`\n--- ${name}\n${rows.map((r) => r['QUERY PLAN']).join('\n')}`);
+  // The plans of the statements inside api.insights (auto_explain: ANALYZE, BUFFERS, nested).
+  for (const days of [30, 90]) {
+    console.log(`\n--- plans inside api.insights(days=${days}), as switchboard_api under RLS`);
+    const onNotice = (m: { message?: string }) => { if (/Query Text: with raw|leads_captured|Aggregate|Scan|Join|Sort|Hash|Buffers|duration/.test(m.message ?? '')) console.log(m.message); };
+    owner.on('notice', onNotice);
+    await owner.query('begin');
+    await owner.query(`load 'auto_explain'`);
+    await owner.query(`set local auto_explain.log_min_duration = 0; set local auto_explain.log_analyze = on; set local auto_explain.log_buffers = on;
+                       set local auto_explain.log_timing = on; set local auto_explain.log_nested_statements = on; set local auto_explain.log_level = notice`);
+    await owner.query('set local role switchboard_api');
+    await owner.query(`select api.insights($1, 'big', $2)`, [hashToken(token), days]);
+    await owner.query('rollback');
+    owner.off('notice', onNotice);
   }
-  await owner.query('rollback');
 } finally {
   await owner.end();
   const admin = new pg.Client({ connectionString: adminUrl });

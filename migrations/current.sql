@@ -658,8 +658,54 @@ $$;
 comment on function app.open_minutes(uuid) is
   E'Business hours as minutes of the week (Sunday 00:00 = 0): insights test each call with one multirange containment.';
 
+create function app.utc_offset_minutes(at timestamptz, tz text) returns int
+  language sql stable parallel safe
+as $$ select (date_part('epoch', (at at time zone tz) - (at at time zone 'UTC')) / 60)::int $$;
+comment on function app.utc_offset_minutes(timestamptz, text) is E'The zone''s UTC offset at an instant, in minutes.';
+
+/*
+ * Converting every call with AT TIME ZONE costs about a microsecond per conversion. A window of
+ * at most 91 days has only a handful of offset changes, so they are found once (day by day, then
+ * to the quarter hour) and each call's local minute is its UTC epoch minute plus the offset of
+ * its segment: integer arithmetic and a width_bucket binary search.
+ */
+create function app.offset_segments(w_start timestamptz, w_end timestamptz, tz text, out bounds bigint[], out offsets int[])
+  language plpgsql stable
+as $$
+declare
+  cur int := app.utc_offset_minutes(w_start, tz);
+  d timestamptz;
+  q timestamptz;
+  o int;
+begin
+  bounds := array[]::bigint[];
+  offsets := array[cur];
+  d := w_start;
+  while d < w_end loop
+    if app.utc_offset_minutes(least(d + interval '1 day', w_end), tz) <> cur then
+      -- refine inside this day; offsets change on quarter hours in every zone in use
+      q := d;
+      while q < least(d + interval '1 day', w_end) loop
+        q := q + interval '15 minutes';
+        o := app.utc_offset_minutes(q, tz);
+        if o <> cur then
+          bounds := bounds || (date_part('epoch', q) / 60)::bigint;
+          offsets := offsets || o;
+          cur := o;
+        end if;
+      end loop;
+    end if;
+    d := d + interval '1 day';
+  end loop;
+  if cardinality(bounds) = 0 then bounds := array[9223372036854775807]; end if;
+end
+$$;
+comment on function app.offset_segments(timestamptz, timestamptz, text) is
+  E'UTC offsets of a zone over a window: offsets[k+1] applies from bounds[k] (epoch minutes); offsets[1] before bounds[1].';
+
 create function api.insights(token_hash text, location_ref text, days int) returns jsonb
   language plpgsql volatile
+  set work_mem to '32MB'
 as $$
 declare
   a app.auth := app.authorize(token_hash, location_ref, 'insights:read');
@@ -669,6 +715,7 @@ declare
   w_start timestamptz;
   w_end timestamptz;
   open_minutes int4multirange;
+  seg record;
   result jsonb;
 begin
   if days is null or days not between 1 and 90 then
@@ -681,17 +728,21 @@ begin
   w_start := first_day::timestamp at time zone tz;
   w_end := (today + 1)::timestamp at time zone tz;
   open_minutes := app.open_minutes(a.location_id);
+  seg := app.offset_segments(w_start, w_end, tz);
 
   with raw as (
-    select c.started_at at time zone tz as lt, c.outcome, c.is_emergency, c.service_type, c.estimated_value
+    -- lm = local minutes since 1970-01-01 00:00 local
+    select floor(date_part('epoch', c.started_at) / 60)::bigint
+             + seg.offsets[width_bucket(floor(date_part('epoch', c.started_at) / 60)::bigint, seg.bounds) + 1] as lm,
+           c.outcome, c.is_emergency, c.service_type, c.estimated_value
       from app.calls c
      where c.location_id = a.location_id and c.direction = 'inbound'
        and c.started_at >= w_start and c.started_at < w_end
   ), g as materialized (
     -- The only scan of calls, folded into (local day, local hour, class) groups: a few thousand rows at most.
-    select lt::date as d,
-           date_part('hour', lt)::int as hour,
-           not open_minutes @> (date_part('dow', lt) * 1440 + date_part('hour', lt) * 60 + date_part('minute', lt))::int as after_hours,
+    select (lm / 1440)::int as dn,                       -- local day number (0 = 1970-01-01, a Thursday)
+           ((lm % 1440) / 60)::int as hour,
+           not open_minutes @> ((((lm / 1440) + 4) % 7) * 1440 + lm % 1440)::int as after_hours,
            outcome = 'spam' as spam,
            outcome in ('spam', 'dropped') as unanswered,
            is_emergency,
@@ -709,7 +760,7 @@ begin
            coalesce(sum(revenue), 0) as revenue
       from g
   ), per_day as (
-    select d, sum(n) filter (where not spam) as calls, sum(revenue) as revenue from g group by d
+    select date '1970-01-01' + dn as d, sum(n) filter (where not spam) as calls, sum(revenue) as revenue from g group by dn
   ), hours as (
     select h.hour, coalesce(sum(g.n), 0) as n
       from generate_series(0, 23) h(hour)
@@ -733,9 +784,12 @@ begin
     'days', days,
     'from', first_day, 'to', today, 'timezone', tz,
     'calls_answered', t.answered,
+    -- A lead made from a call is never older than the call, so only leads created since the
+    -- window opened need joining (index on leads (location_id, created_at)).
     'leads_captured', (select count(*) from app.leads l join app.calls c on c.id = l.call_id
-                        where l.location_id = a.location_id and c.location_id = a.location_id
-                          and c.direction = 'inbound' and c.started_at >= w_start and c.started_at < w_end),
+                        where l.location_id = a.location_id and l.created_at >= w_start
+                          and c.location_id = a.location_id and c.direction = 'inbound'
+                          and c.started_at >= w_start and c.started_at < w_end),
     'revenue_recovered', t.revenue,
     'spam_blocked', t.spam,
     'emergencies', t.emergencies,
