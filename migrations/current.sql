@@ -641,11 +641,28 @@ comment on function api.members_list(text, text, jsonb) is E'GET members: newest
 -- ---------------------------------------------------------------------------------------------
 -- Insights (DESIGN.md §10). One pass over the window's calls through a covering index; the
 -- rest works on a few hundred pre-aggregated rows.
+/*
+ * Insights need each call's minute; deriving it from started_at costs numeric arithmetic per row
+ * (extract/date_part), so the UTC epoch minute is stored once. The expression is immutable in
+ * fact (an epoch does not depend on TimeZone); the wrapper says so, which a generated column needs.
+ */
+create function app.epoch_minute(ts timestamptz) returns bigint
+  language sql immutable parallel safe
+as $$ select floor(extract(epoch from ts) / 60)::bigint $$;
+comment on function app.epoch_minute(timestamptz) is E'Minutes since 1970-01-01 00:00 UTC (time-zone independent, hence immutable).';
+
+alter table app.calls add column started_minute bigint generated always as (app.epoch_minute(started_at)) stored;
+comment on column app.calls.started_minute is E'started_at as UTC epoch minutes, for insights arithmetic (derived; never written).';
+
 create index calls_location_inbound_started_idx on app.calls (location_id, started_at)
-  include (outcome, estimated_value, is_emergency, service_type)
+  include (started_minute, outcome, estimated_value, is_emergency, service_type, id)
   where direction = 'inbound';
 comment on index app.calls_location_inbound_started_idx is
   E'Insights: index-only range scan of a location''s inbound calls by start time.';
+
+create index leads_location_created_call_idx on app.leads (location_id, created_at) include (call_id)
+  where call_id is not null;
+comment on index app.leads_location_created_call_idx is E'Insights: leads made from calls since a moment, index-only.';
 
 create function app.open_minutes(location_id uuid) returns int4multirange
   language sql stable
@@ -732,8 +749,7 @@ begin
 
   with raw as (
     -- lm = local minutes since 1970-01-01 00:00 local
-    select floor(date_part('epoch', c.started_at) / 60)::bigint
-             + seg.offsets[width_bucket(floor(date_part('epoch', c.started_at) / 60)::bigint, seg.bounds) + 1] as lm,
+    select c.started_minute + seg.offsets[width_bucket(c.started_minute, seg.bounds) + 1] as lm,
            c.outcome, c.is_emergency, c.service_type, c.estimated_value
       from app.calls c
      where c.location_id = a.location_id and c.direction = 'inbound'
@@ -787,7 +803,7 @@ begin
     -- A lead made from a call is never older than the call, so only leads created since the
     -- window opened need joining (index on leads (location_id, created_at)).
     'leads_captured', (select count(*) from app.leads l join app.calls c on c.id = l.call_id
-                        where l.location_id = a.location_id and l.created_at >= w_start
+                        where l.location_id = a.location_id and l.created_at >= w_start and l.call_id is not null
                           and c.location_id = a.location_id and c.direction = 'inbound'
                           and c.started_at >= w_start and c.started_at < w_end),
     'revenue_recovered', t.revenue,
