@@ -733,6 +733,10 @@ declare
   w_end timestamptz;
   open_minutes int4multirange;
   seg record;
+  o0 int;
+  o1 int;
+  b1 bigint;
+  b2 bigint;
   result jsonb;
 begin
   if days is null or days not between 1 and 90 then
@@ -746,10 +750,17 @@ begin
   w_end := (today + 1)::timestamp at time zone tz;
   open_minutes := app.open_minutes(a.location_id);
   seg := app.offset_segments(w_start, w_end, tz);
+  -- Scalars for the usual case (at most one offset change in the window); the array is the fallback.
+  o0 := seg.offsets[1];
+  o1 := coalesce(seg.offsets[2], o0);
+  b1 := seg.bounds[1];
+  b2 := coalesce(seg.bounds[2], 9223372036854775807);
 
   with raw as (
     -- lm = local minutes since 1970-01-01 00:00 local
-    select c.started_minute + seg.offsets[width_bucket(c.started_minute, seg.bounds) + 1] as lm,
+    select c.started_minute + case when c.started_minute < b1 then o0
+                                   when c.started_minute < b2 then o1
+                                   else seg.offsets[width_bucket(c.started_minute, seg.bounds) + 1] end as lm,
            c.outcome, c.is_emergency, c.service_type, c.estimated_value
       from app.calls c
      where c.location_id = a.location_id and c.direction = 'inbound'
@@ -802,10 +813,12 @@ begin
     'calls_answered', t.answered,
     -- A lead made from a call is never older than the call, so only leads created since the
     -- window opened need joining (index on leads (location_id, created_at)).
-    'leads_captured', (select count(*) from app.leads l join app.calls c on c.id = l.call_id
+    -- A lead made from a call is never older than the call, so only leads created since the
+    -- window opened are looked at (index-only), each checked against its call by primary key.
+    'leads_captured', (select count(*) from app.leads l
                         where l.location_id = a.location_id and l.created_at >= w_start and l.call_id is not null
-                          and c.location_id = a.location_id and c.direction = 'inbound'
-                          and c.started_at >= w_start and c.started_at < w_end),
+                          and tstzrange(w_start, w_end) @> (select c.started_at from app.calls c
+                                                             where c.id = l.call_id and c.direction = 'inbound' offset 0)),
     'revenue_recovered', t.revenue,
     'spam_blocked', t.spam,
     'emergencies', t.emergencies,
