@@ -722,7 +722,11 @@ comment on function app.offset_segments(timestamptz, timestamptz, text) is
 
 create function api.insights(token_hash text, location_ref text, days int) returns jsonb
   language plpgsql volatile
+  -- The planner expects every call to be its own group (it cannot know that a few thousand
+  -- (day, hour, class) groups absorb them) and would sort 250k rows; a hash aggregate in memory
+  -- is what fits.
   set work_mem to '32MB'
+  set enable_sort to off
 as $$
 declare
   a app.auth := app.authorize(token_hash, location_ref, 'insights:read');
