@@ -5,6 +5,7 @@
  *
  *   npx tsx bench/insights-plan.ts [calls]      (default 1000000; TEST_DATABASE_URL to use a server)
  */
+import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
@@ -89,4 +90,5 @@ try {
   await admin.query(`drop database if exists ${dbName} with (force)`);
   await admin.end();
   await cluster?.stop();
+  if (cluster) fs.rmSync(dir, { recursive: true, force: true });
 }
