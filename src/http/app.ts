@@ -5,6 +5,7 @@ import { pinoHttp } from 'pino-http';
 import type { Config } from '../config.js';
 import type { Logger } from '../log.js';
 import { ApiError, errorHandler, sendError } from './errors.js';
+import { openApiRouter } from './openapi.js';
 import { platformRouter } from './platform/index.js';
 import { RateLimiter } from './rate-limit.js';
 import { mountRoutes } from './route.js';
@@ -75,6 +76,7 @@ export function createApp(deps: AppDeps): express.Express {
   });
   app.use(express.json({ limit: '64kb', strict: true, type: (req) => JSON_TYPE.test(req.headers['content-type'] ?? '') }));
 
+  app.use('/api/v1', openApiRouter(routes));
   const api = express.Router({ caseSensitive: true, strict: false });
   mountRoutes(api, routes, deps.apiPool, new RateLimiter(deps.cfg.RATE_LIMIT_PER_MINUTE));
   app.use('/api/v1', api);

@@ -92,6 +92,11 @@ export function toApiError(err: unknown): ApiError {
 }
 
 export function fromZod(err: ZodError): ApiError {
+  // A schema may name a more specific error code on a custom issue (e.g. oauth_required).
+  const special = err.issues.find((i) => i.code === 'custom' && typeof i.params?.code === 'string');
+  if (special?.code === 'custom') {
+    return new ApiError(400, String(special.params!.code), special.message, { issues: [{ path: special.path.join('.'), message: special.message }] });
+  }
   return new ApiError(400, 'validation_error', 'Request validation failed', {
     issues: err.issues.map((i) => ({ path: i.path.join('.'), message: i.message })),
   });

@@ -167,7 +167,11 @@ test('denied side: with A set, the API role cannot read, update, delete, insert 
       expect({ t, del: del === 0 || del === '42501' }).toEqual({ t, del: true });
       // A copy of B's row (fresh id where there is one) must not be insertable.
       const copy = { ...sample, ...(sample.id && t !== 'app.locations' ? { id: randomUUID() } : {}) };
-      const ins = await attempt(c, `insert into ${t} select * from jsonb_populate_record(null::${t}, $1)`, [copy]);
+      const cols = (await owner.query(
+        "select string_agg(quote_ident(attname), ', ' order by attnum) as cols from pg_attribute where attrelid = $1::regclass and attnum > 0 and not attisdropped and attgenerated = ''",
+        [t],
+      )).rows[0].cols;
+      const ins = await attempt(c, `insert into ${t} (${cols}) select ${cols} from jsonb_populate_record(null::${t}, $1)`, [copy]);
       expect({ t, ins }).toEqual({ t, ins: '42501' });
       // Nor can one of A's own rows be handed to B.
       const pk = mine.id !== undefined ? 'id' : col;

@@ -1,0 +1,142 @@
+/**
+ * OpenAPI 3.1 document built from the route registry: the same zod schemas that validate requests
+ * (zod 4's native z.toJSONSchema, JSON Schema 2020-12 = the OpenAPI 3.1 dialect) — no hand copy.
+ */
+import { apiReference } from '@scalar/express-api-reference';
+import { Router } from 'express';
+import { z, type ZodType } from 'zod';
+import type { RouteSpec } from './route.js';
+
+type Json = Record<string, any>;
+
+function schemaOf(s: ZodType, io: 'input' | 'output'): Json {
+  const { $schema: _drop, ...rest } = z.toJSONSchema(s, { io, unrepresentable: 'any', target: 'draft-2020-12' }) as Json;
+  return rest;
+}
+
+const ERROR_CODES: Record<number, string> = {
+  400: 'Validation failed (validation_error, invalid_json, oauth_required)',
+  401: 'Missing, malformed, unknown or revoked bearer token (unauthorized)',
+  403: 'The token lacks the required scope (forbidden; details.required_scope)',
+  404: 'No such resource, or another location\'s (not_found)',
+  409: 'Conflict or invalid status move (conflict, invalid_transition)',
+  413: 'Body over 64 KiB (payload_too_large)',
+  415: 'Body not JSON (unsupported_media_type)',
+  429: 'Per-key rate limit (rate_limited; Retry-After)',
+};
+
+const errorResponse = (description: string) => ({
+  description,
+  content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+});
+const errorRef = (status: number) => ({ $ref: `#/components/responses/Error${status}` });
+
+/** `/locations/:locationId` → `/locations/{locationId}`. */
+const oasPath = (p: string) => p.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
+
+function operationId(spec: RouteSpec): string {
+  const words = spec.path.split('/').filter((s) => s && !s.startsWith(':')).flatMap((s) => s.split('-'));
+  const base = [spec.method, ...words].map((w, i) => (i === 0 ? w : w[0].toUpperCase() + w.slice(1))).join('');
+  return spec.path.endsWith('Id') || /:[a-z]+$/i.test(spec.path) ? `${base}ById` : base;
+}
+
+function parameters(spec: RouteSpec): Json[] {
+  const out: Json[] = [];
+  for (const [where, s] of [['path', spec.params], ['query', spec.query]] as const) {
+    if (!s) continue;
+    const js = schemaOf(s, 'input');
+    const required: string[] = js.required ?? [];
+    for (const [name, prop] of Object.entries<Json>(js.properties ?? {})) {
+      const { description, ...schema } = prop;
+      out.push({ name, in: where, required: where === 'path' || required.includes(name), ...(description ? { description } : {}), schema });
+    }
+  }
+  return out;
+}
+
+export function buildOpenApi(routes: RouteSpec[]): Json {
+  const paths: Json = {};
+  for (const spec of routes) {
+    const auth = spec.auth !== false;
+    const status = String(spec.status ?? 200);
+    const dataSchema = spec.response ? schemaOf(spec.response, 'output') : {};
+    const responses: Json = {
+      [status]: {
+        description: spec.list ? 'A page, newest first; the next page is in the Link header' : 'Success',
+        ...(spec.list ? { headers: { Link: { description: '`<…?cursor=…>; rel="next"` when more rows exist', schema: { type: 'string' } } } } : {}),
+        content: { 'application/json': { schema: { type: 'object', properties: { data: dataSchema }, required: ['data'], additionalProperties: false } } },
+      },
+    };
+    const errs = [400, ...(auth ? [401, 403] : []), 404, ...(['post', 'patch', 'put', 'delete'].includes(spec.method) ? [409] : []), ...(spec.body ? [413, 415] : []), ...(auth ? [429] : [])];
+    for (const e of errs) responses[String(e)] = errorRef(e);
+    responses.default = { $ref: '#/components/responses/ErrorDefault' };
+    const scopeText = spec.scope ? `Requires scope \`${spec.scope}\`.` : auth ? 'Any valid token (no scope).' : 'No authentication.';
+    const op: Json = {
+      operationId: operationId(spec),
+      summary: spec.summary,
+      description: scopeText,
+      tags: [spec.tag],
+      'x-required-scope': spec.scope,
+      security: auth ? [{ bearerAuth: [] }] : [],
+      parameters: parameters(spec),
+      responses,
+    };
+    if (spec.body) op.requestBody = { required: true, content: { 'application/json': { schema: schemaOf(spec.body, 'input') } } };
+    (paths[oasPath(spec.path)] ??= {})[spec.method] = op;
+  }
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Switchboard API',
+      version: '1.0.0',
+      description: 'Location-scoped token API of the Switchboard AI receptionist. Also served without the /api/v1 prefix.',
+    },
+    servers: [{ url: '/api/v1' }],
+    security: [{ bearerAuth: [] }],
+    tags: [...new Set(routes.map((r) => r.tag))].map((name) => ({ name })),
+    paths,
+    components: {
+      responses: {
+        ...Object.fromEntries(Object.entries(ERROR_CODES).map(([status, text]) => [`Error${status}`, errorResponse(text)])),
+        ErrorDefault: errorResponse('Any other error (internal_error, unavailable)'),
+      },
+      securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'UUIDv4', description: 'An API key token (UUIDv4)' } },
+      schemas: {
+        Error: {
+          type: 'object',
+          required: ['error'],
+          properties: {
+            error: {
+              type: 'object',
+              required: ['code', 'message', 'details'],
+              properties: {
+                code: { type: 'string', examples: ['validation_error', 'forbidden', 'not_found'] },
+                message: { type: 'string' },
+                details: {
+                  type: 'object',
+                  description: '{} when empty; validation: { issues: [{ path, message }] }; forbidden: { required_scope }; invalid_transition: { from, to, allowed }',
+                  properties: {
+                    issues: { type: 'array', items: { type: 'object', properties: { path: { type: 'string' }, message: { type: 'string' } }, required: ['path', 'message'] } },
+                    required_scope: { type: 'string' },
+                  },
+                },
+              },
+            },
+          },
+        },
+      },
+    },
+  };
+}
+
+/** GET /api/v1/openapi.json and GET /api/v1/docs, both without auth. The document is built once. */
+export function openApiRouter(routes: RouteSpec[]): Router {
+  const router = Router();
+  let doc: Json | undefined;
+  router.get('/openapi.json', (_req, res) => {
+    doc ??= buildOpenApi(routes);
+    res.json(doc);
+  });
+  router.get('/docs', apiReference({ url: '/api/v1/openapi.json', pageTitle: 'Switchboard API' }));
+  return router;
+}

@@ -1,0 +1,70 @@
+import { z } from 'zod';
+import { defineRoute, page, pageQuery, type RouteSpec } from '../route.js';
+import { LocParams, locAnd, ts, tsNull, uuid } from './rest-common.js';
+
+export const outcomes = ['booked', 'transferred', 'lead', 'spam', 'dropped', 'other'] as const;
+
+export const CallSummary = z.object({
+  id: uuid,
+  location_id: uuid,
+  customer_id: uuid.nullable(),
+  direction: z.enum(['inbound', 'outbound']),
+  caller_phone: z.string().nullable().describe('Masked: ***-***-NNNN'),
+  caller_name: z.string().nullable(),
+  caller_address: z.string().nullable(),
+  outcome: z.enum(outcomes),
+  urgency_level: z.number().int().min(0).max(5),
+  is_emergency: z.boolean(),
+  is_returning_customer: z.boolean(),
+  started_at: tsNull,
+  ended_at: tsNull,
+  duration_sec: z.number().int().nullable(),
+  service_type: z.string().nullable(),
+  issue_summary: z.string().nullable(),
+  detected_intent: z.string().nullable(),
+  estimated_value: z.number().nullable(),
+  appointment_date: z.string().nullable().describe('YYYY-MM-DD'),
+  appointment_time: z.string().nullable(),
+  disconnection_reason: z.string().nullable(),
+  created_at: ts,
+});
+
+export const TranscriptTurn = z.object({
+  role: z.string(),
+  content: z.string(),
+  words: z.array(z.object({ word: z.string(), start: z.number(), end: z.number() })).optional(),
+});
+
+export const CallDetail = CallSummary.extend({
+  recording_url: z.string().nullable().describe('null unless the token has recordings:read'),
+  public_log_url: z.string().nullable(),
+  transcript: z.string().nullable().describe('null unless the token has transcripts:read'),
+  transcript_turns: z.array(TranscriptTurn).nullable().describe('null unless the token has transcripts:read'),
+  call_summary: z.string().nullable(),
+  user_sentiment: z.string().nullable(),
+  in_voicemail: z.boolean().nullable(),
+});
+
+const CallsQuery = z.object({
+  ...pageQuery,
+  outcome: z.enum(outcomes).optional(),
+  from: z.iso.datetime({ offset: true }).optional().describe('started_at at or after (ISO 8601)'),
+  to: z.iso.datetime({ offset: true }).optional().describe('started_at before (ISO 8601, exclusive)'),
+  is_emergency: z.enum(['true', 'false']).transform((v) => v === 'true').optional(),
+});
+
+export const callRoutes: RouteSpec[] = [
+  defineRoute({
+    method: 'get', path: '/locations/:locationId/calls', tag: 'Calls', scope: 'calls:read', list: true,
+    summary: 'Calls (summaries), newest first', params: LocParams, query: CallsQuery, response: z.array(CallSummary),
+    handler: ({ call, token, params, query }) =>
+      call('api.calls_list', token, params.locationId,
+        { outcome: query.outcome, from: query.from, to: query.to, is_emergency: query.is_emergency }, page(query)),
+  }),
+  defineRoute({
+    method: 'get', path: '/locations/:locationId/calls/:callId', tag: 'Calls', scope: 'calls:read',
+    summary: 'Call detail (transcript needs transcripts:read, recording needs recordings:read)',
+    params: locAnd('callId'), response: CallDetail,
+    handler: ({ call, token, params }) => call('api.call_get', token, params.locationId, params.callId),
+  }),
+];

@@ -1,0 +1,91 @@
+import ipaddr from 'ipaddr.js';
+import { z } from 'zod';
+import type { Config } from '../../config.js';
+import { ApiError } from '../errors.js';
+import { defineRoute, locationParam, page, pageQuery, type RouteSpec } from '../route.js';
+import { httpsUrl } from '../schemas.js';
+import { LocParams, ts, tsNull, uuid } from './rest-common.js';
+
+export const webhookProviders = ['slack', 'zapier', 'make', 'n8n', 'calcom'] as const;
+export const oauthProviders = ['google_calendar', 'outlook', 'jobber', 'housecall_pro', 'servicetitan', 'hubspot'] as const;
+const allProviders = [...webhookProviders, ...oauthProviders] as const;
+
+export const Integration = z.object({
+  id: uuid,
+  location_id: uuid,
+  provider: z.enum(allProviders),
+  status: z.enum(['connected', 'disconnected', 'error', 'expired']),
+  label: z.string().nullable(),
+  webhook_url: z.string().nullable(),
+  external_id: z.string().nullable(),
+  expires_at: tsNull,
+  config: z.record(z.string(), z.unknown()),
+  connected_at: tsNull,
+  disconnected_at: tsNull,
+  last_synced_at: tsNull,
+  last_error: z.string().nullable(),
+  created_at: ts,
+  updated_at: ts,
+});
+
+/**
+ * OAuth providers get their own error code (oauth_required), so the provider is checked by a
+ * field-level refinement that runs even when other fields fail; errors.ts maps the issue's
+ * params.code onto the envelope.
+ */
+const provider = z
+  .string()
+  .superRefine((v, ctx) => {
+    if ((oauthProviders as readonly string[]).includes(v)) {
+      ctx.addIssue({ code: 'custom', message: `${v} connects through its OAuth flow, not this endpoint`, params: { code: 'oauth_required' } });
+    } else if (!(webhookProviders as readonly string[]).includes(v)) {
+      ctx.addIssue({ code: 'custom', message: `Unknown provider; use one of ${webhookProviders.join(', ')}` });
+    }
+  })
+  .meta({ enum: [...webhookProviders], description: `OAuth providers (${oauthProviders.join(', ')}) → 400 oauth_required` });
+
+export const IntegrationCreate = z.strictObject({
+  provider,
+  webhook_url: httpsUrl,
+  label: z.string().trim().max(200).optional(),
+  config: z.record(z.string(), z.unknown()).optional(),
+});
+
+/** Literal private / loopback targets (the webhooks area adds the DNS-level check at connect time). */
+export function isPrivateHost(url: string): boolean {
+  const host = new URL(url).hostname.replace(/^\[|\]$/g, '').toLowerCase();
+  if (host === 'localhost' || host.endsWith('.localhost') || host.endsWith('.internal') || host.endsWith('.local')) return true;
+  if (!ipaddr.isValid(host)) return false;
+  let addr = ipaddr.parse(host);
+  if (addr.kind() === 'ipv6' && (addr as ipaddr.IPv6).isIPv4MappedAddress()) addr = (addr as ipaddr.IPv6).toIPv4Address();
+  return addr.range() !== 'unicast';
+}
+
+export const integrationRoutes: RouteSpec[] = [
+  defineRoute({
+    method: 'get', path: '/locations/:locationId/integrations', tag: 'Integrations', scope: 'integrations:read', list: true,
+    summary: 'Integrations, newest first (tokens never returned)', params: LocParams, query: z.object(pageQuery),
+    response: z.array(Integration),
+    handler: ({ call, token, params, query }) => call('api.integrations_list', token, params.locationId, page(query)),
+  }),
+  defineRoute({
+    method: 'post', path: '/locations/:locationId/integrations', tag: 'Integrations', scope: 'integrations:write', status: 201,
+    summary: 'Connect a webhook-style integration (slack, zapier, make, n8n, calcom)',
+    params: LocParams, body: IntegrationCreate, response: Integration,
+    handler: ({ call, token, params, body, req }) => {
+      const cfg = req.app.locals.cfg as Config | undefined;
+      if (!cfg?.WEBHOOK_ALLOW_PRIVATE_TARGETS && isPrivateHost(body.webhook_url)) {
+        throw new ApiError(400, 'validation_error', 'Request validation failed', {
+          issues: [{ path: 'webhook_url', message: 'URL must not point to a private or loopback address' }],
+        });
+      }
+      return call('api.integration_create', token, params.locationId, body);
+    },
+  }),
+  defineRoute({
+    method: 'delete', path: '/locations/:locationId/integrations/:provider', tag: 'Integrations', scope: 'integrations:write',
+    summary: 'Disconnect the provider (returns the disconnected record)',
+    params: z.object({ locationId: locationParam, provider: z.enum(allProviders) }), response: Integration,
+    handler: ({ call, token, params }) => call('api.integration_delete', token, params.locationId, params.provider),
+  }),
+];

@@ -1,0 +1,81 @@
+import { z } from 'zod';
+import { defineRoute, page, pageQuery, type RouteSpec } from '../route.js';
+import { e164 } from '../schemas.js';
+import { LocParams, locAnd, money, patchOf, text, ts, urgency, uuid } from './rest-common.js';
+
+export const leadStatuses = ['new', 'contacted', 'booked', 'closed', 'lost'] as const;
+
+export const Lead = z.object({
+  id: uuid,
+  location_id: uuid,
+  call_id: uuid.nullable(),
+  customer_id: uuid.nullable(),
+  name: z.string().nullable(),
+  phone: z.string().nullable().describe('E.164 (not masked)'),
+  email: z.string().nullable(),
+  address: z.string().nullable(),
+  service_type: z.string().nullable(),
+  urgency_level: z.number().int(),
+  estimated_value: z.number().nullable(),
+  status: z.enum(leadStatuses),
+  status_changed_at: ts,
+  assigned_to: uuid.nullable(),
+  notes: z.string().nullable(),
+  created_at: ts,
+  updated_at: ts,
+});
+
+const fields = {
+  name: text(200),
+  phone: e164,
+  email: z.email().max(320).nullable(),
+  address: text(500).nullable(),
+  service_type: text(200).nullable(),
+  urgency_level: urgency,
+  estimated_value: money.nullable(),
+  notes: z.string().max(10000).nullable(),
+  assigned_to: uuid.nullable().describe('A member of this location'),
+};
+
+export const LeadCreate = z.strictObject({
+  ...fields,
+  email: fields.email.optional(),
+  address: fields.address.optional(),
+  service_type: fields.service_type.optional(),
+  urgency_level: urgency.optional(),
+  estimated_value: fields.estimated_value.optional(),
+  notes: fields.notes.optional(),
+  assigned_to: fields.assigned_to.optional(),
+});
+
+export const LeadPatch = patchOf({
+  ...fields,
+  status: z.enum(leadStatuses).describe(
+    'Allowed moves: new→contacted|booked|closed|lost, contacted→booked|closed|lost, booked→closed|lost, lost→new|contacted; closed is final (else 409 invalid_transition)'),
+});
+
+export const leadRoutes: RouteSpec[] = [
+  defineRoute({
+    method: 'get', path: '/locations/:locationId/leads', tag: 'Leads', scope: 'leads:read', list: true,
+    summary: 'Leads, newest first', params: LocParams,
+    query: z.object({ ...pageQuery, status: z.enum(leadStatuses).optional() }),
+    response: z.array(Lead),
+    handler: ({ call, token, params, query }) => call('api.leads_list', token, params.locationId, query.status, page(query)),
+  }),
+  defineRoute({
+    method: 'post', path: '/locations/:locationId/leads', tag: 'Leads', scope: 'leads:write', status: 201,
+    summary: 'Create a lead (fires lead.created; call_id null)', params: LocParams, body: LeadCreate, response: Lead,
+    handler: ({ call, token, params, body }) => call('api.lead_create', token, params.locationId, body),
+  }),
+  defineRoute({
+    method: 'get', path: '/locations/:locationId/leads/:leadId', tag: 'Leads', scope: 'leads:read',
+    summary: 'One lead', params: locAnd('leadId'), response: Lead,
+    handler: ({ call, token, params }) => call('api.lead_get', token, params.locationId, params.leadId),
+  }),
+  defineRoute({
+    method: 'patch', path: '/locations/:locationId/leads/:leadId', tag: 'Leads', scope: 'leads:write',
+    summary: 'Update a lead or move its status (fires lead.updated on a move)',
+    params: locAnd('leadId'), body: LeadPatch, response: Lead,
+    handler: ({ call, token, params, body }) => call('api.lead_patch', token, params.locationId, params.leadId, body),
+  }),
+];

@@ -1,0 +1,91 @@
+import { z } from 'zod';
+import { defineRoute, type RouteSpec } from '../route.js';
+import { e164 } from '../schemas.js';
+import { hhmm, LocParams, patchOf, ts, uuid } from './rest-common.js';
+
+export const forwardingModes = ['replace', 'no_answer', 'busy', 'after_hours', 'off'] as const;
+
+export const CallForwarding = z.object({
+  location_id: uuid,
+  mode: z.enum(forwardingModes),
+  existing_business_line: z.string().nullable(),
+  updated_at: ts,
+  instructions: z.object({
+    forward_to: z.string().nullable().describe('The service phone calls are forwarded to'),
+    summary: z.string(),
+    steps: z.array(z.string()),
+  }).describe('Carrier-agnostic set-up instructions for the mode'),
+});
+export const CallForwardingPatch = patchOf({ mode: z.enum(forwardingModes), existing_business_line: e164.nullable() });
+
+const minutes = (t: string) => Number(t.slice(0, 2)) * 60 + Number(t.slice(3));
+export const BusinessHoursInterval = z.strictObject({
+  day: z.number().int().min(0).max(6).describe('0 = Sunday'),
+  open: hhmm,
+  close: hhmm,
+});
+export const BusinessHours = z
+  .array(BusinessHoursInterval.refine((h) => minutes(h.open) < minutes(h.close), { message: 'open must be before close', path: ['close'] }))
+  .max(50)
+  .superRefine((list, ctx) => {
+    list.forEach((a, i) => {
+      list.forEach((b, j) => {
+        if (j > i && a.day === b.day && minutes(a.open) < minutes(b.close) && minutes(b.open) < minutes(a.close)) {
+          ctx.addIssue({ code: 'custom', path: [j], message: `Overlaps interval ${i} on day ${a.day}` });
+        }
+      });
+    });
+  })
+  .describe('Opening intervals in the location timezone; days absent are closed');
+
+export const Agent = z.object({
+  location_id: uuid,
+  greeting: z.string().nullable(),
+  transfer_number: z.string().nullable(),
+  emergency_keywords: z.array(z.string()),
+  booking_enabled: z.boolean(),
+  blocked_numbers: z.array(z.string()),
+  updated_at: ts,
+});
+export const AgentPatch = patchOf({
+  greeting: z.string().trim().max(1000).nullable(),
+  transfer_number: e164.nullable(),
+  emergency_keywords: z.array(z.string().trim().min(1).max(100)).max(100),
+  booking_enabled: z.boolean(),
+  blocked_numbers: z.array(e164).max(1000).describe('Normalised to E.164'),
+});
+
+export const settingsRoutes: RouteSpec[] = [
+  defineRoute({
+    method: 'get', path: '/locations/:locationId/call-forwarding', tag: 'Settings', scope: 'settings:read',
+    summary: 'Call forwarding with set-up instructions', params: LocParams, response: CallForwarding,
+    handler: ({ call, token, params }) => call('api.call_forwarding_get', token, params.locationId),
+  }),
+  defineRoute({
+    method: 'patch', path: '/locations/:locationId/call-forwarding', tag: 'Settings', scope: 'settings:write',
+    summary: 'Change call forwarding', params: LocParams, body: CallForwardingPatch, response: CallForwarding,
+    handler: ({ call, token, params, body }) => call('api.call_forwarding_patch', token, params.locationId, body),
+  }),
+  defineRoute({
+    method: 'get', path: '/locations/:locationId/business-hours', tag: 'Settings', scope: 'settings:read',
+    summary: 'Business hours', params: LocParams, response: z.array(BusinessHoursInterval),
+    handler: ({ call, token, params }) => call('api.business_hours_get', token, params.locationId),
+  }),
+  defineRoute({
+    method: 'put', path: '/locations/:locationId/business-hours', tag: 'Settings', scope: 'settings:write',
+    summary: 'Replace the business hours (an empty array closes every day)', params: LocParams,
+    body: BusinessHours, response: z.array(BusinessHoursInterval),
+    // The body is an array: pass it as JSON text so pg does not send it as a Postgres array.
+    handler: ({ call, token, params, body }) => call('api.business_hours_put', token, params.locationId, JSON.stringify(body)),
+  }),
+  defineRoute({
+    method: 'get', path: '/locations/:locationId/agent', tag: 'Settings', scope: 'settings:read',
+    summary: 'Agent settings', params: LocParams, response: Agent,
+    handler: ({ call, token, params }) => call('api.agent_get', token, params.locationId),
+  }),
+  defineRoute({
+    method: 'patch', path: '/locations/:locationId/agent', tag: 'Settings', scope: 'settings:write',
+    summary: 'Change agent settings', params: LocParams, body: AgentPatch, response: Agent,
+    handler: ({ call, token, params, body }) => call('api.agent_patch', token, params.locationId, body),
+  }),
+];
