@@ -1,3 +1,4 @@
+import './env-defaults.js';
 import { loadConfig } from './config.js';
 import { createLogger } from './log.js';
 import { startService, type Mode, type Service } from './service.js';

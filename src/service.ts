@@ -73,7 +73,10 @@ export async function startService(cfg: Config, log: Logger, mode: Mode = 'all')
             svc.api!.server.closeIdleConnections();
           })
         : Promise.resolve();
-      await Promise.all([closed, svc.admin?.close(), svc.worker?.stop()]);
+      const worker = svc.worker
+        ? svc.worker.stop().then(() => svc.worker!.promise.catch(() => undefined))
+        : Promise.resolve();
+      await Promise.all([closed, svc.admin?.close(), worker]);
       await Promise.allSettled(pools.map((p) => p.end()));
       await db.stop();
       log.info('stopped');

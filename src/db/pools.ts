@@ -32,6 +32,8 @@ export function createOwnerPool(connectionString: string, max = 5, name = 'switc
 /** An idle client losing its connection (database restart) must not crash the process. */
 function withErrorHandler(pool: pg.Pool): pg.Pool {
   pool.on('error', () => undefined);
+  // A checked-out client's error also rejects its query; this only keeps the emitter quiet.
+  pool.on('connect', (client) => client.on('error', () => undefined));
   return pool;
 }
 

@@ -14,7 +14,7 @@ afterAll(async () => {
   await db.drop();
 });
 
-const OURS = "('app', 'billing', 'api', 'admin')";
+const OURS = "('app', 'app_private', 'billing', 'api', 'admin')";
 
 test('every foreign key is backed by an index whose leading columns are the key', async () => {
   const { rows } = await c.query(`
