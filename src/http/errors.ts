@@ -34,6 +34,8 @@ const SQLSTATES: Record<string, [number, string]> = {
   '22008': [400, 'validation_error'],
   '22003': [400, 'validation_error'],
   '22001': [400, 'validation_error'],
+  '22P05': [400, 'validation_error'], // untranslatable character: \u0000 in JSON
+  '22021': [400, 'validation_error'], // NUL byte in text
 };
 
 /** Connection-level failures: the database is down or going away. */
@@ -79,6 +81,10 @@ export function toApiError(err: unknown): ApiError {
   if (e?.type === 'entity.too.large') return new ApiError(413, 'payload_too_large', 'Request body exceeds 64 KiB');
   if (e?.type === 'encoding.unsupported' || e?.type === 'charset.unsupported')
     return new ApiError(415, 'unsupported_media_type', 'Unsupported body encoding');
+  // The router's own: a path segment that is not valid percent-encoding names nothing.
+  if (e?.status === 400 && /^Failed to decode param/.test(e.message ?? '')) {
+    return new ApiError(404, 'not_found', 'Resource not found');
+  }
   if (e?.code && SQLSTATES[e.code]) {
     const [status, code] = SQLSTATES[e.code];
     if (e.code.startsWith('SB')) return new ApiError(status, code, e.message ?? code, parseDetails(e.detail));

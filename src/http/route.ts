@@ -78,12 +78,20 @@ export function mountRoutes(router: Router, routes: RouteSpec[], pool: pg.Pool, 
       const token = spec.auth === false ? '' : tokenHashOf(req);
       if (token) await limiter.consume(token);
       const params = spec.params ? spec.params.safeParse(req.params) : { success: true as const, data: req.params };
-      // A malformed id names nothing: 404, not 400.
-      if (!params.success) throw new ApiError(404, 'not_found', 'Resource not found');
       const query = spec.query ? spec.query.safeParse(req.query) : { success: true as const, data: req.query };
-      if (!query.success) throw fromZod(query.error);
       const body = spec.body ? spec.body.safeParse(req.body ?? {}) : { success: true as const, data: undefined };
-      if (!body.success) throw fromZod(body.error);
+      if (!params.success || !query.success || !body.success) {
+        // Token, location and scope outrank the request's shape (401, 404, 403 before 400):
+        // authorize raises those itself; only a request it accepts learns what is malformed.
+        if (token) {
+          const ref = typeof req.params.locationId === 'string' ? req.params.locationId : null;
+          await callFn(pool, 'app.authorize', [token, ref, spec.scope]);
+        }
+        // A malformed id names nothing: 404, not 400.
+        if (!params.success) throw new ApiError(404, 'not_found', 'Resource not found');
+        if (!query.success) throw fromZod(query.error);
+        if (!body.success) throw fromZod(body.error);
+      }
       const result = await spec.handler({
         token,
         params: params.data as never,

@@ -34,7 +34,8 @@ export const invalidSignature = (header: string) =>
 export function parseSigned<S extends z.ZodType>(schema: S, text: string): z.output<S> {
   let json: unknown;
   try {
-    json = JSON.parse(text);
+    // PostgreSQL text cannot hold NUL; a platform payload must still be stored, so drop them.
+    json = JSON.parse(text, (_key, value) => (typeof value === 'string' ? value.replaceAll('\u0000', '') : value));
   } catch {
     throw new ApiError(400, 'invalid_json', 'Request body is not valid JSON');
   }

@@ -1,0 +1,69 @@
+/**
+ * Client mistakes the happy paths do not exercise: auth outranks validation (401, 404, 403
+ * before 400), NUL characters and broken percent-encoding are 4xx, never 500.
+ */
+import { randomUUID } from 'node:crypto';
+import { callRow, postVoice, VOICE_SECRET, voiceFixture, voiceLocation } from '../platform/support.js';
+import { createLocation, mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
+
+let t: TestApi;
+let a: { id: string; slug: string };
+let b: { id: string; slug: string };
+let token: string;
+
+beforeAll(async () => {
+  t = await startTestApi({ VOICE_WEBHOOK_SECRET: VOICE_SECRET });
+  a = await createLocation(t.owner);
+  b = await createLocation(t.owner);
+  ({ token } = await mintKey(t.owner, a.id));
+});
+afterAll(() => t.close());
+
+const bad = { name: 42, unknown_field: true };
+
+test('an invalid body is judged only after the token, the location and the scope', async () => {
+  const unknown = await request(t.baseUrl, 'PATCH', `/api/v1/locations/${a.id}`, { token: randomUUID(), body: bad });
+  expect([unknown.status, unknown.body.error.code]).toEqual([401, 'unauthorized']);
+
+  const { token: readOnly } = await mintKey(t.owner, a.id, ['locations:read']);
+  const noScope = await request(t.baseUrl, 'PATCH', `/api/v1/locations/${a.id}`, { token: readOnly, body: bad });
+  expect([noScope.status, noScope.body.error.code]).toEqual([403, 'forbidden']);
+  expect(noScope.body.error.details).toEqual({ required_scope: 'locations:write' });
+
+  const foreign = await request(t.baseUrl, 'PATCH', `/api/v1/locations/${b.slug}`, { token, body: bad });
+  expect([foreign.status, foreign.body.error.code]).toEqual([404, 'not_found']);
+
+  const mine = await request(t.baseUrl, 'PATCH', `/api/v1/locations/${a.slug}`, { token, body: bad });
+  expect([mine.status, mine.body.error.code]).toEqual([400, 'validation_error']);
+});
+
+test('a malformed id with a bad token is 401, not 404', async () => {
+  const res = await request(t.baseUrl, 'GET', `/api/v1/locations/${a.id}/api-keys?limit=0`, { token: randomUUID() });
+  expect(res.status).toBe(401);
+});
+
+test('NUL characters in a body or a query are 400, and nothing changes', async () => {
+  const before = (await t.owner.query('select name, service_areas from app.locations where id = $1', [a.id])).rows[0];
+  const body = await request(t.baseUrl, 'PATCH', `/api/v1/locations/${a.id}`, { token, body: { name: 'Nul\u0000Heating' } });
+  expect([body.status, body.body.error.code]).toEqual([400, 'validation_error']);
+  const arr = await request(t.baseUrl, 'PATCH', `/api/v1/locations/${a.id}`, { token, body: { service_areas: ['Oak\u0000land'] } });
+  expect([arr.status, arr.body.error.code]).toEqual([400, 'validation_error']);
+  expect((await t.owner.query('select name, service_areas from app.locations where id = $1', [a.id])).rows[0]).toEqual(before);
+
+  const cursor = await request(t.baseUrl, 'GET', `/api/v1/locations/${a.id}/api-keys?cursor=%00`, { token });
+  expect([cursor.status, cursor.body.error.code]).toEqual([400, 'validation_error']);
+});
+
+test('a path segment that is not valid percent-encoding names nothing: 404', async () => {
+  const res = await request(t.baseUrl, 'GET', '/api/v1/locations/%E0%A4%A/api-keys', { token });
+  expect([res.status, res.body.error.code]).toEqual([404, 'not_found']);
+});
+
+test('a voice payload carrying NUL characters is still stored (without them)', async () => {
+  const loc = await voiceLocation(t.owner);
+  const body = voiceFixture('booked', loc);
+  body.call.transcript = 'Agent: Hello\u0000 there';
+  const res = await postVoice(t.baseUrl, 'post-call', body);
+  expect(res.status).toBe(200);
+  expect((await callRow(t.owner, loc.id, body.call.call_id)).transcript).toBe('Agent: Hello there');
+});
