@@ -78,7 +78,6 @@ export const LocationPatch = z
     service_areas: z.array(z.string().trim().min(1).max(100)).max(100),
     zip_codes: z.array(z.string().regex(/^[0-9A-Za-z -]{3,10}$/)).max(500),
     travel_radius_miles: z.number().min(0).max(1000).nullable(),
-    service_phone: e164.nullable(),
   })
   .partial()
   .refine((o) => Object.keys(o).length > 0, 'Provide at least one field');

@@ -956,7 +956,6 @@ export interface operations {
                     name?: string;
                     owner_cell?: string | null;
                     service_areas?: string[];
-                    service_phone?: string | null;
                     slug?: string;
                     timezone?: string;
                     travel_radius_miles?: number | null;
@@ -2016,7 +2015,6 @@ export interface operations {
                             status: "connected" | "disconnected" | "error" | "expired";
                             /** @description ISO 8601 UTC with milliseconds */
                             updated_at: string;
-                            webhook_url: string | null;
                         }[];
                     };
                 };
@@ -2086,7 +2084,6 @@ export interface operations {
                             status: "connected" | "disconnected" | "error" | "expired";
                             /** @description ISO 8601 UTC with milliseconds */
                             updated_at: string;
-                            webhook_url: string | null;
                         };
                     };
                 };
@@ -2144,7 +2141,6 @@ export interface operations {
                             status: "connected" | "disconnected" | "error" | "expired";
                             /** @description ISO 8601 UTC with milliseconds */
                             updated_at: string;
-                            webhook_url: string | null;
                         };
                     };
                 };

@@ -36,7 +36,7 @@ beforeAll(async () => {
   const c1 = await call(-2, '23:30', { outcome: 'booked', value: 200, service: 'AC repair' }); // first day, late: after hours
   const c0 = await call(-3, '23:30', { outcome: 'booked', value: 999, service: 'AC repair' }); // the day before: outside (UTC says first day)
   const c3 = await call(0, '10:00', { outcome: 'lead', service: 'AC repair' });
-  await call(0, '12:00', { outcome: 'spam', service: 'Scam', emergency: true }); // spam: excluded from rates, shares, services
+  await call(0, '22:00', { outcome: 'spam', service: 'Scam', emergency: true }); // spam: excluded from rates, shares, services; after hours counts it
   await call(-1, '20:00', { outcome: 'dropped', service: 'Furnace', emergency: true }); // after hours, not answered
   await call(-1, '09:00', { outcome: 'transferred', value: 500, emergency: true }); // not booked: no revenue; no service
   await call(0, '10:00', { outcome: 'booked', value: 10000, loc: B.id }); // another location
@@ -60,7 +60,7 @@ test('hand-computed 3-day window', async () => {
     spam_blocked: 1,
     emergencies: 3, // counts every inbound call flagged, spam included
     answer_rate_pct: 75, // 3 of 4 non-spam
-    after_hours_calls: 2, // 23:30 and 20:00
+    after_hours_calls: 3, // 23:30, 20:00 and the 22:00 spam call (every inbound call, spam included)
     from: d0,
     to: d2,
     timezone: TZ,
@@ -73,7 +73,7 @@ test('hand-computed 3-day window', async () => {
   expect(d.per_hour).toHaveLength(24);
   expect(d.per_hour.map((h: any) => h.hour)).toEqual([...Array(24).keys()]);
   const share = Object.fromEntries(d.per_hour.map((h: any) => [h.hour, h.share]));
-  expect([share[9], share[10], share[20], share[23], share[12]]).toEqual([0.25, 0.25, 0.25, 0.25, 0]);
+  expect([share[9], share[10], share[20], share[23], share[22]]).toEqual([0.25, 0.25, 0.25, 0.25, 0]);
   expect(d.per_hour.reduce((s: number, h: any) => s + h.share, 0)).toBeCloseTo(1, 10);
   expect(d.services).toEqual([{ service: 'AC repair', pct: 66.7 }, { service: 'Furnace', pct: 33.3 }]);
 });

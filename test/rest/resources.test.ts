@@ -303,6 +303,7 @@ describe('integrations', () => {
     expect(made.status).toBe(201);
     expect(made.body.data).toMatchObject({ provider: 'slack', status: 'connected', label: 'Ops' });
     expect(made.body.data).not.toHaveProperty('access_token');
+    expect(made.body.data).not.toHaveProperty('webhook_url'); // a Slack webhook URL is a secret
     const dup = await req('POST', base(), { provider: 'slack', webhook_url: 'https://hooks.slack.com/services/T/B/Y' });
     expect(dup.status).toBe(409);
     expect(dup.body.error.code).toBe('conflict');

@@ -1,6 +1,6 @@
-import ipaddr from 'ipaddr.js';
 import { z } from 'zod';
 import type { Config } from '../../config.js';
+import { checkTargetUrl } from '../../net/ssrf.js';
 import { ApiError } from '../errors.js';
 import { defineRoute, locationParam, page, pageQuery, type RouteSpec } from '../route.js';
 import { httpsUrl } from '../schemas.js';
@@ -16,7 +16,6 @@ export const Integration = z.object({
   provider: z.enum(allProviders),
   status: z.enum(['connected', 'disconnected', 'error', 'expired']),
   label: z.string().nullable(),
-  webhook_url: z.string().nullable(),
   external_id: z.string().nullable(),
   expires_at: tsNull,
   config: z.record(z.string(), z.unknown()),
@@ -51,16 +50,6 @@ export const IntegrationCreate = z.strictObject({
   config: z.record(z.string(), z.unknown()).optional(),
 });
 
-/** Literal private / loopback targets (the webhooks area adds the DNS-level check at connect time). */
-export function isPrivateHost(url: string): boolean {
-  const host = new URL(url).hostname.replace(/^\[|\]$/g, '').toLowerCase();
-  if (host === 'localhost' || host.endsWith('.localhost') || host.endsWith('.internal') || host.endsWith('.local')) return true;
-  if (!ipaddr.isValid(host)) return false;
-  let addr = ipaddr.parse(host);
-  if (addr.kind() === 'ipv6' && (addr as ipaddr.IPv6).isIPv4MappedAddress()) addr = (addr as ipaddr.IPv6).toIPv4Address();
-  return addr.range() !== 'unicast';
-}
-
 export const integrationRoutes: RouteSpec[] = [
   defineRoute({
     method: 'get', path: '/locations/:locationId/integrations', tag: 'Integrations', scope: 'integrations:read', list: true,
@@ -72,11 +61,14 @@ export const integrationRoutes: RouteSpec[] = [
     method: 'post', path: '/locations/:locationId/integrations', tag: 'Integrations', scope: 'integrations:write', status: 201,
     summary: 'Connect a webhook-style integration (slack, zapier, make, n8n, calcom)',
     params: LocParams, body: IntegrationCreate, response: Integration,
-    handler: ({ call, token, params, body, req }) => {
+    handler: async ({ call, token, params, body, req }) => {
+      // The same registration-time SSRF check as webhook endpoints: IP literals and hostnames
+      // that resolve to a non-public address are refused (send time checks again).
       const cfg = req.app.locals.cfg as Config | undefined;
-      if (!cfg?.WEBHOOK_ALLOW_PRIVATE_TARGETS && isPrivateHost(body.webhook_url)) {
+      const reason = await checkTargetUrl(body.webhook_url, cfg?.WEBHOOK_ALLOW_PRIVATE_TARGETS ?? false);
+      if (reason) {
         throw new ApiError(400, 'validation_error', 'Request validation failed', {
-          issues: [{ path: 'webhook_url', message: 'URL must not point to a private or loopback address' }],
+          issues: [{ path: 'webhook_url', message: reason }],
         });
       }
       return call('api.integration_create', token, params.locationId, body);

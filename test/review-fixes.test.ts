@@ -1,0 +1,176 @@
+/**
+ * Fixes from the review: each test fails on the code before its fix.
+ */
+import dns from 'node:dns';
+import os from 'node:os';
+import { callFn } from '../src/db/pools.js';
+import { hashToken } from '../src/http/route.js';
+import { isPublicAddress } from '../src/net/ssrf.js';
+import { callRow, events, postVoice, types, VOICE_SECRET, voiceFixture, voiceLocation } from './platform/support.js';
+import { createLocation, mintKey, request, startTestApi, type TestApi, type TestLocation } from './support/harness.js';
+
+let t: TestApi;
+let A: TestLocation;
+let B: TestLocation;
+let tokA: string;
+const V = '/api/v1';
+
+beforeAll(async () => {
+  t = await startTestApi({ VOICE_WEBHOOK_SECRET: VOICE_SECRET });
+  A = await createLocation(t.owner, { service_phone: '+15125550170' });
+  B = await createLocation(t.owner);
+  ({ token: tokA } = await mintKey(t.owner, A.id));
+});
+afterAll(() => t.close());
+
+const req = (method: string, path: string, body?: unknown, token = tokA) => request(t.baseUrl, method, path, { token, body });
+
+test('1. integrations never show webhook_url (a Slack webhook URL is a secret)', async () => {
+  const secretUrl = 'https://hooks.slack.com/services/T000/B000/XXXXSECRET';
+  const made = await req('POST', `${V}/locations/${A.id}/integrations`, { provider: 'slack', webhook_url: secretUrl, label: '#ops' });
+  expect(made.status).toBe(201);
+  expect(made.body.data.label).toBe('#ops');
+  expect(made.body.data).not.toHaveProperty('webhook_url');
+  const list = await req('GET', `${V}/locations/${A.id}/integrations`);
+  expect(list.body.data[0]).not.toHaveProperty('webhook_url');
+  const del = await req('DELETE', `${V}/locations/${A.id}/integrations/slack`);
+  expect(del.body.data).not.toHaveProperty('webhook_url');
+  for (const res of [made, list, del]) expect(JSON.stringify(res.body)).not.toContain('XXXXSECRET');
+});
+
+test('2. is_emergency from the analysis alone marks the call but fires no call.emergency', async () => {
+  const loc = await voiceLocation(t.owner);
+  const body = voiceFixture('booked', loc);
+  body.call.call_analysis.custom_analysis_data.is_emergency = true; // urgency_level stays 2, no transfer
+  expect((await postVoice(t.baseUrl, 'post-call', body)).status).toBe(200);
+  expect(await callRow(t.owner, loc.id, body.call.call_id)).toMatchObject({ urgency_level: 2, is_emergency: true, outcome: 'booked' });
+  expect(types(await events(t.owner, loc.id))).not.toContain('call.emergency');
+});
+
+test('3. service_phone is operator-only: PATCH refuses it, the SQL function ignores it', async () => {
+  const res = await req('PATCH', `${V}/locations/${A.id}`, { service_phone: '+15125550199' });
+  expect(res.status).toBe(400);
+  expect(res.body.error.code).toBe('validation_error');
+  // Straight to the SQL function (as if the HTTP check were bypassed): the number does not move.
+  const out = await callFn<any>(t.owner, 'api.location_patch', [hashToken(tokA), A.id, { service_phone: '+15125550199', name: 'Renamed' }]);
+  expect(out).toMatchObject({ name: 'Renamed', service_phone: '+15125550170' });
+  const { rows } = await t.owner.query('select service_phone from app.locations where id = $1', [A.id]);
+  expect(rows[0].service_phone).toBe('+15125550170');
+});
+
+describe('4. job queueing', () => {
+  const jobs = (key: string) =>
+    t.owner.query('select 1 from graphile_worker._private_jobs where key = $1', [key]).then((r) => r.rowCount);
+
+  test('app.enqueue is not executable by the API role, staff or PUBLIC', async () => {
+    const { rows } = await t.owner.query(`
+      select r, has_function_privilege(r, 'app.enqueue(text, jsonb, timestamptz, text, int)', 'execute') as ok
+        from unnest(array['switchboard_api', 'switchboard_staff', 'public']) r`);
+    expect(rows).toEqual([
+      { r: 'switchboard_api', ok: false }, { r: 'switchboard_staff', ok: false }, { r: 'public', ok: false },
+    ]);
+    const c = await t.owner.connect();
+    try {
+      await c.query('begin');
+      await c.query('set local role switchboard_api');
+      await expect(c.query(`select app.enqueue('send_notification', '{}'::jsonb)`)).rejects.toMatchObject({ code: '42501' });
+    } finally {
+      await c.query('rollback');
+      c.release();
+    }
+  });
+
+  test('app.webhook_enqueue queues only a pending delivery of the caller’s tenant', async () => {
+    await t.owner.query(
+      `insert into app.webhook_endpoints (location_id, url, events, secret) values ($1, 'https://93.184.215.14/h', '{lead.created}', app.webhook_new_secret())`,
+      [B.id]);
+    const c = await t.owner.connect();
+    let delivery: string;
+    try {
+      await c.query('begin');
+      await c.query(`select set_config('app.location_id', $1, true)`, [B.id]);
+      await c.query(`select app.emit($1, 'lead.created', '{}')`, [B.id]);
+      await c.query('commit');
+      delivery = (await c.query('select id from app.webhook_deliveries where location_id = $1', [B.id])).rows[0].id;
+      expect(await jobs(`delivery:${delivery}`)).toBe(1);
+      await c.query('delete from graphile_worker._private_jobs where key = $1', [`delivery:${delivery}`]);
+
+      // The API role, tenant A, asking for B's delivery: nothing is queued.
+      await c.query('begin');
+      await c.query('set local role switchboard_api');
+      await c.query(`select set_config('app.location_id', $1, true)`, [A.id]);
+      await c.query('select app.webhook_enqueue($1, $2, now())', [delivery, B.id]);
+      await c.query('commit');
+      expect(await jobs(`delivery:${delivery}`)).toBe(0);
+
+      // Tenant B: queued.
+      await c.query('begin');
+      await c.query('set local role switchboard_api');
+      await c.query(`select set_config('app.location_id', $1, true)`, [B.id]);
+      await c.query('select app.webhook_enqueue($1, $2, now())', [delivery, B.id]);
+      await c.query('commit');
+      expect(await jobs(`delivery:${delivery}`)).toBe(1);
+    } finally {
+      c.release();
+    }
+  });
+});
+
+test('6. DELETE disconnects only the connected row; 404 when none is connected', async () => {
+  const { token } = await mintKey(t.owner, B.id);
+  await t.owner.query(`insert into app.integrations (location_id, provider, status, webhook_url) values ($1, 'zapier', 'error', 'https://hooks.zapier.com/1')`, [B.id]);
+  const made = await req('POST', `${V}/locations/${B.id}/integrations`, { provider: 'zapier', webhook_url: 'https://hooks.zapier.com/2' }, token);
+  expect(made.status).toBe(201);
+  const del = await req('DELETE', `${V}/locations/${B.id}/integrations/zapier`, undefined, token);
+  expect(del.status).toBe(200);
+  expect(del.body.data).toMatchObject({ id: made.body.data.id, status: 'disconnected' });
+  expect((await req('DELETE', `${V}/locations/${B.id}/integrations/zapier`, undefined, token)).status).toBe(404);
+  const { rows } = await t.owner.query(`select status from app.integrations where location_id = $1 and provider = 'zapier' order by created_at`, [B.id]);
+  expect(rows.map((r) => r.status)).toEqual(['error', 'disconnected']);
+});
+
+test('7. POST integrations refuses a hostname that resolves to a private address', async () => {
+  // This machine's own name resolves locally (hosts file) to a loopback or private address.
+  const host = os.hostname();
+  const addrs = await dns.promises.lookup(host, { all: true });
+  expect(addrs.some((a) => !isPublicAddress(a.address))).toBe(true);
+  const strict = await startTestApi({ WEBHOOK_ALLOW_PRIVATE_TARGETS: 'false' });
+  try {
+    const loc = await createLocation(strict.owner);
+    const { token } = await mintKey(strict.owner, loc.id);
+    const res = await request(strict.baseUrl, 'POST', `${V}/locations/${loc.id}/integrations`, { token, body: { provider: 'n8n', webhook_url: `https://${host}/hook` } });
+    expect(res.status).toBe(400);
+    expect(res.body.error.code).toBe('validation_error');
+    expect(res.body.error.details.issues[0].path).toBe('webhook_url');
+  } finally {
+    await strict.close();
+  }
+});
+
+describe('8. post-call routing: the dialled number wins over metadata', () => {
+  test('metadata.location_id of another location is ignored when to_number matches', async () => {
+    const mine = await voiceLocation(t.owner);
+    const other = await voiceLocation(t.owner);
+    const body = voiceFixture('booked', mine);
+    body.call.metadata = { location_id: other.id };
+    expect((await postVoice(t.baseUrl, 'post-call', body)).status).toBe(200);
+    expect(await callRow(t.owner, mine.id, body.call.call_id)).toBeTruthy();
+    const { rowCount } = await t.owner.query('select 1 from app.calls where location_id = $1', [other.id]);
+    expect(rowCount).toBe(0);
+  });
+
+  test('metadata.call_row_id of another location’s call is not attached', async () => {
+    const mine = await voiceLocation(t.owner);
+    const other = await voiceLocation(t.owner);
+    const { rows } = await t.owner.query(
+      `insert into app.calls (location_id, platform_call_id, outcome, platform_status) values ($1, 'rejected:x', 'spam', 'rejected') returning id`, [other.id]);
+    const foreign = rows[0].id;
+    const body = voiceFixture('booked', mine);
+    body.call.metadata = { location_id: other.id, call_row_id: foreign };
+    expect((await postVoice(t.baseUrl, 'post-call', body)).status).toBe(200);
+    const c = await callRow(t.owner, mine.id, body.call.call_id);
+    expect(c.id).not.toBe(foreign);
+    const untouched = await t.owner.query('select platform_call_id, outcome from app.calls where id = $1', [foreign]);
+    expect(untouched.rows[0]).toEqual({ platform_call_id: 'rejected:x', outcome: 'spam' });
+  });
+});
