@@ -2,12 +2,11 @@
  * Fixes from the review: each test fails on the code before its fix.
  */
 import dns from 'node:dns';
-import os from 'node:os';
-import { callFn } from '../src/db/pools.js';
-import { hashToken } from '../src/http/route.js';
-import { isPublicAddress } from '../src/net/ssrf.js';
-import { callRow, events, postVoice, types, VOICE_SECRET, voiceFixture, voiceLocation } from './platform/support.js';
-import { createLocation, mintKey, request, startTestApi, type TestApi, type TestLocation } from './support/harness.js';
+import { callFn } from '../../src/db/pools.js';
+import { hashToken } from '../../src/http/route.js';
+import { isPublicAddress } from '../../src/net/ssrf.js';
+import { callRow, events, postVoice, types, VOICE_SECRET, voiceFixture, voiceLocation } from '../platform/support.js';
+import { createLocation, mintKey, request, startTestApi, type TestApi, type TestLocation } from '../support/harness.js';
 
 let t: TestApi;
 let A: TestLocation;
@@ -130,8 +129,8 @@ test('6. DELETE disconnects only the connected row; 404 when none is connected',
 });
 
 test('7. POST integrations refuses a hostname that resolves to a private address', async () => {
-  // This machine's own name resolves locally (hosts file) to a loopback or private address.
-  const host = os.hostname();
+  // `localhost` is a name (not an IP literal) that every machine resolves to loopback.
+  const host = 'localhost';
   const addrs = await dns.promises.lookup(host, { all: true });
   expect(addrs.some((a) => !isPublicAddress(a.address))).toBe(true);
   const strict = await startTestApi({ WEBHOOK_ALLOW_PRIVATE_TARGETS: 'false' });
