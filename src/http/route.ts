@@ -123,6 +123,10 @@ export function mountRoutes(router: Router, routes: RouteSpec[], pool: pg.Pool, 
 /** Shared parameter and query pieces. */
 export const locationParam = z.string().min(1).max(100).regex(/^[A-Za-z0-9-]+$/);
 export const uuidParam = z.string().uuid();
+export const LocationParams = z.object({ locationId: locationParam });
+/** `{ locationId, <key>: uuid }` path parameters. */
+export const locAnd = <K extends string>(key: K) =>
+  z.object({ locationId: locationParam, [key]: uuidParam } as { locationId: typeof locationParam } & Record<K, typeof uuidParam>);
 export const pageQuery = {
   limit: z.coerce.number().int().min(1).max(200).optional(),
   cursor: z.string().min(1).max(200).optional(),

@@ -3,7 +3,15 @@
  * URLs must be https.
  */
 import { parsePhoneNumberFromString } from 'libphonenumber-js';
-import { z } from 'zod';
+import { z, type ZodRawShape } from 'zod';
+
+/** A PATCH body: strict (unknown fields are a 400), every field optional, at least one present. */
+export function patchOf<S extends ZodRawShape>(shape: S) {
+  return z
+    .strictObject(shape)
+    .partial()
+    .refine((o) => Object.keys(o).length > 0, 'Provide at least one field');
+}
 
 export const e164 = z.string().trim().max(40).transform((v, ctx) => {
   const p = parsePhoneNumberFromString(v, 'US');
@@ -65,8 +73,7 @@ export const ApiKey = z.object({
   revoked_at: timestamp.nullable(),
 });
 
-export const LocationPatch = z
-  .strictObject({
+export const LocationPatch = patchOf({
     name: z.string().trim().min(1).max(200),
     slug: z.string().regex(/^[a-z0-9][a-z0-9-]{1,62}$/),
     legal_name: z.string().max(200).nullable(),
@@ -78,6 +85,4 @@ export const LocationPatch = z
     service_areas: z.array(z.string().trim().min(1).max(100)).max(100),
     zip_codes: z.array(z.string().regex(/^[0-9A-Za-z -]{3,10}$/)).max(500),
     travel_radius_miles: z.number().min(0).max(1000).nullable(),
-  })
-  .partial()
-  .refine((o) => Object.keys(o).length > 0, 'Provide at least one field');
+  });

@@ -1,6 +1,7 @@
 import { z } from 'zod';
-import { defineRoute, page, pageQuery, type RouteSpec } from '../route.js';
-import { hhmm, LocParams, locAnd, patchOf, text, ts, uuid } from './rest-common.js';
+import { defineRoute, locAnd, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
+import { hhmm, text, ts, uuid } from './rest-common.js';
+import { patchOf } from '../schemas.js';
 
 export const bookingStatuses = ['scheduled', 'confirmed', 'completed', 'cancelled', 'no_show'] as const;
 
@@ -33,7 +34,7 @@ export const BookingPatch = patchOf({
 export const bookingRoutes: RouteSpec[] = [
   defineRoute({
     method: 'get', path: '/locations/:locationId/bookings', tag: 'Bookings', scope: 'bookings:read', list: true,
-    summary: 'Bookings, newest first', params: LocParams,
+    summary: 'Bookings, newest first', params: LocationParams,
     query: z.object({ ...pageQuery, status: z.enum(bookingStatuses).optional() }),
     response: z.array(Booking),
     handler: ({ call, token, params, query }) => call('api.bookings_list', token, params.locationId, query.status, page(query)),

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { defineRoute, page, pageQuery, type RouteSpec } from '../route.js';
-import { LocParams, locAnd, ts, tsNull, uuid } from './rest-common.js';
+import { defineRoute, locAnd, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
+import { ts, tsNull, uuid } from './rest-common.js';
 
 export const outcomes = ['booked', 'transferred', 'lead', 'spam', 'dropped', 'other'] as const;
 
@@ -56,7 +56,7 @@ const CallsQuery = z.object({
 export const callRoutes: RouteSpec[] = [
   defineRoute({
     method: 'get', path: '/locations/:locationId/calls', tag: 'Calls', scope: 'calls:read', list: true,
-    summary: 'Calls (summaries), newest first', params: LocParams, query: CallsQuery, response: z.array(CallSummary),
+    summary: 'Calls (summaries), newest first', params: LocationParams, query: CallsQuery, response: z.array(CallSummary),
     handler: ({ call, token, params, query }) =>
       call('api.calls_list', token, params.locationId,
         { outcome: query.outcome, from: query.from, to: query.to, is_emergency: query.is_emergency }, page(query)),

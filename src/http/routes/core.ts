@@ -1,8 +1,7 @@
 import { z } from 'zod';
 import { ApiKey, Location, LocationPatch } from '../schemas.js';
-import { defineRoute, locationParam, page, pageQuery, type RouteSpec } from '../route.js';
+import { defineRoute, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
 
-const LocationParams = z.object({ locationId: locationParam });
 
 export const coreRoutes: RouteSpec[] = [
   defineRoute({

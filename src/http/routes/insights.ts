@@ -1,6 +1,5 @@
 import { z } from 'zod';
-import { defineRoute, type RouteSpec } from '../route.js';
-import { LocParams } from './rest-common.js';
+import { defineRoute, LocationParams, type RouteSpec } from '../route.js';
 
 const days = z.coerce.number().int().min(1).max(90);
 
@@ -32,7 +31,7 @@ export const insightRoutes: RouteSpec[] = [
   defineRoute({
     method: 'get', path: '/locations/:locationId/insights', tag: 'Insights', scope: 'insights:read',
     summary: 'Call insights over the last N days in the location timezone',
-    params: LocParams, query: InsightsQuery, response: Insights,
+    params: LocationParams, query: InsightsQuery, response: Insights,
     handler: ({ call, token, params, query }) => call('api.insights', token, params.locationId, query.days),
   }),
 ];

@@ -2,9 +2,9 @@ import { z } from 'zod';
 import type { Config } from '../../config.js';
 import { checkTargetUrl } from '../../net/ssrf.js';
 import { ApiError } from '../errors.js';
-import { defineRoute, locationParam, page, pageQuery, type RouteSpec } from '../route.js';
+import { defineRoute, locationParam, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
 import { httpsUrl } from '../schemas.js';
-import { LocParams, ts, tsNull, uuid } from './rest-common.js';
+import { ts, tsNull, uuid } from './rest-common.js';
 
 export const webhookProviders = ['slack', 'zapier', 'make', 'n8n', 'calcom'] as const;
 export const oauthProviders = ['google_calendar', 'outlook', 'jobber', 'housecall_pro', 'servicetitan', 'hubspot'] as const;
@@ -53,14 +53,14 @@ export const IntegrationCreate = z.strictObject({
 export const integrationRoutes: RouteSpec[] = [
   defineRoute({
     method: 'get', path: '/locations/:locationId/integrations', tag: 'Integrations', scope: 'integrations:read', list: true,
-    summary: 'Integrations, newest first (tokens never returned)', params: LocParams, query: z.object(pageQuery),
+    summary: 'Integrations, newest first (tokens never returned)', params: LocationParams, query: z.object(pageQuery),
     response: z.array(Integration),
     handler: ({ call, token, params, query }) => call('api.integrations_list', token, params.locationId, page(query)),
   }),
   defineRoute({
     method: 'post', path: '/locations/:locationId/integrations', tag: 'Integrations', scope: 'integrations:write', status: 201,
     summary: 'Connect a webhook-style integration (slack, zapier, make, n8n, calcom)',
-    params: LocParams, body: IntegrationCreate, response: Integration,
+    params: LocationParams, body: IntegrationCreate, response: Integration,
     handler: async ({ call, token, params, body, req }) => {
       // The same registration-time SSRF check as webhook endpoints: IP literals and hostnames
       // that resolve to a non-public address are refused (send time checks again).

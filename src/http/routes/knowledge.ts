@@ -1,6 +1,7 @@
 import { z } from 'zod';
-import { defineRoute, page, pageQuery, type RouteSpec } from '../route.js';
-import { LocParams, locAnd, patchOf, ts, uuid } from './rest-common.js';
+import { defineRoute, locAnd, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
+import { ts, uuid } from './rest-common.js';
+import { patchOf } from '../schemas.js';
 
 const position = z.number().int().min(-1_000_000).max(1_000_000);
 
@@ -32,12 +33,12 @@ const ItemParams = locAnd('itemId');
 export const knowledgeRoutes: RouteSpec[] = [
   defineRoute({
     method: 'get', path: '/locations/:locationId/faqs', tag: 'FAQs', scope: 'faqs:read', list: true,
-    summary: 'FAQs, newest first', params: LocParams, query: z.object(pageQuery), response: z.array(Faq),
+    summary: 'FAQs, newest first', params: LocationParams, query: z.object(pageQuery), response: z.array(Faq),
     handler: ({ call, token, params, query }) => call('api.faqs_list', token, params.locationId, page(query)),
   }),
   defineRoute({
     method: 'post', path: '/locations/:locationId/faqs', tag: 'FAQs', scope: 'faqs:write', status: 201,
-    summary: 'Create an FAQ', params: LocParams, body: FaqCreate, response: Faq,
+    summary: 'Create an FAQ', params: LocationParams, body: FaqCreate, response: Faq,
     handler: ({ call, token, params, body }) => call('api.faq_create', token, params.locationId, body),
   }),
   defineRoute({
@@ -57,12 +58,12 @@ export const knowledgeRoutes: RouteSpec[] = [
   }),
   defineRoute({
     method: 'get', path: '/locations/:locationId/pricebook', tag: 'Pricebook', scope: 'pricebook:read', list: true,
-    summary: 'Pricebook items, newest first', params: LocParams, query: z.object(pageQuery), response: z.array(PricebookItem),
+    summary: 'Pricebook items, newest first', params: LocationParams, query: z.object(pageQuery), response: z.array(PricebookItem),
     handler: ({ call, token, params, query }) => call('api.pricebook_list', token, params.locationId, page(query)),
   }),
   defineRoute({
     method: 'post', path: '/locations/:locationId/pricebook', tag: 'Pricebook', scope: 'pricebook:write', status: 201,
-    summary: 'Create a pricebook item', params: LocParams, body: PricebookCreate, response: PricebookItem,
+    summary: 'Create a pricebook item', params: LocationParams, body: PricebookCreate, response: PricebookItem,
     handler: ({ call, token, params, body }) => call('api.pricebook_create', token, params.locationId, body),
   }),
   defineRoute({

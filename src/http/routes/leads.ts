@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { defineRoute, page, pageQuery, type RouteSpec } from '../route.js';
-import { e164 } from '../schemas.js';
-import { LocParams, locAnd, money, patchOf, text, ts, urgency, uuid } from './rest-common.js';
+import { defineRoute, locAnd, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
+import { e164, patchOf } from '../schemas.js';
+import { money, text, ts, urgency, uuid } from './rest-common.js';
 
 export const leadStatuses = ['new', 'contacted', 'booked', 'closed', 'lost'] as const;
 
@@ -57,14 +57,14 @@ export const LeadPatch = patchOf({
 export const leadRoutes: RouteSpec[] = [
   defineRoute({
     method: 'get', path: '/locations/:locationId/leads', tag: 'Leads', scope: 'leads:read', list: true,
-    summary: 'Leads, newest first', params: LocParams,
+    summary: 'Leads, newest first', params: LocationParams,
     query: z.object({ ...pageQuery, status: z.enum(leadStatuses).optional() }),
     response: z.array(Lead),
     handler: ({ call, token, params, query }) => call('api.leads_list', token, params.locationId, query.status, page(query)),
   }),
   defineRoute({
     method: 'post', path: '/locations/:locationId/leads', tag: 'Leads', scope: 'leads:write', status: 201,
-    summary: 'Create a lead (fires lead.created; call_id null)', params: LocParams, body: LeadCreate, response: Lead,
+    summary: 'Create a lead (fires lead.created; call_id null)', params: LocationParams, body: LeadCreate, response: Lead,
     handler: ({ call, token, params, body }) => call('api.lead_create', token, params.locationId, body),
   }),
   defineRoute({

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { defineRoute, page, pageQuery, type RouteSpec } from '../route.js';
-import { LocParams, ts, tsNull, uuid } from './rest-common.js';
+import { defineRoute, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
+import { ts, tsNull, uuid } from './rest-common.js';
 
 export const Member = z.object({
   id: uuid, location_id: uuid, email: z.string(), name: z.string().nullable(),
@@ -10,7 +10,7 @@ export const Member = z.object({
 export const memberRoutes: RouteSpec[] = [
   defineRoute({
     method: 'get', path: '/locations/:locationId/members', tag: 'Members', scope: 'members:read', list: true,
-    summary: 'Members of the location, newest first', params: LocParams, query: z.object(pageQuery), response: z.array(Member),
+    summary: 'Members of the location, newest first', params: LocationParams, query: z.object(pageQuery), response: z.array(Member),
     handler: ({ call, token, params, query }) => call('api.members_list', token, params.locationId, page(query)),
   }),
 ];

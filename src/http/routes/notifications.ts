@@ -1,8 +1,7 @@
 import { z } from 'zod';
-import { defineRoute, locationParam, page, pageQuery, type RouteSpec } from '../route.js';
-import { e164, timestamp } from '../schemas.js';
+import { defineRoute, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
+import { e164, patchOf, timestamp } from '../schemas.js';
 
-const LocationParams = z.object({ locationId: locationParam });
 
 export const eventTypes = [
   'call.ended', 'call.emergency', 'lead.created', 'lead.updated', 'booking.created', 'booking.updated', 'spam.blocked',
@@ -30,14 +29,11 @@ export const NotificationSettings = z.object({
 
 const distinct = <T>(l: T[]) => new Set(l.map((x) => String(x).toLowerCase())).size === l.length;
 
-export const NotificationSettingsPatch = z
-  .strictObject({
+export const NotificationSettingsPatch = patchOf({
     routes: z.strictObject(routesShape).partial().describe('Event types named here replace their channel list; others stay'),
     sms_recipients: z.array(e164).max(20).refine(distinct, 'Numbers must not repeat'),
     email_recipients: z.array(z.email().max(320)).max(20).refine(distinct, 'Addresses must not repeat'),
-  })
-  .partial()
-  .refine((o) => Object.keys(o).length > 0, 'Provide at least one field');
+  });
 
 const LogEntry = z.object({
   at: timestamp,

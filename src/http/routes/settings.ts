@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { defineRoute, type RouteSpec } from '../route.js';
-import { e164 } from '../schemas.js';
-import { hhmm, LocParams, patchOf, ts, uuid } from './rest-common.js';
+import { defineRoute, LocationParams, type RouteSpec } from '../route.js';
+import { e164, patchOf } from '../schemas.js';
+import { hhmm, ts, uuid } from './rest-common.js';
 
 export const forwardingModes = ['replace', 'no_answer', 'busy', 'after_hours', 'off'] as const;
 
@@ -58,34 +58,34 @@ export const AgentPatch = patchOf({
 export const settingsRoutes: RouteSpec[] = [
   defineRoute({
     method: 'get', path: '/locations/:locationId/call-forwarding', tag: 'Settings', scope: 'settings:read',
-    summary: 'Call forwarding with set-up instructions', params: LocParams, response: CallForwarding,
+    summary: 'Call forwarding with set-up instructions', params: LocationParams, response: CallForwarding,
     handler: ({ call, token, params }) => call('api.call_forwarding_get', token, params.locationId),
   }),
   defineRoute({
     method: 'patch', path: '/locations/:locationId/call-forwarding', tag: 'Settings', scope: 'settings:write',
-    summary: 'Change call forwarding', params: LocParams, body: CallForwardingPatch, response: CallForwarding,
+    summary: 'Change call forwarding', params: LocationParams, body: CallForwardingPatch, response: CallForwarding,
     handler: ({ call, token, params, body }) => call('api.call_forwarding_patch', token, params.locationId, body),
   }),
   defineRoute({
     method: 'get', path: '/locations/:locationId/business-hours', tag: 'Settings', scope: 'settings:read',
-    summary: 'Business hours', params: LocParams, response: z.array(BusinessHoursInterval),
+    summary: 'Business hours', params: LocationParams, response: z.array(BusinessHoursInterval),
     handler: ({ call, token, params }) => call('api.business_hours_get', token, params.locationId),
   }),
   defineRoute({
     method: 'put', path: '/locations/:locationId/business-hours', tag: 'Settings', scope: 'settings:write',
-    summary: 'Replace the business hours (an empty array closes every day)', params: LocParams,
+    summary: 'Replace the business hours (an empty array closes every day)', params: LocationParams,
     body: BusinessHours, response: z.array(BusinessHoursInterval),
     // The body is an array: pass it as JSON text so pg does not send it as a Postgres array.
     handler: ({ call, token, params, body }) => call('api.business_hours_put', token, params.locationId, JSON.stringify(body)),
   }),
   defineRoute({
     method: 'get', path: '/locations/:locationId/agent', tag: 'Settings', scope: 'settings:read',
-    summary: 'Agent settings', params: LocParams, response: Agent,
+    summary: 'Agent settings', params: LocationParams, response: Agent,
     handler: ({ call, token, params }) => call('api.agent_get', token, params.locationId),
   }),
   defineRoute({
     method: 'patch', path: '/locations/:locationId/agent', tag: 'Settings', scope: 'settings:write',
-    summary: 'Change agent settings', params: LocParams, body: AgentPatch, response: Agent,
+    summary: 'Change agent settings', params: LocationParams, body: AgentPatch, response: Agent,
     handler: ({ call, token, params, body }) => call('api.agent_patch', token, params.locationId, body),
   }),
 ];

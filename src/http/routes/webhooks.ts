@@ -7,8 +7,8 @@ import { z } from 'zod';
 import type { Config } from '../../config.js';
 import { checkTargetUrl } from '../../net/ssrf.js';
 import { ApiError } from '../errors.js';
-import { defineRoute, locationParam, page, pageQuery, uuidParam, type RouteSpec } from '../route.js';
-import { httpsUrl, timestamp } from '../schemas.js';
+import { defineRoute, locAnd, LocationParams, page, pageQuery, type RouteSpec, uuidParam } from '../route.js';
+import { httpsUrl, patchOf, timestamp } from '../schemas.js';
 
 export const subscribableEvents = [
   'call.ended', 'call.emergency', 'lead.created', 'lead.updated', 'booking.created', 'booking.updated', 'spam.blocked',
@@ -57,15 +57,11 @@ const EndpointCreate = z.strictObject({
   events,
   active: z.boolean().optional(),
 });
-const EndpointPatch = z
-  .strictObject({ label, url: httpsUrl, events, active: z.boolean() })
-  .partial()
-  .refine((o) => Object.keys(o).length > 0, 'Provide at least one field');
+const EndpointPatch = patchOf({ label, url: httpsUrl, events, active: z.boolean() });
 
-const LocationParams = z.object({ locationId: locationParam });
 const EndpointParams = z.object({ id: uuidParam });
-const LocEndpointParams = z.object({ locationId: locationParam, id: uuidParam });
-const DeliveryParams = z.object({ locationId: locationParam, id: uuidParam });
+const LocEndpointParams = locAnd('id');
+const DeliveryParams = locAnd('id');
 
 const DeliveriesQuery = z.strictObject({
   ...pageQuery,
