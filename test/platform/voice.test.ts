@@ -461,13 +461,20 @@ describe('finalisation when call_analyzed never comes', () => {
     expect(evs.find((e) => e.type === 'call.emergency')!.data.reason).toBe('warm_transfer');
   });
 
-  test('call_analyzed before the job runs: the job is a no-op', async () => {
+  test('call_analyzed before the job runs: the queued finalize_call job is removed (it would be a no-op)', async () => {
     const loc = await voiceLocation(t.owner);
     const ended = voiceFixture('analysis-missing-call-ended', loc);
     await postVoice(t.baseUrl, 'post-call', ended);
+    const c0 = await callRow(t.owner, loc.id, ended.call.call_id);
+    expect(c0.finalized_at).toBeNull();
+    expect(await jobsFor(c0.id)).toHaveLength(1);
     const analyzed = voiceFixture('booked', loc, { callId: ended.call.call_id });
-    await postVoice(t.baseUrl, 'post-call', analyzed);
+    const res = await postVoice(t.baseUrl, 'post-call', analyzed);
+    expect(res.body.data).toMatchObject({ finalized: true, outcome: 'booked' });
     const c = await callRow(t.owner, loc.id, ended.call.call_id);
+    expect(c.finalized_at).not.toBeNull();
+    expect(await jobsFor(c.id)).toHaveLength(0);
+    // Had a job survived (e.g. already taken by a worker), running it is still harmless.
     expect(await callFn(t.owner, 'app.voice_finalize_overdue', [c.id])).toEqual({ finalized: false, reason: 'already_final' });
     expect(types(await events(t.owner, loc.id))).toEqual(['booking.created', 'call.ended', 'lead.created']);
   });
@@ -494,5 +501,16 @@ describe('ingestion functions are not reachable by API tokens', () => {
       await expect(t.apiPool.query(`select ${fn}`, ['{}'])).rejects.toThrow(/permission denied/);
     }
     await expect(t.apiPool.query(`select app.voice_finalize_overdue(gen_random_uuid())`)).rejects.toThrow(/permission denied/);
+  });
+
+  test('app.dequeue (job removal) is executable only by switchboard_system', async () => {
+    const { rows } = await t.owner.query(`
+      select r, has_function_privilege(r, 'app.dequeue(text)', 'execute') as ok
+        from unnest(array['switchboard_api', 'switchboard_staff', 'switchboard_system', 'public']) r`);
+    expect(rows).toEqual([
+      { r: 'switchboard_api', ok: false }, { r: 'switchboard_staff', ok: false },
+      { r: 'switchboard_system', ok: true }, { r: 'public', ok: false },
+    ]);
+    await expect(t.apiPool.query(`select app.dequeue('finalize_call:x')`)).rejects.toThrow(/permission denied/);
   });
 });
