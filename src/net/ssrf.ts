@@ -32,32 +32,44 @@ export function hostOf(url: URL): string {
   return url.hostname.replace(/^\[(.*)\]$/, '$1');
 }
 
+/** Why a target URL is refused; `unresolved` when only DNS failed (it may pass later). */
+export interface TargetProblem {
+  reason: string;
+  unresolved: boolean;
+}
+
 /**
- * Registration-time check: https only, and every address the host resolves to must be public.
- * Returns a reason string when refused, null when allowed.
+ * The URL check before any request: https only, no credentials, and every address the host
+ * resolves to must be public. Null when allowed.
  */
-export async function checkTargetUrl(raw: string, allowPrivate: boolean): Promise<string | null> {
+export async function targetProblem(raw: string, allowPrivate: boolean): Promise<TargetProblem | null> {
+  const refuse = (reason: string, unresolved = false): TargetProblem => ({ reason, unresolved });
   let url: URL;
   try {
     url = new URL(raw);
   } catch {
-    return 'Not a valid URL';
+    return refuse('Not a valid URL');
   }
-  if (url.protocol !== 'https:') return 'URL must start with https://';
-  if (url.username || url.password) return 'URL must not contain credentials';
+  if (url.protocol !== 'https:') return refuse('URL must start with https://');
+  if (url.username || url.password) return refuse('URL must not contain credentials');
   if (allowPrivate) return null;
   const host = hostOf(url);
-  if (net.isIP(host)) return isPublicAddress(host) ? null : `Address ${host} is not a public address`;
+  if (net.isIP(host)) return isPublicAddress(host) ? null : refuse(`Address ${host} is not public`);
   let addrs: dns.LookupAddress[];
   try {
     addrs = await dns.promises.lookup(host, { all: true, verbatim: true });
   } catch {
-    return `Host ${host} does not resolve`;
+    return refuse(`Host ${host} does not resolve`, true);
   }
   const bad = addrs.find((a) => !isPublicAddress(a.address));
-  if (bad) return `Host ${host} resolves to a non-public address (${bad.address})`;
-  if (addrs.length === 0) return `Host ${host} does not resolve`;
+  if (bad) return refuse(`Host ${host} resolves to a non-public address (${bad.address})`);
+  if (addrs.length === 0) return refuse(`Host ${host} does not resolve`, true);
   return null;
+}
+
+/** Registration-time check (webhook endpoints, integrations): the reason when refused, else null. */
+export async function checkTargetUrl(raw: string, allowPrivate: boolean): Promise<string | null> {
+  return (await targetProblem(raw, allowPrivate))?.reason ?? null;
 }
 
 type LookupCb = (err: NodeJS.ErrnoException | null, address: string | dns.LookupAddress[], family?: number) => void;

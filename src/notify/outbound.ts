@@ -6,12 +6,10 @@
  * `WEBHOOK_ALLOW_PRIVATE_TARGETS=true` lifts the address rule (tests only); https always holds.
  * Unlike webhook registration, a name that does not resolve here is a transient failure (retried).
  */
-import dns from 'node:dns';
-import ipaddr from 'ipaddr.js';
 import type { Config } from '../config.js';
 import type { ExtraCa } from '../net/ca.js';
 import { guardedPost } from '../net/post.js';
-import { hostOf, isPublicAddress } from '../net/ssrf.js';
+import { isPublicAddress, targetProblem } from '../net/ssrf.js';
 
 export { isPublicAddress };
 
@@ -22,36 +20,13 @@ export class BlockedTargetError extends Error {
   readonly code = 'EBLOCKEDTARGET';
 }
 
-function checkAddress(ip: string, cfg: GuardConfig): void {
-  if (!cfg.WEBHOOK_ALLOW_PRIVATE_TARGETS && !isPublicAddress(ip)) {
-    throw new BlockedTargetError(`target address ${ip} is not public`);
-  }
-}
-
 /** Refuses a URL that is not https or that names (or resolves to) a non-public address. */
 export async function assertPublicUrl(url: string, cfg: GuardConfig): Promise<URL> {
-  let u: URL;
-  try {
-    u = new URL(url);
-  } catch {
-    throw new BlockedTargetError('target URL is not a valid URL');
-  }
-  if (u.protocol !== 'https:') throw new BlockedTargetError('target URL must use https');
-  if (u.username || u.password) throw new BlockedTargetError('target URL must not carry credentials');
-  const host = hostOf(u);
-  if (ipaddr.isValid(host)) {
-    checkAddress(host, cfg);
-    return u;
-  }
-  let addrs: dns.LookupAddress[];
-  try {
-    addrs = await dns.promises.lookup(host, { all: true, verbatim: true });
-  } catch (err) {
-    // Resolution failure is a transient network error, not a verdict on the target.
-    throw Object.assign(new Error(`cannot resolve ${host}: ${(err as Error).message}`), { code: 'ENOTFOUND' });
-  }
-  for (const a of addrs) checkAddress(a.address, cfg);
-  return u;
+  const problem = await targetProblem(url, cfg.WEBHOOK_ALLOW_PRIVATE_TARGETS);
+  // Resolution failure is a transient network error, not a verdict on the target.
+  if (problem?.unresolved) throw Object.assign(new Error(problem.reason), { code: 'ENOTFOUND' });
+  if (problem) throw new BlockedTargetError(problem.reason);
+  return new URL(url);
 }
 
 export interface OutboundRequest {
