@@ -15,13 +15,13 @@ function schemaOf(s: ZodType, io: 'input' | 'output'): Json {
 }
 
 const ERROR_CODES: Record<number, string> = {
-  400: 'Validation failed (validation_error, invalid_json, oauth_required)',
+  400: 'Validation failed (validation_error, oauth_required), body not JSON or nested deeper than 32 levels (invalid_json), body not decodable with its Content-Encoding (invalid_body)',
   401: 'Missing, malformed, unknown or revoked bearer token (unauthorized)',
   403: 'The token lacks the required scope (forbidden; details.required_scope)',
   404: 'No such resource, or another location\'s (not_found)',
   409: 'Conflict or invalid status move (conflict, invalid_transition)',
   413: 'Body over 64 KiB (payload_too_large)',
-  415: 'Body not JSON (unsupported_media_type)',
+  415: 'Body not JSON, or a Content-Encoding other than gzip, deflate, br (unsupported_media_type)',
   429: 'Per-key rate limit (rate_limited; Retry-After)',
 };
 

@@ -7,6 +7,7 @@ import Stripe from 'stripe';
 import { z } from 'zod';
 import { callFn } from '../../db/pools.js';
 import type { AppDeps } from '../app.js';
+import { assertJsonDepth } from '../body.js';
 import { ApiError } from '../errors.js';
 import { bodyBytes, invalidSignature, notConfigured, onlyPost, rawBody, validate } from './raw.js';
 
@@ -87,6 +88,7 @@ export function billingRouter(deps: AppDeps): Router {
       if (err instanceof Stripe.errors.StripeSignatureVerificationError) throw invalidSignature('Stripe-Signature');
       throw new ApiError(400, 'invalid_json', 'Request body is not valid JSON');
     }
+    assertJsonDepth(event);
     const evt = validate(BillingEvent, event);
     if (!(HANDLED_BILLING_EVENTS as readonly string[]).includes(evt.type)) {
       res.json({ data: { status: 'ignored', event_id: evt.id, type: evt.type } });
