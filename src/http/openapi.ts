@@ -6,6 +6,7 @@ import { apiReference } from '@scalar/express-api-reference';
 import { Router } from 'express';
 import { z, type ZodType } from 'zod';
 import type { RouteSpec } from './route.js';
+import { GENERAL_RULES, RULES } from './rules.js';
 
 type Json = Record<string, any>;
 
@@ -71,10 +72,15 @@ export function buildOpenApi(routes: RouteSpec[]): Json {
     for (const e of errs) responses[String(e)] = errorRef(e);
     responses.default = { $ref: '#/components/responses/ErrorDefault' };
     const scopeText = spec.scope ? `Requires scope \`${spec.scope}\`.` : auth ? 'Any valid token (no scope).' : 'No authentication.';
+    const rules = spec.rules ?? [];
+    const rulesText = rules.length
+      ? `\n\nAlso enforced (400), not expressible in JSON Schema:\n${rules.map((r) => `- ${RULES[r]}`).join('\n')}`
+      : '';
     const op: Json = {
       operationId: operationId(spec),
       summary: spec.summary,
-      description: scopeText,
+      description: scopeText + rulesText,
+      ...(spec.body ? { 'x-rules-not-in-schema': rules } : {}),
       tags: [spec.tag],
       'x-required-scope': spec.scope,
       security: auth ? [{ bearerAuth: [] }] : [],
@@ -89,7 +95,9 @@ export function buildOpenApi(routes: RouteSpec[]): Json {
     info: {
       title: 'Switchboard API',
       version: '1.0.0',
-      description: 'Location-scoped token API of the Switchboard AI receptionist. Also served without the /api/v1 prefix.',
+      description: 'Location-scoped token API of the Switchboard AI receptionist. Also served without the /api/v1 prefix.\n\n'
+        + 'Request bodies follow their JSON Schema exactly; rules a schema cannot state are listed in each operation\'s description '
+        + '(ids in `x-rules-not-in-schema`). Every body also obeys:\n' + GENERAL_RULES.map((r) => `- ${r}`).join('\n'),
     },
     servers: [{ url: '/api/v1' }],
     security: [{ bearerAuth: [] }],

@@ -5,6 +5,7 @@ import { z, type ZodType } from 'zod';
 import { callFn } from '../db/pools.js';
 import { ApiError, fromZod } from './errors.js';
 import type { RateLimiter } from './rate-limit.js';
+import type { RuleId } from './rules.js';
 
 export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
 
@@ -40,6 +41,8 @@ export interface RouteSpec<P = any, Q = any, B = any> {
   response?: ZodType;
   /** Success status (200 by default; 201 for creations). */
   status?: number;
+  /** Rules of the body that JSON Schema cannot state (src/http/rules.ts); listed in the document. */
+  rules?: RuleId[];
   /** The SQL result is `{ data, next_cursor }`: data is sent, the cursor becomes a Link header. */
   list?: boolean;
   handler: (ctx: Ctx<P, Q, B>) => Promise<unknown>;

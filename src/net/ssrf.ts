@@ -148,7 +148,7 @@ export function addressProblem(ip: string): string | null {
   if (!addr) return `${ip} is not an IP address`;
   if (addr.kind() === 'ipv4') {
     const why = v4Problem(addr as ipaddr.IPv4);
-    return why ? `${ip} is not a public address (${why})` : null;
+    return why ? `${ip} is not public (${why})` : null;
   }
   const a = addr as ipaddr.IPv6;
   // Forms whose IPv4 is what actually gets dialled: judge that IPv4.
@@ -156,23 +156,23 @@ export function addressProblem(ip: string): string | null {
     const v4 = embeddedV4(a)!;
     const why = v4Problem(ipaddr.IPv4.parse(v4));
     const form = a.match(MAPPED) ? 'IPv4-mapped, ::ffff:0:0/96' : 'NAT64, 64:ff9b::/96';
-    return why ? `${ip} is not a public address (${form}, embeds ${v4}: ${why})` : null;
+    return why ? `${ip} is not public (${form}, embeds ${v4}: ${why})` : null;
   }
   if (a.match(UNSPEC_OR_LOOPBACK)) {
     const hit = V6_OUTSIDE.find((r) => a.match(r.range))!;
-    return `${ip} is not a public address (${hit.name}, ${hit.cidr})`;
+    return `${ip} is not public (${hit.name}, ${hit.cidr})`;
   }
   const embeds = embeddedV4(a);
   const suffix = embeds ? `, embeds ${embeds}` : '';
-  if (a.match(COMPAT)) return `${ip} is not a public address (IPv4-compatible IPv6, ::/96${suffix})`;
+  if (a.match(COMPAT)) return `${ip} is not public (IPv4-compatible IPv6, ::/96${suffix})`;
   if (!a.match(GLOBAL_UNICAST)) {
     const hit = V6_OUTSIDE.find((r) => a.match(r.range));
-    return `${ip} is not a public address (${hit ? `${hit.name}, ${hit.cidr}` : 'outside global unicast 2000::/3'}${suffix})`;
+    return `${ip} is not public (${hit ? `${hit.name}, ${hit.cidr}` : 'outside global unicast 2000::/3'}${suffix})`;
   }
   // The most specific registry entry names the refusal (Teredo inside 2001::/23, etc.).
-  if (a.match(TEREDO)) return `${ip} is not a public address (Teredo, 2001::/32${suffix})`;
+  if (a.match(TEREDO)) return `${ip} is not public (Teredo, 2001::/32${suffix})`;
   const hit = V6_IN_GLOBAL.filter((r) => a.match(r.range)).sort((x, y) => y.range[1] - x.range[1])[0];
-  return hit ? `${ip} is not a public address (${hit.name}, ${hit.cidr}${suffix})` : null;
+  return hit ? `${ip} is not public (${hit.name}, ${hit.cidr}${suffix})` : null;
 }
 
 /** True when `ip` is a public unicast address we may connect to. */

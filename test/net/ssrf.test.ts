@@ -105,7 +105,7 @@ describe('the rule', () => {
 
   test('IPv4 literal spellings the URL parser accepts are normalised before the check', async () => {
     for (const u of ['https://2130706433/', 'https://0x7f.1/', 'https://127.1/', 'https://0177.0.0.1/']) {
-      expect(await checkTargetUrl(u, false)).toMatch(/127\.0\.0\.1 is not a public address \(loopback/);
+      expect(await checkTargetUrl(u, false)).toMatch(/127\.0\.0\.1 is not public \(loopback/);
     }
   });
 });
