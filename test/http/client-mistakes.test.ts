@@ -143,6 +143,19 @@ describe('Content-Encoding', () => {
     expect(res.status).toBe(201);
   });
 
+  test.each([
+    ['application/json; charset=latin1', Buffer.from(json), 415],
+    ['application/json; charset=bogus-9', Buffer.from(json), 415],
+    ['application/json; charset=utf-16le', Buffer.from(json, 'utf16le'), 201],
+    ['application/json; charset=utf-16le', Buffer.from('\ud800'), 400],
+    ['application/json', Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(json)]), 201], // a UTF-8 BOM is skipped
+    ['application/json', Buffer.from([0xff, 0xfe, 0x7b]), 400],
+  ])('%s with odd bytes → a 4xx or accepted, never 500', async (type, bytes, status) => {
+    const res = await raw('POST', path(), { 'content-type': type }, bytes);
+    expect([type, res.status]).toEqual([type, status]);
+    if (status >= 400) expect(res.body.error.code).toEqual(expect.any(String));
+  });
+
   test('a body that inflates past 64 KiB → 413', async () => {
     const bomb = zlib.gzipSync(JSON.stringify({ question: 'x'.repeat(5_000_000), answer: 'y' }));
     expect(bomb.length).toBeLessThan(64 * 1024);
