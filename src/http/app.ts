@@ -4,6 +4,7 @@ import type pg from 'pg';
 import { pinoHttp } from 'pino-http';
 import type { Config } from '../config.js';
 import type { Logger } from '../log.js';
+import { assertJsonDepth } from './body.js';
 import { ApiError, errorHandler, sendError } from './errors.js';
 import { openApiRouter } from './openapi.js';
 import { platformRouter } from './platform/index.js';
@@ -74,7 +75,15 @@ export function createApp(deps: AppDeps): express.Express {
     }
     next();
   });
+  // Content-Encoding gzip, deflate, br (and zstd where Node has it) is decoded by the parser; the
+  // 64 KiB limit applies to the decoded bytes. Bytes that do not decode → 400 invalid_body, another
+  // encoding → 415 (src/http/errors.ts).
   app.use(express.json({ limit: '64kb', strict: true, type: (req) => JSON_TYPE.test(req.headers['content-type'] ?? '') }));
+  // Nothing below may recurse through a body nested thousands of levels deep (src/http/body.ts).
+  app.use((req: Request, _res: Response, next: NextFunction) => {
+    assertJsonDepth(req.body);
+    next();
+  });
 
   app.use('/api/v1', openApiRouter(routes));
   const api = express.Router({ caseSensitive: true, strict: false });

@@ -76,11 +76,21 @@ function constraintMessage(e: PgLikeError): [string, Record<string, unknown>] {
 export function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
   if (err instanceof ZodError) return fromZod(err);
-  const e = err as PgLikeError & { type?: string; status?: number; errno?: string };
+  const e = err as PgLikeError & { type?: string; status?: number; errno?: string; expose?: boolean };
   if (e?.type === 'entity.parse.failed') return new ApiError(400, 'invalid_json', 'Request body is not valid JSON');
   if (e?.type === 'entity.too.large') return new ApiError(413, 'payload_too_large', 'Request body exceeds 64 KiB');
   if (e?.type === 'encoding.unsupported' || e?.type === 'charset.unsupported')
     return new ApiError(415, 'unsupported_media_type', 'Unsupported body encoding');
+  // The body reader's other client errors (src/http/app.ts, platform/raw.ts): bytes that do not
+  // decode with their Content-Encoding (zlib/brotli/zstd errors), a length that does not match.
+  if (e?.expose === true && typeof e.status === 'number' && e.status >= 400 && e.status < 500 && !(e.code && SQLSTATES[e.code])) {
+    if (/^(Z_|ERR__|ERR_BROTLI|ERR_ZSTD|ZSTD_)/.test(e.code ?? '')) {
+      return new ApiError(400, 'invalid_body', 'Request body does not decode with its Content-Encoding');
+    }
+    if (e.type === 'request.size.invalid' || e.type === 'request.aborted') {
+      return new ApiError(400, 'invalid_body', 'Request body does not match its Content-Length');
+    }
+  }
   // The router's own: a path segment that is not valid percent-encoding names nothing.
   if (e?.status === 400 && /^Failed to decode param/.test(e.message ?? '')) {
     return new ApiError(404, 'not_found', 'Resource not found');

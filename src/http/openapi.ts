@@ -6,6 +6,7 @@ import { apiReference } from '@scalar/express-api-reference';
 import { Router } from 'express';
 import { z, type ZodType } from 'zod';
 import type { RouteSpec } from './route.js';
+import { GENERAL_RULES, RULES } from './rules.js';
 
 type Json = Record<string, any>;
 
@@ -15,13 +16,13 @@ function schemaOf(s: ZodType, io: 'input' | 'output'): Json {
 }
 
 const ERROR_CODES: Record<number, string> = {
-  400: 'Validation failed (validation_error, invalid_json, oauth_required)',
+  400: 'Validation failed (validation_error, oauth_required), body not JSON or nested deeper than 32 levels (invalid_json), body not decodable with its Content-Encoding (invalid_body)',
   401: 'Missing, malformed, unknown or revoked bearer token (unauthorized)',
   403: 'The token lacks the required scope (forbidden; details.required_scope)',
   404: 'No such resource, or another location\'s (not_found)',
   409: 'Conflict or invalid status move (conflict, invalid_transition)',
   413: 'Body over 64 KiB (payload_too_large)',
-  415: 'Body not JSON (unsupported_media_type)',
+  415: 'Body not JSON, or a Content-Encoding other than gzip, deflate, br (unsupported_media_type)',
   429: 'Per-key rate limit (rate_limited; Retry-After)',
 };
 
@@ -71,10 +72,15 @@ export function buildOpenApi(routes: RouteSpec[]): Json {
     for (const e of errs) responses[String(e)] = errorRef(e);
     responses.default = { $ref: '#/components/responses/ErrorDefault' };
     const scopeText = spec.scope ? `Requires scope \`${spec.scope}\`.` : auth ? 'Any valid token (no scope).' : 'No authentication.';
+    const rules = spec.rules ?? [];
+    const rulesText = rules.length
+      ? `\n\nAlso enforced (400), not expressible in JSON Schema:\n${rules.map((r) => `- ${RULES[r]}`).join('\n')}`
+      : '';
     const op: Json = {
       operationId: operationId(spec),
       summary: spec.summary,
-      description: scopeText,
+      description: scopeText + rulesText,
+      ...(spec.body ? { 'x-rules-not-in-schema': rules } : {}),
       tags: [spec.tag],
       'x-required-scope': spec.scope,
       security: auth ? [{ bearerAuth: [] }] : [],
@@ -89,7 +95,9 @@ export function buildOpenApi(routes: RouteSpec[]): Json {
     info: {
       title: 'Switchboard API',
       version: '1.0.0',
-      description: 'Location-scoped token API of the Switchboard AI receptionist. Also served without the /api/v1 prefix.',
+      description: 'Location-scoped token API of the Switchboard AI receptionist. Also served without the /api/v1 prefix.\n\n'
+        + 'Request bodies follow their JSON Schema exactly; rules a schema cannot state are listed in each operation\'s description '
+        + '(ids in `x-rules-not-in-schema`). Every body also obeys:\n' + GENERAL_RULES.map((r) => `- ${r}`).join('\n'),
     },
     servers: [{ url: '/api/v1' }],
     security: [{ bearerAuth: [] }],

@@ -5,6 +5,7 @@ import { z, type ZodType } from 'zod';
 import { callFn } from '../db/pools.js';
 import { ApiError, fromZod } from './errors.js';
 import type { RateLimiter } from './rate-limit.js';
+import type { RuleId } from './rules.js';
 
 export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
 
@@ -40,6 +41,8 @@ export interface RouteSpec<P = any, Q = any, B = any> {
   response?: ZodType;
   /** Success status (200 by default; 201 for creations). */
   status?: number;
+  /** Rules of the body that JSON Schema cannot state (src/http/rules.ts); listed in the document. */
+  rules?: RuleId[];
   /** The SQL result is `{ data, next_cursor }`: data is sent, the cursor becomes a Link header. */
   list?: boolean;
   handler: (ctx: Ctx<P, Q, B>) => Promise<unknown>;
@@ -62,10 +65,16 @@ export function tokenHashOf(req: Request): string {
   return hashToken(m[1]);
 }
 
-function nextLink(req: Request, cursor: string): string {
-  const url = new URL(req.originalUrl, `${req.protocol}://${req.get('host') ?? 'localhost'}`);
-  url.searchParams.set('cursor', cursor);
-  return `<${url.pathname}${url.search}>; rel="next"`;
+/**
+ * The next page as a relative link: the request's own path and query with `cursor` replaced. Built
+ * without the Host header (a client may send any bytes there; `new URL` would throw on them).
+ */
+export function nextLink(originalUrl: string, cursor: string): string {
+  const q = originalUrl.indexOf('?');
+  const path = (q < 0 ? originalUrl : originalUrl.slice(0, q)).replace(/[^\x21-\x7e]/g, encodeURIComponent);
+  const params = new URLSearchParams(q < 0 ? '' : originalUrl.slice(q + 1));
+  params.set('cursor', cursor);
+  return `<${path}?${params}>; rel="next"`;
 }
 
 export function mountRoutes(router: Router, routes: RouteSpec[], pool: pg.Pool, limiter: RateLimiter): void {
@@ -104,7 +113,7 @@ export function mountRoutes(router: Router, routes: RouteSpec[], pool: pg.Pool, 
       if (result === null || result === undefined) throw new ApiError(404, 'not_found', 'Resource not found');
       if (spec.list) {
         const page = result as { data: unknown[]; next_cursor: string | null };
-        if (page.next_cursor) res.setHeader('Link', nextLink(req, page.next_cursor));
+        if (page.next_cursor) res.setHeader('Link', nextLink(req.originalUrl, page.next_cursor));
         res.status(spec.status ?? 200).json({ data: page.data });
         return;
       }

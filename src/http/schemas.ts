@@ -1,43 +1,97 @@
 /**
- * Shared zod building blocks. Phone numbers go through libphonenumber-js (normalised to E.164),
- * URLs must be https.
+ * Shared zod building blocks. Each states in the published JSON Schema (pattern, enum, lengths)
+ * the rule it validates with, so a client generated from the OpenAPI document sends bodies the
+ * server accepts; what JSON Schema cannot say is listed in src/http/rules.ts.
  */
 import { parsePhoneNumberFromString } from 'libphonenumber-js';
 import { z, type ZodRawShape } from 'zod';
+import { TIME_ZONES } from './timezones.js';
 
 /** A PATCH body: strict (unknown fields are a 400), every field optional, at least one present. */
 export function patchOf<S extends ZodRawShape>(shape: S) {
   return z
     .strictObject(shape)
     .partial()
-    .refine((o) => Object.keys(o).length > 0, 'Provide at least one field');
+    .refine((o) => Object.keys(o).length > 0, 'Provide at least one field')
+    .meta({ minProperties: 1 });
 }
 
-export const e164 = z.string().trim().max(40).transform((v, ctx) => {
-  const p = parsePhoneNumberFromString(v, 'US');
-  if (!p || !p.isValid()) {
-    ctx.addIssue({ code: 'custom', message: 'Not a valid phone number' });
-    return z.NEVER;
-  }
-  return p.number as string;
-});
+/** Trimmed text with at least one non-blank character (published as minLength 1 + pattern \S). */
+export const text = (max: number) => z.string().trim().min(1).max(max).meta({ pattern: '\\S' });
 
-export const httpsUrl = z
+/** The E.164 shape: + then 7 to 15 digits, the first not 0. */
+export const E164_PATTERN = '^\\+[1-9][0-9]{6,14}$';
+
+export const e164 = z
   .string()
-  .max(2048)
-  .url()
-  .refine((u) => u.startsWith('https://'), 'URL must start with https://');
+  .trim()
+  .max(40)
+  .transform((v, ctx) => {
+    const p = parsePhoneNumberFromString(v, 'US');
+    if (!p || !p.isValid()) {
+      ctx.addIssue({ code: 'custom', message: 'Not a valid phone number' });
+      return z.NEVER;
+    }
+    return p.number as string;
+  })
+  .meta({
+    pattern: E164_PATTERN,
+    examples: ['+13125550100'],
+    description: 'E.164 phone number, e.g. +13125550100; it must be a valid number for its country. US national formats such as (312) 555-0100 are also accepted and stored as E.164.',
+  });
 
-export const timestamp = z.string().describe('ISO 8601 UTC with milliseconds');
+const OCTET = '(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])';
+const LABEL = '[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?';
+/**
+ * Host: a DNS name whose last label starts with a letter (so no URL parser reads it as an IPv4
+ * number), a dotted IPv4 address, or an IPv6 literal in brackets; optional port 0–65535; then any
+ * printable ASCII path, query and fragment. Every string matching it parses as a WHATWG URL, except
+ * an IPv6 literal that is not a valid address (checked separately: rule ipv6_literal).
+ */
+const URL_REST =
+  `(?:(?:${LABEL}\\.)*[A-Za-z](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?|${OCTET}(?:\\.${OCTET}){3}|\\[[0-9A-Fa-f:.]{2,45}\\])` +
+  '(?::(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}|0))?' +
+  '(?:[/?#][!-~]*)?$';
+export const HTTPS_URL_PATTERN = `^https://${URL_REST}`;
+export const HTTP_URL_PATTERN = `^https?://${URL_REST}`;
 
-export const timezone = z.string().max(64).refine((tz) => {
+const parses = (u: string) => {
   try {
-    new Intl.DateTimeFormat('en-US', { timeZone: tz });
-    return tz.includes('/') || tz === 'UTC';
+    new URL(u);
+    return true;
   } catch {
     return false;
   }
-}, 'Unknown IANA time zone');
+};
+
+const urlOf = (pattern: string, message: string, description: string) =>
+  z
+    .string()
+    .max(2048)
+    .regex(new RegExp(pattern), message)
+    .refine(parses, 'Not a valid URL')
+    .meta({ pattern, description });
+
+/** A URL we POST to: https only (its host is checked against the SSRF rule by the route). */
+export const httpsUrl = urlOf(
+  HTTPS_URL_PATTERN,
+  'URL must start with https:// and name a host (DNS name, IPv4 or [IPv6]) with an optional port',
+  'https:// URL (ASCII host: a DNS name in punycode, an IPv4 address or an [IPv6] literal)',
+);
+
+/** A URL we only display (the business website): http or https. */
+export const webUrl = urlOf(
+  HTTP_URL_PATTERN,
+  'URL must start with http:// or https:// and name a host (DNS name, IPv4 or [IPv6]) with an optional port',
+  'http(s):// URL (ASCII host: a DNS name in punycode, an IPv4 address or an [IPv6] literal)',
+);
+
+export const timestamp = z.string().describe('ISO 8601 UTC with milliseconds');
+
+/** An IANA time-zone name from the published list (src/http/timezones.ts). */
+export const timezone = z.enum(TIME_ZONES, { error: 'Unknown IANA time zone' }).describe(
+  'IANA time-zone name (Area/Location, or UTC), exactly as listed',
+);
 
 export const industries = [
   'hvac', 'plumbing', 'electrical', 'roofing', 'appliance_repair', 'garage_door', 'pest_control',
@@ -74,15 +128,15 @@ export const ApiKey = z.object({
 });
 
 export const LocationPatch = patchOf({
-    name: z.string().trim().min(1).max(200),
+    name: text(200),
     slug: z.string().regex(/^[a-z0-9][a-z0-9-]{1,62}$/),
     legal_name: z.string().max(200).nullable(),
     license_number: z.string().max(100).nullable(),
     industry: z.enum(industries),
-    website_url: z.string().url().max(2048).regex(/^https?:\/\//).nullable(),
+    website_url: webUrl.nullable(),
     timezone,
     owner_cell: e164.nullable(),
-    service_areas: z.array(z.string().trim().min(1).max(100)).max(100),
+    service_areas: z.array(text(100)).max(100),
     zip_codes: z.array(z.string().regex(/^[0-9A-Za-z -]{3,10}$/)).max(500),
     travel_radius_miles: z.number().min(0).max(1000).nullable(),
   });

@@ -7,7 +7,7 @@
  */
 import https from 'node:https';
 import { trustedCa, type ExtraCa } from './ca.js';
-import { assertConnectTarget, guardedLookup, SsrfError } from './ssrf.js';
+import { assertConnectTarget, guardedLookup, SsrfError, type Resolver } from './ssrf.js';
 
 export const MAX_RESPONSE_BYTES = 16 * 1024;
 
@@ -35,6 +35,8 @@ export interface PostOptions {
   allowPrivate: boolean;
   /** Extra trusted CA certificates (PEM), added to the public roots; tests pass their own CA. */
   ca?: ExtraCa;
+  /** Name resolution behind the guarded lookup (the system resolver unless a test answers itself). */
+  resolve?: Resolver;
 }
 
 /** First 16 KiB of a response as text that also fits 16 KiB once UTF-8 encoded (no NULs: Postgres text). */
@@ -55,6 +57,8 @@ export function guardedPost(opts: PostOptions): Promise<PostResult> {
   });
   return new Promise((resolve) => {
     let settled = false;
+    // Declared before `finish` can run: a target refused before dialling settles at once.
+    let timer: NodeJS.Timeout | undefined;
     const finish = (r: PostResult) => {
       if (settled) return;
       settled = true;
@@ -74,11 +78,11 @@ export function guardedPost(opts: PostOptions): Promise<PostResult> {
     const req = https.request(url, {
       method: 'POST',
       agent,
-      lookup: guardedLookup(opts.allowPrivate) as never,
+      lookup: guardedLookup(opts.allowPrivate, opts.resolve) as never,
       headers: { ...opts.headers, 'content-length': String(payload.length) },
     });
     // The whole exchange (connect, request, complete response) must fit in the time-out.
-    const timer = setTimeout(() => {
+    timer = setTimeout(() => {
       req.destroy(Object.assign(new Error(`No complete response within ${opts.timeoutMs} ms`), { code: 'ETIMEDOUT' }));
     }, opts.timeoutMs);
     req.on('error', (err: NodeJS.ErrnoException) => {

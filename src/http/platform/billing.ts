@@ -1,12 +1,15 @@
 /**
  * Stripe billing webhook (DESIGN.md §7): the stripe library verifies Stripe-Signature on the raw
- * bytes (5-minute tolerance) before anything is parsed; one SQL function applies the event once.
+ * bytes before anything is parsed; one SQL function applies the event once. The signed timestamp
+ * must be within 5 minutes of now either way: the library only refuses old ones, and a signature
+ * dated in the future would otherwise stay replayable for as long as its date is ahead.
  */
 import { Router } from 'express';
 import Stripe from 'stripe';
 import { z } from 'zod';
 import { callFn } from '../../db/pools.js';
 import type { AppDeps } from '../app.js';
+import { assertJsonDepth } from '../body.js';
 import { ApiError } from '../errors.js';
 import { bodyBytes, invalidSignature, notConfigured, onlyPost, rawBody, validate } from './raw.js';
 
@@ -71,6 +74,23 @@ const BillingEvent = StripeEvent.superRefine((evt, ctx) => {
   }
 });
 
+/**
+ * The `t=` of a Stripe-Signature header read exactly as the stripe library reads it (the last `t`,
+ * parseInt), so the time checked is the time the verified HMAC covers. NaN when absent.
+ */
+export function signedAt(header: string): number {
+  let t = NaN;
+  for (const item of header.split(',')) {
+    const kv = item.split('=');
+    if (kv[0] === 't') t = parseInt(kv[1], 10);
+  }
+  return t;
+}
+
+/** At most BILLING_TOLERANCE_SEC between the signed time (seconds) and now, in either direction. */
+export const withinTolerance = (t: number, nowMs: number) =>
+  Number.isFinite(t) && Math.abs(Math.floor(nowMs / 1000) - t) <= BILLING_TOLERANCE_SEC;
+
 export function billingRouter(deps: AppDeps): Router {
   const router = Router();
 
@@ -79,6 +99,7 @@ export function billingRouter(deps: AppDeps): Router {
     if (!secret) throw notConfigured('BILLING_WEBHOOK_SECRET');
     const header = req.header('stripe-signature');
     if (!header) throw invalidSignature('Stripe-Signature');
+    if (!withinTolerance(signedAt(header), Date.now())) throw invalidSignature('Stripe-Signature');
     let event: unknown;
     try {
       // Verifies the signature on the raw bytes first, then parses them.
@@ -87,6 +108,7 @@ export function billingRouter(deps: AppDeps): Router {
       if (err instanceof Stripe.errors.StripeSignatureVerificationError) throw invalidSignature('Stripe-Signature');
       throw new ApiError(400, 'invalid_json', 'Request body is not valid JSON');
     }
+    assertJsonDepth(event);
     const evt = validate(BillingEvent, event);
     if (!(HANDLED_BILLING_EVENTS as readonly string[]).includes(evt.type)) {
       res.json({ data: { status: 'ignored', event_id: evt.id, type: evt.type } });

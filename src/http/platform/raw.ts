@@ -1,5 +1,6 @@
 import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import type { z } from 'zod';
+import { assertJsonDepth } from '../body.js';
 import { ApiError, fromZod } from '../errors.js';
 
 /**
@@ -34,10 +35,15 @@ export const invalidSignature = (header: string) =>
 export function parseSigned<S extends z.ZodType>(schema: S, text: string): z.output<S> {
   let json: unknown;
   try {
-    // PostgreSQL text cannot hold NUL; a platform payload must still be stored, so drop them.
-    json = JSON.parse(text, (_key, value) => (typeof value === 'string' ? value.replaceAll('\u0000', '') : value));
+    json = JSON.parse(text);
   } catch {
     throw new ApiError(400, 'invalid_json', 'Request body is not valid JSON');
+  }
+  // Before anything recursive (the reviver below, zod, JSON.stringify to SQL) walks it.
+  assertJsonDepth(json);
+  // PostgreSQL text cannot hold NUL; a platform payload must still be stored, so drop them.
+  if (text.includes('\\u0000')) {
+    json = JSON.parse(text, (_key, value) => (typeof value === 'string' ? value.replaceAll('\u0000', '') : value));
   }
   return validate(schema, json);
 }

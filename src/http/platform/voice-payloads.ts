@@ -106,6 +106,39 @@ export const CallAnalysis = z.object({
 
 const ms = z.number().int().nonnegative().nullish();
 
+/** Platform times before this (Unix ms) are not times of a real call: 2000-01-01T00:00:00Z. */
+export const EARLIEST_CALL_MS = Date.UTC(2000, 0, 1);
+/** How far ahead of our clock a platform time may be (clock skew, time zones gone wrong): 1 day. */
+export const MAX_AHEAD_MS = 24 * 60 * 60 * 1000;
+/** The longest plausible call: 1 day. */
+export const MAX_DURATION_MS = 24 * 60 * 60 * 1000;
+
+interface CallTimes {
+  start_timestamp?: number | null;
+  end_timestamp?: number | null;
+  duration_ms?: number | null;
+}
+
+/**
+ * Drops implausible call times (docs/voice.md "Implausible timestamps"), keeping the rest of the
+ * webhook: a time before 2000 or more than a day ahead of `nowMs`, an end before the start (the
+ * end is dropped, the start kept) and a duration over a day become absent, so the row keeps what
+ * it had (null on a new call). Dropped rather than refused: a 400 would only make the platform
+ * retry the same bytes and lose the call's transcript and analysis with them. A JSON number that
+ * is not an integer ≥ 0 stays a 400 (a malformed platform field).
+ */
+export function plausibleTimes<T extends CallTimes>(call: T, nowMs: number): T {
+  const out = { ...call };
+  const ok = (v: number) => v >= EARLIEST_CALL_MS && v <= nowMs + MAX_AHEAD_MS;
+  if (typeof out.start_timestamp === 'number' && !ok(out.start_timestamp)) delete out.start_timestamp;
+  if (typeof out.end_timestamp === 'number' && !ok(out.end_timestamp)) delete out.end_timestamp;
+  if (typeof out.start_timestamp === 'number' && typeof out.end_timestamp === 'number' && out.end_timestamp < out.start_timestamp) {
+    delete out.end_timestamp;
+  }
+  if (typeof out.duration_ms === 'number' && out.duration_ms > MAX_DURATION_MS) delete out.duration_ms;
+  return out;
+}
+
 export const TranscriptTurn = z.object({
   role: z.string().max(50),
   content: z.string().max(100000),
@@ -130,7 +163,7 @@ export const VoiceCall = z.object({
   public_log_url: z.string().max(4096).nullish(),
   metadata: z.record(z.string(), z.unknown()).nullish(),
   call_analysis: CallAnalysis.nullish(),
-});
+}).transform((call) => plausibleTimes(call, Date.now()));
 
 export const POST_CALL_EVENTS = ['call_started', 'call_ended', 'call_analyzed', 'transfer_started'] as const;
 

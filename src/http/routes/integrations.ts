@@ -60,7 +60,7 @@ export const integrationRoutes: RouteSpec[] = [
   defineRoute({
     method: 'post', path: '/locations/:locationId/integrations', tag: 'Integrations', scope: 'integrations:write', status: 201,
     summary: 'Connect a webhook-style integration (slack, zapier, make, n8n, calcom)',
-    params: LocationParams, body: IntegrationCreate, response: Integration,
+    params: LocationParams, body: IntegrationCreate, response: Integration, rules: ['ipv6_literal', 'public_target'],
     handler: async ({ call, token, params, body, req }) => {
       // The same registration-time SSRF check as webhook endpoints: IP literals and hostnames
       // that resolve to a non-public address are refused (send time checks again).

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { defineRoute, locAnd, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
 import { ts, uuid } from './rest-common.js';
-import { patchOf } from '../schemas.js';
+import { patchOf, text } from '../schemas.js';
 
 const position = z.number().int().min(-1_000_000).max(1_000_000);
 
@@ -9,7 +9,7 @@ export const Faq = z.object({
   id: uuid, location_id: uuid, question: z.string(), answer: z.string(),
   asked_count: z.number().int(), position: z.number().int(), created_at: ts, updated_at: ts,
 });
-const faqFields = { question: z.string().trim().min(1).max(1000), answer: z.string().trim().min(1).max(5000), position };
+const faqFields = { question: text(1000), answer: text(5000), position };
 export const FaqCreate = z.strictObject({ ...faqFields, position: position.optional() });
 export const FaqPatch = patchOf(faqFields);
 
@@ -19,8 +19,8 @@ export const PricebookItem = z.object({
   position: z.number().int(), created_at: ts, updated_at: ts,
 });
 const itemFields = {
-  service_name: z.string().trim().min(1).max(200),
-  price: z.string().trim().min(1).max(200).describe('Free text such as "$89-$149"; not a number'),
+  service_name: text(200),
+  price: text(200).describe('Free text such as "$89-$149"; not a number'),
   note: z.string().max(2000).nullable(),
   position,
 };

@@ -64,7 +64,8 @@ export const leadRoutes: RouteSpec[] = [
   }),
   defineRoute({
     method: 'post', path: '/locations/:locationId/leads', tag: 'Leads', scope: 'leads:write', status: 201,
-    summary: 'Create a lead (fires lead.created; call_id null)', params: LocationParams, body: LeadCreate, response: Lead,
+    summary: 'Create a lead (fires lead.created; call_id null)', params: LocationParams, body: LeadCreate,
+    rules: ['phone_valid', 'member_reference'], response: Lead,
     handler: ({ call, token, params, body }) => call('api.lead_create', token, params.locationId, body),
   }),
   defineRoute({
@@ -75,7 +76,7 @@ export const leadRoutes: RouteSpec[] = [
   defineRoute({
     method: 'patch', path: '/locations/:locationId/leads/:leadId', tag: 'Leads', scope: 'leads:write',
     summary: 'Update a lead or move its status (fires lead.updated on a move)',
-    params: locAnd('leadId'), body: LeadPatch, response: Lead,
+    params: locAnd('leadId'), body: LeadPatch, response: Lead, rules: ['phone_valid', 'member_reference'],
     handler: ({ call, token, params, body }) => call('api.lead_patch', token, params.locationId, params.leadId, body),
   }),
 ];

@@ -12,7 +12,8 @@ const Channel = z.enum(notificationChannels);
 const ChannelList = z
   .array(Channel)
   .max(notificationChannels.length)
-  .refine((l) => new Set(l).size === l.length, 'Channels must not repeat');
+  .refine((l) => new Set(l).size === l.length, 'Channels must not repeat')
+  .meta({ uniqueItems: true });
 
 const routesShape = Object.fromEntries(eventTypes.map((t) => [t, ChannelList])) as Record<
   (typeof eventTypes)[number],
@@ -31,8 +32,9 @@ const distinct = <T>(l: T[]) => new Set(l.map((x) => String(x).toLowerCase())).s
 
 export const NotificationSettingsPatch = patchOf({
     routes: z.strictObject(routesShape).partial().describe('Event types named here replace their channel list; others stay'),
-    sms_recipients: z.array(e164).max(20).refine(distinct, 'Numbers must not repeat'),
-    email_recipients: z.array(z.email().max(320)).max(20).refine(distinct, 'Addresses must not repeat'),
+    sms_recipients: z.array(e164).max(20).refine(distinct, 'Numbers must not repeat').meta({ uniqueItems: true }),
+    email_recipients: z.array(z.email().max(320)).max(20).refine(distinct, 'Addresses must not repeat (ignoring case)')
+      .meta({ uniqueItems: true }),
   });
 
 const LogEntry = z.object({
@@ -73,6 +75,7 @@ export const notificationRoutes: RouteSpec[] = [
     method: 'patch', path: '/locations/:locationId/notification-settings', tag: 'Notifications', scope: 'settings:write',
     summary: 'Change notification routing or recipients',
     params: LocationParams, body: NotificationSettingsPatch, response: NotificationSettings,
+    rules: ['phone_valid', 'emails_distinct'],
     handler: ({ call, token, params, body }) => call('api.notification_settings_patch', token, params.locationId, body),
   }),
   defineRoute({

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { defineRoute, LocationParams, type RouteSpec } from '../route.js';
-import { e164, patchOf } from '../schemas.js';
+import { e164, patchOf, text } from '../schemas.js';
 import { hhmm, ts, uuid } from './rest-common.js';
 
 export const forwardingModes = ['replace', 'no_answer', 'busy', 'after_hours', 'off'] as const;
@@ -50,7 +50,7 @@ export const Agent = z.object({
 export const AgentPatch = patchOf({
   greeting: z.string().trim().max(1000).nullable(),
   transfer_number: e164.nullable(),
-  emergency_keywords: z.array(z.string().trim().min(1).max(100)).max(100),
+  emergency_keywords: z.array(text(100)).max(100),
   booking_enabled: z.boolean(),
   blocked_numbers: z.array(e164).max(1000).describe('Normalised to E.164'),
 });
@@ -63,7 +63,7 @@ export const settingsRoutes: RouteSpec[] = [
   }),
   defineRoute({
     method: 'patch', path: '/locations/:locationId/call-forwarding', tag: 'Settings', scope: 'settings:write',
-    summary: 'Change call forwarding', params: LocationParams, body: CallForwardingPatch, response: CallForwarding,
+    summary: 'Change call forwarding', params: LocationParams, body: CallForwardingPatch, rules: ['phone_valid'], response: CallForwarding,
     handler: ({ call, token, params, body }) => call('api.call_forwarding_patch', token, params.locationId, body),
   }),
   defineRoute({
@@ -74,7 +74,7 @@ export const settingsRoutes: RouteSpec[] = [
   defineRoute({
     method: 'put', path: '/locations/:locationId/business-hours', tag: 'Settings', scope: 'settings:write',
     summary: 'Replace the business hours (an empty array closes every day)', params: LocationParams,
-    body: BusinessHours, response: z.array(BusinessHoursInterval),
+    body: BusinessHours, response: z.array(BusinessHoursInterval), rules: ['hours_consistent'],
     // The body is an array: pass it as JSON text so pg does not send it as a Postgres array.
     handler: ({ call, token, params, body }) => call('api.business_hours_put', token, params.locationId, JSON.stringify(body)),
   }),
@@ -85,7 +85,7 @@ export const settingsRoutes: RouteSpec[] = [
   }),
   defineRoute({
     method: 'patch', path: '/locations/:locationId/agent', tag: 'Settings', scope: 'settings:write',
-    summary: 'Change agent settings', params: LocationParams, body: AgentPatch, response: Agent,
+    summary: 'Change agent settings', params: LocationParams, body: AgentPatch, rules: ['phone_valid'], response: Agent,
     handler: ({ call, token, params, body }) => call('api.agent_patch', token, params.locationId, body),
   }),
 ];

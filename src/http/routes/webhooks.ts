@@ -95,7 +95,7 @@ export const webhookRoutes: RouteSpec[] = [
   defineRoute({
     method: 'post', path: '/locations/:locationId/webhook-endpoints', tag: 'Webhooks', scope: 'webhooks:write', status: 201,
     summary: 'Register a webhook endpoint (the response is the only one that shows its secret)',
-    params: LocationParams, body: EndpointCreate, response: WebhookEndpointWithSecret,
+    params: LocationParams, body: EndpointCreate, response: WebhookEndpointWithSecret, rules: ['ipv6_literal', 'public_target'],
     handler: async ({ call, token, params, body, req }) => {
       await assertTarget(req, body.url);
       return call('api.webhook_endpoints_create', token, params.locationId, body);
@@ -114,7 +114,7 @@ export const webhookRoutes: RouteSpec[] = [
   ...both({
     method: 'patch', tag: 'Webhooks', scope: 'webhooks:write',
     summary: 'Update an endpoint; active=false pauses it (pending retries held), active=true resumes',
-    body: EndpointPatch, response: WebhookEndpoint,
+    body: EndpointPatch, response: WebhookEndpoint, rules: ['ipv6_literal', 'public_target'],
     handler: async ({ call, token, params, body, req }) => {
       await assertTarget(req, (body as z.infer<typeof EndpointPatch>).url);
       return call('api.webhook_endpoint_patch', token, params.locationId ?? null, params.id, body);

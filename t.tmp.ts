@@ -1,0 +1,12 @@
+import { generate } from 'json-schema-faker';
+import { buildOpenApi } from './src/http/openapi.ts';
+import { routes } from './src/http/routes/index.ts';
+const doc = buildOpenApi(routes);
+const lead = doc.paths['/locations/{locationId}/leads'].post.requestBody.content['application/json'].schema;
+const ns = doc.paths['/locations/{locationId}/notification-settings'].patch.requestBody.content['application/json'].schema;
+const loc = doc.paths['/locations/{locationId}'].patch.requestBody.content['application/json'].schema;
+const bh = doc.paths['/locations/{locationId}/business-hours'].put.requestBody.content['application/json'].schema;
+for (let i = 0; i < 3; i++) console.log(JSON.stringify(await generate(lead, { seed: i, maxItems: 3 })).slice(0, 600));
+for (let i = 0; i < 3; i++) console.log(JSON.stringify(await generate(ns, { seed: i, maxItems: 3 })).slice(0, 600));
+for (let i = 0; i < 3; i++) console.log(JSON.stringify(await generate(loc, { seed: i, maxItems: 3 })).slice(0, 800));
+for (let i = 0; i < 2; i++) console.log(JSON.stringify(await generate(bh, { seed: i, maxItems: 3 })).slice(0, 400));
