@@ -139,6 +139,9 @@ create or replace function api.webhook_endpoint_recover(token_hash text, locatio
                                                         since timestamptz, retention_days int, max_events int)
   returns jsonb
   language plpgsql volatile
+  -- The per-event NOT EXISTS must probe the event_id index: planned from stale statistics (a
+  -- table analysed while nearly empty) a sequential scan per event is quadratic in the backlog.
+  set enable_seqscan to off
 as $$
 declare
   a app.auth := app.authorize(token_hash, location_ref, 'webhooks:write');

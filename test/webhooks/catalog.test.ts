@@ -4,9 +4,8 @@
  * the JSON Schema GET /event-types publishes, with a real 2020-12 validator (ajv + ajv-formats).
  * Also: the route itself, the OpenAPI `webhooks` section, and POST …/test { event_type }.
  */
-import Ajv2020 from 'ajv/dist/2020.js';
-import addFormats from 'ajv-formats';
-import type { ValidateFunction } from 'ajv';
+import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
+import addFormatsModule from 'ajv-formats';
 import finalizeCall from '../../tasks/finalize_call.js';
 import { createLocation, mintKey, request, startTestApi, testLog, type TestApi } from '../support/harness.js';
 import { makePki, startHttpsReceiver, type HttpsReceiver, type TestPki } from '../support/https.js';
@@ -21,6 +20,8 @@ let token: string;
 let catalog: Array<{ type: string; description: string; schema: Record<string, unknown>; example: any }>;
 const validators = new Map<string, ValidateFunction>();
 
+// ajv-formats is CommonJS: its default export is the module object under NodeNext typing.
+const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ?? addFormatsModule) as unknown as (a: Ajv2020) => void;
 const ajv = new Ajv2020({ strict: true, allErrors: true });
 addFormats(ajv);
 

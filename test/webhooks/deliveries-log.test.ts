@@ -2,7 +2,7 @@
  * GET webhook-deliveries filters by event type and status (validated), and pages like every list:
  * cursor in a Link header that keeps the filters.
  */
-import { createLocation, mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
+import { createLocation, mintKey, request, startTestApi, type Res, type TestApi } from '../support/harness.js';
 import { emit } from './support.js';
 
 let t: TestApi;
@@ -29,10 +29,10 @@ async function allPages(path: string): Promise<{ pages: any[][]; links: string[]
   const links: string[] = [];
   let next: string | null = path;
   while (next) {
-    const res = await request(t.baseUrl, 'GET', next, { token });
+    const res: Res = await request(t.baseUrl, 'GET', next, { token });
     expect(res.status).toBe(200);
     pages.push(res.body.data);
-    const link = res.headers.get('link');
+    const link: string | null = res.headers.get('link');
     if (link) links.push(link);
     next = link ? /^<([^>]+)>; rel="next"$/.exec(link)![1] : null;
   }

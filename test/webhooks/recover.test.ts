@@ -84,7 +84,9 @@ test('re-sends paused-period and dead events once; skips delivered, pending, uns
   expect(res.status).toBe(202);
   expect(res.body).toEqual({ data: { queued: 3, has_more: false } });
 
-  await waitFor(async () => receivedIds(paused1).length && receivedIds(paused2).length && receivedIds(dead).length, 'recovered deliveries');
+  // Recorded, not only received (the worker records after the receiver answers).
+  const recorded = async (id: string) => (await deliveriesOf(t.owner, id)).some((d) => d.status === 'delivered');
+  await waitFor(async () => (await recorded(paused1)) && (await recorded(paused2)) && (await recorded(dead)), 'recovered deliveries');
   for (const id of [paused1, paused2, dead]) {
     expect(receivedIds(id)).toHaveLength(1);
     const rows = await deliveriesOf(t.owner, id);

@@ -155,7 +155,7 @@ test('the worker runs it hourly as prune_deliveries; DELIVERY_RETENTION_DAYS def
   const loc = await createLocation(t.owner);
   const ep = await endpoint(loc.id);
   const ev = await eventWith(loc.id, ep, '31 days', 'dead');
-  await tasks.prune_deliveries({}, {} as never);
+  await tasks.prune_deliveries!({}, {} as never);
   expect(await exists('app.events', ev)).toBe(false);
   const { readFileSync } = await import('node:fs');
   expect(readFileSync(new URL('../../src/worker/index.ts', import.meta.url), 'utf8')).toMatch(/'17 \* \* \* \* prune_deliveries'/);
