@@ -25,6 +25,7 @@ const schema = z.object({
   WEBHOOK_RETRY_DELAYS: delays.default([60, 300, 1800, 7200, 21600]),
   WEBHOOK_TIMEOUT_MS: z.coerce.number().int().positive().default(10000),
   WEBHOOK_ALLOW_PRIVATE_TARGETS: bool.default(false),
+  DELIVERY_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(30),
   SMTP_URL: z.string().min(1).optional(),
   MAIL_FROM: z.string().min(1).optional(),
   SMS_API_URL: z.string().url().optional(),

@@ -5,6 +5,7 @@
 import { apiReference } from '@scalar/express-api-reference';
 import { Router } from 'express';
 import { z, type ZodType } from 'zod';
+import { eventCatalog, eventJsonSchema } from '../webhooks/events.js';
 import type { RouteSpec } from './route.js';
 import { GENERAL_RULES, RULES } from './rules.js';
 
@@ -87,7 +88,11 @@ export function buildOpenApi(routes: RouteSpec[]): Json {
       parameters: parameters(spec),
       responses,
     };
-    if (spec.body) op.requestBody = { required: true, content: { 'application/json': { schema: schemaOf(spec.body, 'input') } } };
+    if (spec.body) {
+      // A body schema that accepts no body at all (e.g. POST …/test) makes the body optional.
+      const required = !spec.body.safeParse(undefined).success;
+      op.requestBody = { required, content: { 'application/json': { schema: schemaOf(spec.body, 'input') } } };
+    }
     (paths[oasPath(spec.path)] ??= {})[spec.method] = op;
   }
   return {
@@ -103,6 +108,7 @@ export function buildOpenApi(routes: RouteSpec[]): Json {
     security: [{ bearerAuth: [] }],
     tags: [...new Set(routes.map((r) => r.tag))].map((name) => ({ name })),
     paths,
+    webhooks: webhooksSection(),
     components: {
       responses: {
         ...Object.fromEntries(Object.entries(ERROR_CODES).map(([status, text]) => [`Error${status}`, errorResponse(text)])),
@@ -135,6 +141,39 @@ export function buildOpenApi(routes: RouteSpec[]): Json {
       },
     },
   };
+}
+
+/** Headers of every delivery (docs/webhooks.md), as OpenAPI header parameters. */
+const DELIVERY_HEADERS: Array<[string, string, Json?]> = [
+  ['user-agent', 'Service-Webhooks/1.0'],
+  ['svc-event', 'The event type'],
+  ['svc-event-id', 'Event id, the same on every attempt (dedupe on it)', { format: 'uuid' }],
+  ['svc-delivery-id', 'Id of this attempt', { format: 'uuid' }],
+  ['svc-timestamp', 'Unix seconds of this attempt', { pattern: '^[0-9]+$' }],
+  ['svc-signature', '`v1=<hex HMAC-SHA256(raw body, whole secret string)>`, space-separated during a rotation overlap'],
+  ['webhook-id', 'Standard Webhooks: = svc-event-id', { format: 'uuid' }],
+  ['webhook-timestamp', 'Standard Webhooks: = svc-timestamp', { pattern: '^[0-9]+$' }],
+  ['webhook-signature', 'Standard Webhooks: `v1,<base64 HMAC-SHA256("{webhook-id}.{webhook-timestamp}.{raw body}")>` keyed with the base64-decoded secret after `whsec_`; space-separated during a rotation overlap'],
+];
+
+/** OpenAPI 3.1 `webhooks`: one POST per event type, its body the catalog's JSON Schema. */
+function webhooksSection(): Json {
+  return Object.fromEntries(eventCatalog.map((e) => [e.type, {
+    post: {
+      operationId: `webhook_${e.type.replace('.', '_')}`,
+      summary: e.type,
+      description: e.description,
+      tags: ['Webhook events'],
+      parameters: DELIVERY_HEADERS.map(([name, description, extra]) => ({
+        name, in: 'header', required: true, description, schema: { type: 'string', ...(extra ?? {}) },
+      })),
+      requestBody: {
+        required: true,
+        content: { 'application/json': { schema: eventJsonSchema(e, true), examples: { example: { value: e.example } } } },
+      },
+      responses: { '2XX': { description: 'Received. Anything else (a redirect included, or no answer within 10 s) is retried.' } },
+    },
+  }]));
 }
 
 /** GET /api/v1/openapi.json and GET /api/v1/docs, both without auth. The document is built once. */

@@ -4,9 +4,9 @@ import type { Task } from 'graphile-worker';
 import { callFn } from '../db/pools.js';
 import type { TaskDeps } from '../worker/index.js';
 import { guardedPost, type PostOptions } from '../net/post.js';
-import { signatureHeader } from './sign.js';
+import { deliveryHeaders } from './sign.js';
 
-export const USER_AGENT = 'Service-Webhooks/1.0';
+export { USER_AGENT } from './sign.js';
 
 interface Claim {
   delivery_id: string;
@@ -16,6 +16,8 @@ interface Claim {
   url: string;
   body: string;
   secrets: string[];
+  /** A test send (webhook.test event): svc-test: true. */
+  test?: boolean;
 }
 
 export interface DeliverPayload {
@@ -52,15 +54,10 @@ export async function deliverOnce(pool: pg.Pool, deps: Pick<TaskDeps, 'cfg' | 'l
       await client.query('commit');
       return null;
     }
-    const headers = {
-      'content-type': 'application/json',
-      'user-agent': USER_AGENT,
-      'svc-event': claim.event,
-      'svc-event-id': claim.event_id,
-      'svc-delivery-id': claim.delivery_id,
-      'svc-timestamp': String(Math.floor(Date.now() / 1000)),
-      'svc-signature': signatureHeader(claim.body, claim.secrets),
-    };
+    const headers = deliveryHeaders({
+      event: claim.event, eventId: claim.event_id, deliveryId: claim.delivery_id,
+      timestamp: Math.floor(Date.now() / 1000), body: claim.body, secrets: claim.secrets, test: claim.test,
+    });
     const result = await guardedPost({
       url: claim.url, body: claim.body, headers, timeoutMs: cfg.WEBHOOK_TIMEOUT_MS,
       allowPrivate: cfg.WEBHOOK_ALLOW_PRIVATE_TARGETS, ca: opts.ca,

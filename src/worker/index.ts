@@ -40,9 +40,9 @@ export async function loadTasks(deps: TaskDeps): Promise<TaskList> {
 /**
  * Recurring jobs. webhook_sweep re-queues webhook attempts that are overdue and not held by a
  * live worker, so a crashed worker delays a delivery by about a minute, not graphile-worker's
- * four-hour lock expiry.
+ * four-hour lock expiry. prune_deliveries (hourly) applies DELIVERY_RETENTION_DAYS.
  */
-const CRONTAB = ['* * * * * webhook_sweep'].join('\n');
+const CRONTAB = ['* * * * * webhook_sweep', '17 * * * * prune_deliveries'].join('\n');
 
 export interface WorkerOptions {
   concurrency?: number;

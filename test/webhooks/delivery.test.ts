@@ -182,7 +182,7 @@ test('test event and secret rotation: both signatures for 24 h', async () => {
   const ep = await endpoint(['call.ended']);
   const rot = await request(t.baseUrl, 'POST', `/api/v1/webhook-endpoints/${ep.id}/rotate-secret`, { token });
   expect(rot.status).toBe(200);
-  expect(rot.body.data.secret).toMatch(/^whsec_[A-Za-z0-9_-]{43}$/);
+  expect(rot.body.data.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
   expect(rot.body.data.secret).not.toBe(ep.secret);
   const tst = await request(t.baseUrl, 'POST', `/api/v1/webhook-endpoints/${ep.id}/test`, { token });
   const r = await waitFor(async () => rx.received.find((x) => x.headers['svc-event-id'] === tst.body.data.event_id), 'test event');

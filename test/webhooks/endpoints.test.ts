@@ -41,7 +41,7 @@ test('create / list / get / patch / delete with secret shown only on create and 
   expect(res.status).toBe(201);
   const ep = res.body.data;
   expect(ep).toMatchObject({ location_id: locA.id, label: 'CRM', active: true, failure_count: 0, last_success_at: null });
-  expect(ep.secret).toMatch(/^whsec_[A-Za-z0-9_-]{43}$/);
+  expect(ep.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
   const list = await request(t.baseUrl, 'GET', `/api/v1/locations/${locA.id}/webhook-endpoints`, { token: readOnly });
   expect(list.status).toBe(200);
   expect(list.body.data.map((e: { id: string }) => e.id)).toContain(ep.id);

@@ -1,0 +1,221 @@
+/**
+ * The event catalog: one zod schema per webhook event type describing the whole delivery body
+ * `{ event, location_id, created_at, data }`, a description and a realistic example. This is the
+ * one source of `GET /event-types`, of the OpenAPI document's `webhooks` section and of the
+ * examples `POST webhook-endpoints/{id}/test { event_type }` sends. The shapes mirror the SQL
+ * that writes event data (app.call_summary_json, app.lead_json, app.booking_json and the
+ * emitters); test/webhooks/catalog.test.ts validates every body the system emits against them.
+ */
+import { z } from 'zod';
+
+const uuid = z.uuid();
+const ts = z.iso.datetime().describe('ISO 8601 UTC with milliseconds');
+const date = z.iso.date().describe('YYYY-MM-DD');
+const hhmm = z.string().regex(/^([01][0-9]|2[0-3]):[0-5][0-9]$/).describe('HH:MM, location time');
+const maskedPhone = z.string().regex(/^\*\*\*-\*\*\*-[0-9]{4}$/).describe('Masked: ***-***-NNNN');
+const e164 = z.string().regex(/^\+[1-9][0-9]{6,14}$/).describe('E.164');
+const urgency = z.number().int().min(0).max(5);
+const money = z.number().min(0);
+
+export const callOutcomes = ['booked', 'transferred', 'lead', 'spam', 'dropped', 'other'] as const;
+export const leadStatuses = ['new', 'contacted', 'booked', 'closed', 'lost'] as const;
+export const bookingStatuses = ['scheduled', 'confirmed', 'completed', 'cancelled', 'no_show'] as const;
+
+/** The call summary of call.* events (no transcript, recording or cost; caller phone masked). */
+export const CallSummaryData = z.strictObject({
+  id: uuid,
+  location_id: uuid,
+  customer_id: uuid.nullable(),
+  direction: z.enum(['inbound', 'outbound']),
+  caller_phone: maskedPhone.nullable(),
+  caller_name: z.string().nullable(),
+  caller_address: z.string().nullable(),
+  outcome: z.enum(callOutcomes),
+  urgency_level: urgency,
+  is_emergency: z.boolean(),
+  is_returning_customer: z.boolean(),
+  started_at: ts.nullable(),
+  ended_at: ts.nullable(),
+  duration_sec: z.number().int().min(0).nullable(),
+  service_type: z.string().nullable(),
+  issue_summary: z.string().nullable(),
+  detected_intent: z.string().nullable(),
+  estimated_value: money.nullable(),
+  appointment_date: date.nullable(),
+  appointment_time: z.string().nullable().describe('As the voice agent captured it, e.g. 10:00'),
+  disconnection_reason: z.string().nullable(),
+  created_at: ts,
+});
+
+export const LeadData = z.strictObject({
+  id: uuid,
+  location_id: uuid,
+  call_id: uuid.nullable().describe('null for a lead created through the API'),
+  customer_id: uuid.nullable(),
+  name: z.string().max(200).nullable(),
+  phone: e164.nullable().describe('E.164 (not masked)'),
+  email: z.string().max(320).nullable(),
+  address: z.string().max(500).nullable(),
+  service_type: z.string().max(200).nullable(),
+  urgency_level: urgency,
+  estimated_value: money.nullable(),
+  status: z.enum(leadStatuses),
+  status_changed_at: ts,
+  assigned_to: uuid.nullable(),
+  notes: z.string().max(10000).nullable(),
+  created_at: ts,
+  updated_at: ts,
+});
+
+export const BookingData = z.strictObject({
+  id: uuid,
+  location_id: uuid,
+  call_id: uuid.nullable(),
+  lead_id: uuid.nullable(),
+  customer_id: uuid.nullable(),
+  status: z.enum(bookingStatuses),
+  scheduled_date: date.describe('YYYY-MM-DD, location time'),
+  scheduled_time: hhmm.nullable(),
+  service_type: z.string().nullable(),
+  address: z.string().nullable(),
+  notes: z.string().max(10000).nullable(),
+  created_at: ts,
+  updated_at: ts,
+});
+
+const EmergencyData = CallSummaryData.extend({
+  reason: z.enum(['urgency', 'warm_transfer']).describe('urgency: urgency level 5; warm_transfer: the agent transferred the caller'),
+  lead_id: uuid.nullable().describe('The lead created from the call; null when fired at transfer time, before analysis'),
+});
+const LeadUpdatedData = LeadData.extend({ previous_status: z.enum(leadStatuses) });
+const BookingUpdatedData = BookingData.extend({
+  previous: z.strictObject({ status: z.enum(bookingStatuses), scheduled_date: date, scheduled_time: hhmm.nullable() })
+    .describe('The values before the change'),
+});
+const SpamBlockedData = z.strictObject({
+  call_id: uuid,
+  caller_phone: maskedPhone.nullable(),
+  reason: z.enum(['blocklisted']),
+  blocked_at: ts,
+});
+
+/** The delivery body of one event type. */
+function bodyOf<T extends string, D extends z.ZodType>(type: T, data: D) {
+  return z.strictObject({
+    event: z.literal(type),
+    location_id: uuid,
+    created_at: ts.describe('When the event occurred'),
+    data,
+  });
+}
+
+// Realistic example values (one fictional HVAC company and call).
+const LOC = '3f1c9a52-6b7e-4d1a-9c3e-5a8b2d7e4f10';
+const CALL = '8e2d4b6a-1c3f-4e5d-8a7b-9c0d1e2f3a4b';
+const CUSTOMER = '5b7c9d1e-2f3a-4b5c-9d6e-7f8a9b0c1d2e';
+const LEAD = 'c4d5e6f7-a8b9-4c0d-8e1f-2a3b4c5d6e7f';
+const BOOKING = 'e1f2a3b4-c5d6-4e7f-a8b9-c0d1e2f3a4b5';
+const AT = '2026-11-21T15:04:05.123Z';
+
+const exampleCall: z.infer<typeof CallSummaryData> = {
+  id: CALL, location_id: LOC, customer_id: CUSTOMER, direction: 'inbound', caller_phone: '***-***-0142',
+  caller_name: 'Maria Gonzalez', caller_address: '1842 Oak Ridge Dr, Austin, TX 78704', outcome: 'booked',
+  urgency_level: 3, is_emergency: false, is_returning_customer: false,
+  started_at: '2026-11-21T15:00:12.000Z', ended_at: '2026-11-21T15:03:58.000Z', duration_sec: 226,
+  service_type: 'AC repair', issue_summary: 'Upstairs AC blowing warm air since this morning; unit is about 12 years old.',
+  detected_intent: 'book_service', estimated_value: 450, appointment_date: '2026-11-22', appointment_time: '10:00',
+  disconnection_reason: 'user_hangup', created_at: '2026-11-21T15:00:12.456Z',
+};
+const exampleLead: z.infer<typeof LeadData> = {
+  id: LEAD, location_id: LOC, call_id: CALL, customer_id: CUSTOMER, name: 'Maria Gonzalez', phone: '+15125550142',
+  email: null, address: '1842 Oak Ridge Dr, Austin, TX 78704', service_type: 'AC repair', urgency_level: 3,
+  estimated_value: 450, status: 'new', status_changed_at: AT, assigned_to: null,
+  notes: 'Upstairs AC blowing warm air since this morning; unit is about 12 years old.', created_at: AT, updated_at: AT,
+};
+const exampleBooking: z.infer<typeof BookingData> = {
+  id: BOOKING, location_id: LOC, call_id: CALL, lead_id: LEAD, customer_id: CUSTOMER, status: 'scheduled',
+  scheduled_date: '2026-11-22', scheduled_time: '10:00', service_type: 'AC repair',
+  address: '1842 Oak Ridge Dr, Austin, TX 78704', notes: 'Gate code 4411; dog in the back yard.', created_at: AT, updated_at: AT,
+};
+
+const body = (event: string, data: Record<string, unknown>) => ({ event, location_id: LOC, created_at: AT, data });
+
+export interface EventTypeEntry {
+  type: string;
+  description: string;
+  schema: z.ZodType;
+  example: { event: string; location_id: string; created_at: string; data: Record<string, unknown> };
+}
+
+/** The seven event types, in documentation order. */
+export const eventCatalog: EventTypeEntry[] = [
+  {
+    type: 'call.ended',
+    description: 'A call was finalised (after the voice platform\'s analysis, or from its disconnection reason when none came). Data: the call summary.',
+    schema: bodyOf('call.ended', CallSummaryData),
+    example: body('call.ended', exampleCall),
+  },
+  {
+    type: 'call.emergency',
+    description: 'A call needs attention now: urgency level 5, or the agent warm-transferred the caller. Fired once per call. Data: the call summary, reason and the lead created from it.',
+    schema: bodyOf('call.emergency', EmergencyData),
+    example: body('call.emergency', {
+      ...exampleCall, outcome: 'transferred', urgency_level: 5, is_emergency: true, service_type: 'Gas leak',
+      issue_summary: 'Caller smells gas near the furnace; transferred to the on-call technician.',
+      detected_intent: 'emergency', estimated_value: null, appointment_date: null, appointment_time: null,
+      disconnection_reason: 'call_transfer', reason: 'warm_transfer', lead_id: LEAD,
+    }),
+  },
+  {
+    type: 'lead.created',
+    description: 'A lead was captured from a call, or created through the API (call_id null). Data: the lead.',
+    schema: bodyOf('lead.created', LeadData),
+    example: body('lead.created', exampleLead),
+  },
+  {
+    type: 'lead.updated',
+    description: 'A lead\'s status moved. Data: the lead and its previous_status.',
+    schema: bodyOf('lead.updated', LeadUpdatedData),
+    example: body('lead.updated', { ...exampleLead, status: 'contacted', status_changed_at: '2026-11-21T16:20:00.000Z', updated_at: '2026-11-21T16:20:00.000Z', previous_status: 'new' }),
+  },
+  {
+    type: 'booking.created',
+    description: 'An appointment was booked, by the voice agent or through the API. Data: the booking.',
+    schema: bodyOf('booking.created', BookingData),
+    example: body('booking.created', exampleBooking),
+  },
+  {
+    type: 'booking.updated',
+    description: 'A booking\'s status, date or time changed. Data: the booking and the previous values.',
+    schema: bodyOf('booking.updated', BookingUpdatedData),
+    example: body('booking.updated', {
+      ...exampleBooking, status: 'confirmed', scheduled_time: '13:30', updated_at: '2026-11-21T17:45:10.000Z',
+      previous: { status: 'scheduled', scheduled_date: '2026-11-22', scheduled_time: '10:00' },
+    }),
+  },
+  {
+    type: 'spam.blocked',
+    description: 'A call from a blocklisted number was rejected before the agent answered. Data: the call id, masked caller phone and reason.',
+    schema: bodyOf('spam.blocked', SpamBlockedData),
+    example: body('spam.blocked', { call_id: CALL, caller_phone: '***-***-0666', reason: 'blocklisted', blocked_at: AT }),
+  },
+];
+
+export const eventTypes = eventCatalog.map((e) => e.type) as [string, ...string[]];
+
+const byType = new Map(eventCatalog.map((e) => [e.type, e]));
+export const catalogEntry = (type: string): EventTypeEntry | undefined => byType.get(type);
+
+/** JSON Schema (2020-12) of one event type's delivery body; `$schema` kept unless `bare`. */
+export function eventJsonSchema(entry: EventTypeEntry, bare = false): Record<string, unknown> {
+  const js = z.toJSONSchema(entry.schema, { target: 'draft-2020-12', io: 'output', unrepresentable: 'any' }) as Record<string, unknown>;
+  if (bare) delete js.$schema;
+  return { ...js, title: entry.type, description: entry.description };
+}
+
+/** What GET /event-types answers (built once). */
+let published: Array<{ type: string; description: string; schema: Record<string, unknown>; example: EventTypeEntry['example'] }> | undefined;
+export function publishedCatalog() {
+  published ??= eventCatalog.map((e) => ({ type: e.type, description: e.description, schema: eventJsonSchema(e), example: e.example }));
+  return published;
+}

@@ -1,0 +1,42 @@
+/** Retention of delivery history (DELIVERY_RETENTION_DAYS): the prune_deliveries task's loop. */
+import type { Task } from 'graphile-worker';
+import { callFn } from '../db/pools.js';
+import type { TaskDeps } from '../worker/index.js';
+
+/** Rows per statement. */
+export const PRUNE_BATCH = 1000;
+
+/** Children before parents: events go only once none of their deliveries and notifications remain. */
+export const PRUNE_KINDS = ['deliveries', 'notifications', 'events'] as const;
+
+export interface PruneResult {
+  deliveries: number;
+  notifications: number;
+  events: number;
+  /** Statements run (each one short transaction). */
+  batches: number;
+}
+
+/** Prunes everything older than the retention window, one batch per statement, until none is left. */
+export async function pruneDeliveries(deps: Pick<TaskDeps, 'cfg' | 'pool'>, opts: { batch?: number } = {}): Promise<PruneResult> {
+  const batch = opts.batch ?? PRUNE_BATCH;
+  const result: PruneResult = { deliveries: 0, notifications: 0, events: 0, batches: 0 };
+  for (const kind of PRUNE_KINDS) {
+    for (;;) {
+      const n = await callFn<number>(deps.pool, 'app.retention_prune', [kind, deps.cfg.DELIVERY_RETENTION_DAYS, batch]);
+      result.batches += 1;
+      result[kind] += n;
+      if (n < batch) break;
+    }
+  }
+  return result;
+}
+
+export function makePruneTask(deps: TaskDeps): Task {
+  return async () => {
+    const r = await pruneDeliveries(deps);
+    if (r.deliveries + r.notifications + r.events > 0) {
+      deps.log.info({ task: 'prune_deliveries', retention_days: deps.cfg.DELIVERY_RETENTION_DAYS, ...r }, 'pruned delivery history');
+    }
+  };
+}
