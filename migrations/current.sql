@@ -15,7 +15,7 @@ comment on column app.webhook_deliveries.lease_owner is
 -- Claims scan due, unleased attempts in due order; the in-flight count per endpoint and the
 -- sweeper read the leased ones. The old pending index served the per-job sweeper only.
 drop index if exists app.webhook_deliveries_pending_due_idx;
-create index if not exists webhook_deliveries_ready_idx on app.webhook_deliveries (next_attempt_at)
+create index if not exists webhook_deliveries_ready_idx on app.webhook_deliveries (next_attempt_at, id)
   where status = 'pending' and lease_expires_at is null;
 create index if not exists webhook_deliveries_leased_idx on app.webhook_deliveries (lease_expires_at) include (endpoint_id)
   where status = 'pending' and lease_expires_at is not null;
@@ -78,6 +78,9 @@ comment on function app.webhook_enqueue(uuid, uuid, timestamptz) is
  *     one endpoint per location before a location's second endpoint (then due time);
  *   - healthy endpoints first; attempts of endpoints whose last attempt failed (failure_count > 0)
  *     fill at most max_degraded of the slots, so failing receivers cannot take all of a worker.
+ * Candidates come from the due-ordered index of unleased attempts in windows; endpoints at the
+ * cap, and those a window already gave their share, are left out of the next window, so a deep
+ * backlog on a few endpoints costs a few windows, not a scan of the backlog.
  * Claims are serialised by a transaction-scoped advisory lock (one claimer at a time across the
  * cluster, a few ms each), which is what makes the per-endpoint cap exact without locking
  * endpoint rows across the POST. Endpoints are share-locked (in id order) only for this short
@@ -90,9 +93,24 @@ create or replace function app.webhook_claim_batch(owner text, max_claims int, m
   returns jsonb
   language plpgsql volatile security definer
   set search_path to pg_catalog, public, pg_temp
+  -- Re-planning these statements on every call cost more than running them; the generic plans
+  -- (index scans in due order) are the right ones whatever the arguments.
+  set plan_cache_mode to force_generic_plan
 as $$
 declare
   t timestamptz;
+  win int := greatest(max_claims * 4, 64);
+  excl uuid[];
+  busy jsonb;
+  c_ids uuid[] := '{}';
+  c_eps uuid[] := '{}';
+  c_locs uuid[] := '{}';
+  c_dues timestamptz[] := '{}';
+  c_degs boolean[] := '{}';
+  c_rns int[] := '{}';
+  after_due timestamptz := '-infinity';
+  after_id uuid := '00000000-0000-0000-0000-000000000000';
+  w record;
   picked uuid[];
   picked_eps uuid[];
   eps uuid[];
@@ -102,28 +120,58 @@ begin
   perform pg_advisory_xact_lock(hashtext('app.webhook_claim_batch'));
   t := clock_timestamp();
   if max_claims > 0 then
-    with busy as (
-      select d.endpoint_id, count(*)::int as n
-        from app.webhook_deliveries d
-       where d.status = 'pending' and d.lease_expires_at > t
-       group by d.endpoint_id
-    ), cand as (
-      select d.id, d.endpoint_id, d.location_id, d.next_attempt_at, coalesce(b.n, 0) as busy,
-             e.failure_count > 0 as degraded
-        from app.webhook_deliveries d
-        join app.webhook_endpoints e on e.id = d.endpoint_id
-        left join busy b on b.endpoint_id = d.endpoint_id
-       where d.status = 'pending' and d.lease_expires_at is null and d.next_attempt_at <= t
-         and e.active and coalesce(b.n, 0) < per_endpoint
-       order by d.next_attempt_at
-       limit greatest(max_claims * 8, 64)
-    ), per_ep as (
-      select c.*, row_number() over (partition by c.endpoint_id order by c.next_attempt_at, c.id) as rn
-        from cand c
+    -- Live leases per endpoint (a few dozen rows per worker): endpoints at the cap are left out.
+    select coalesce(array_agg(x.endpoint_id) filter (where x.n >= per_endpoint), '{}'),
+           coalesce(jsonb_object_agg(x.endpoint_id, x.n), '{}')
+      into excl, busy
+      from (select d.endpoint_id, count(*)::int as n
+              from app.webhook_deliveries d
+             where d.status = 'pending' and d.lease_expires_at > t and d.endpoint_id is not null
+             group by d.endpoint_id) x;
+    -- Candidates: each endpoint's first (per_endpoint - busy) due attempts, window by window; a
+    -- window starts where the last one ended (everything before it was seen).
+    for i in 1..8 loop
+      with cand as (
+        select d.id, d.endpoint_id, d.location_id, d.next_attempt_at, e.failure_count > 0 as degraded
+          from app.webhook_deliveries d
+          join app.webhook_endpoints e on e.id = d.endpoint_id
+         where d.status = 'pending' and d.lease_expires_at is null and d.next_attempt_at <= t
+           and (d.next_attempt_at, d.id) > (after_due, after_id)
+           and e.active and d.endpoint_id not in (select unnest(excl))
+         order by d.next_attempt_at, d.id
+         limit win
+      ), per_ep as (
+        select c.*, coalesce((busy ->> c.endpoint_id::text)::int, 0) as busy,
+               row_number() over (partition by c.endpoint_id order by c.next_attempt_at, c.id)::int as rn
+          from cand c
+      ), sel as (
+        select p.* from per_ep p where p.rn <= per_endpoint - p.busy
+      )
+      select (select count(*) from cand)::int as scanned,
+             (select max(c.next_attempt_at) from cand c) as last_due,
+             (select c.id from cand c order by c.next_attempt_at desc, c.id desc limit 1) as last_id,
+             coalesce(array_agg(s.id), '{}') as ids, coalesce(array_agg(s.endpoint_id), '{}') as eps,
+             coalesce(array_agg(s.location_id), '{}') as locs, coalesce(array_agg(s.next_attempt_at), '{}') as dues,
+             coalesce(array_agg(s.degraded), '{}') as degs, coalesce(array_agg(s.rn), '{}') as rns
+        into w
+        from sel s;
+      c_ids := c_ids || w.ids;
+      c_eps := c_eps || w.eps;
+      c_locs := c_locs || w.locs;
+      c_dues := c_dues || w.dues;
+      c_degs := c_degs || w.degs;
+      c_rns := c_rns || w.rns;
+      excl := excl || array(select distinct unnest(w.eps));
+      exit when w.scanned < win or cardinality(c_ids) >= max_claims * 2;
+      after_due := w.last_due;
+      after_id := w.last_id;
+    end loop;
+
+    with cand as (
+      select * from unnest(c_ids, c_eps, c_locs, c_dues, c_degs, c_rns) as x(id, endpoint_id, location_id, next_attempt_at, degraded, rn)
     ), turns as (
-      select p.*, row_number() over (partition by p.location_id, p.rn order by p.next_attempt_at, p.id) as turn
-        from per_ep p
-       where p.rn <= per_endpoint - p.busy
+      select c.*, row_number() over (partition by c.location_id, c.rn order by c.next_attempt_at, c.id) as turn
+        from cand c
     ), ordered as (
       select u.*, row_number() over (partition by u.degraded order by u.rn, u.turn, u.next_attempt_at, u.id) as k
         from turns u
@@ -217,9 +265,13 @@ begin
          lease_owner = null
    where w.id = d.id
   returning * into d;
-  -- Endpoint bookkeeping (health rules hook in here).
+  -- Endpoint bookkeeping (health rules hook in here). A success on an endpoint already at 0
+  -- failures refreshes last_success_at at most once a second: a busy endpoint's row is not
+  -- rewritten for every delivery.
   if ok then
-    update app.webhook_endpoints e set failure_count = 0, last_success_at = now() where e.id = d.endpoint_id;
+    update app.webhook_endpoints e set failure_count = 0, last_success_at = now()
+     where e.id = d.endpoint_id
+       and (e.failure_count <> 0 or e.last_success_at is null or e.last_success_at < now() - interval '1 second');
   else
     update app.webhook_endpoints e set failure_count = e.failure_count + 1, last_failure_at = now() where e.id = d.endpoint_id;
   end if;

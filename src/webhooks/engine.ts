@@ -55,7 +55,13 @@ interface ClaimBatch {
   next_due_at: string | null;
 }
 
+/** At most this many outcomes per record transaction. */
 const RECORD_BATCH = 64;
+/** Outcomes wait up to this long (or until RECORD_EAGER are ready) to share a record transaction. */
+const FLUSH_WAIT_MS = 2;
+const RECORD_EAGER = 16;
+/** With requests in flight, a claim waits up to this long for enough free slots to make a batch. */
+const CLAIM_WAIT_MS = 5;
 
 export class WebhookEngine {
   /** Lease owner name: identifies this process in app.webhook_deliveries.lease_owner. */
@@ -63,6 +69,8 @@ export class WebhookEngine {
   readonly concurrency: number;
   readonly perEndpoint: number;
   private readonly degradedLimit: number;
+  /** Free slots worth a claim while others are busy (a quarter of the concurrency). */
+  private readonly minBatch: number;
   private readonly leaseMs: number;
   private readonly pollIntervalMs: number;
   private readonly shutdownGraceMs: number;
@@ -73,8 +81,9 @@ export class WebhookEngine {
   private results: Result[] = [];
   private toRelease: string[] = [];
   private flushing: Promise<void> | null = null;
-  private flushQueued = false;
+  private flushTimer: NodeJS.Timeout | undefined;
   private claiming: Promise<void> | null = null;
+  private claimTimer: NodeJS.Timeout | undefined;
   private again = false;
   private wakeTimer: NodeJS.Timeout | undefined;
   private wakeAt = Infinity;
@@ -87,6 +96,7 @@ export class WebhookEngine {
     this.concurrency = opts.concurrency ?? cfg.WEBHOOK_CONCURRENCY;
     this.perEndpoint = opts.perEndpoint ?? cfg.WEBHOOK_ENDPOINT_CONCURRENCY;
     this.degradedLimit = Math.max(1, Math.floor(this.concurrency / 2));
+    this.minBatch = Math.max(1, Math.floor(this.concurrency / 4));
     this.leaseMs = cfg.WEBHOOK_TIMEOUT_MS + (opts.leaseGraceMs ?? 30_000);
     this.pollIntervalMs = opts.pollIntervalMs ?? 1000;
     this.shutdownGraceMs = opts.shutdownGraceMs ?? 5000;
@@ -105,13 +115,27 @@ export class WebhookEngine {
     this.kick();
   }
 
-  /** Asks for a claim pass soon (coalesced). */
-  kick(): void {
+  /**
+   * Asks for a claim pass (coalesced). While other requests are in flight, a claim for only a few
+   * free slots waits up to CLAIM_WAIT_MS for more to free up, so claims come in batches.
+   */
+  kick(force = false): void {
     if (this.stopping) return;
     if (this.claiming) {
       this.again = true;
       return;
     }
+    const free = this.concurrency - this.inFlight.size;
+    if (free <= 0) return;
+    if (!force && free < this.minBatch && this.inFlight.size > 0) {
+      this.claimTimer ??= setTimeout(() => {
+        this.claimTimer = undefined;
+        this.kick(true);
+      }, CLAIM_WAIT_MS);
+      return;
+    }
+    clearTimeout(this.claimTimer);
+    this.claimTimer = undefined;
     this.claiming = this.claimLoop().finally(() => {
       this.claiming = null;
     });
@@ -171,20 +195,18 @@ export class WebhookEngine {
     this.inFlight.set(claim.delivery_id, { claim, abort, done });
   }
 
+  /** Outcomes are recorded in batches: one flush at a time, each waiting briefly for company. */
   private scheduleFlush(): void {
-    if (this.flushing) {
-      this.flushQueued = true;
-      return;
-    }
-    this.flushing = new Promise<void>((resolve) => setImmediate(resolve))
-      .then(() => this.flush())
-      .finally(() => {
+    if (this.flushing || this.flushTimer) return;
+    const ready = this.results.length + this.toRelease.length;
+    if (!ready) return;
+    this.flushTimer = setTimeout(() => {
+      this.flushTimer = undefined;
+      this.flushing = this.flush().finally(() => {
         this.flushing = null;
-        if (this.flushQueued || this.results.length || this.toRelease.length) {
-          this.flushQueued = false;
-          if (this.results.length || this.toRelease.length) this.scheduleFlush();
-        }
+        this.scheduleFlush();
       });
+    }, ready >= RECORD_EAGER || this.stopping ? 0 : FLUSH_WAIT_MS);
   }
 
   /** Records finished attempts and gives back abandoned ones; then claims again (capacity freed). */
@@ -200,7 +222,7 @@ export class WebhookEngine {
     while (this.results.length) {
       const batch = this.results.splice(0, RECORD_BATCH);
       try {
-        await callFn(this.deps.pool, 'app.webhook_record_batch', [batch, this.deps.cfg.WEBHOOK_RETRY_DELAYS]);
+        await callFn(this.deps.pool, 'app.webhook_record_batch', [JSON.stringify(batch), this.deps.cfg.WEBHOOK_RETRY_DELAYS]);
       } catch (err) {
         // One bad outcome must not lose the others: record them one by one. One that still fails
         // keeps its lease; the sweeper re-queues it when the lease lapses (at-least-once).
@@ -260,6 +282,7 @@ export class WebhookEngine {
         listener.removeAllListeners('notification');
         await listener.query(`UNLISTEN ${WAKE_CHANNEL}`).then(() => listener.release(), () => listener.release(true));
       }
+      clearTimeout(this.claimTimer);
       await this.claiming;
       const all = () => Promise.all([...this.inFlight.values()].map((a) => a.done));
       if (this.inFlight.size) {
@@ -269,8 +292,9 @@ export class WebhookEngine {
         for (const a of this.inFlight.values()) a.abort.abort();
         await all();
       }
-      while (this.flushing || this.results.length || this.toRelease.length) {
+      while (this.flushing || this.flushTimer || this.results.length || this.toRelease.length) {
         if (this.flushing) await this.flushing;
+        else if (this.flushTimer) await new Promise((r) => setTimeout(r, FLUSH_WAIT_MS));
         else await this.flush();
       }
     })();
