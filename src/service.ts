@@ -1,12 +1,11 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type pg from 'pg';
-import { startStaffGraphql, type StaffServer } from './admin/graphql.js';
+import type { StaffServer } from './admin/graphql.js';
 import type { Config } from './config.js';
 import { resolveDatabase, type Database } from './db/connection.js';
 import { migrateDatabase } from './db/migrate.js';
 import { createApiPool, createOwnerPool } from './db/pools.js';
-import { createApp } from './http/app.js';
 import type { Logger } from './log.js';
 import { startWorker, type Worker } from './worker/index.js';
 
@@ -33,6 +32,8 @@ export async function startService(cfg: Config, log: Logger, mode: Mode = 'all')
     log.info('migrations applied');
 
     if (mode !== 'worker') {
+      // Loaded only where served: a worker process does not carry the HTTP and GraphQL stacks.
+      const [{ createApp }, { startStaffGraphql }] = await Promise.all([import('./http/app.js'), import('./admin/graphql.js')]);
       const apiPool = createApiPool(db.url);
       const ownerPool = createOwnerPool(db.url);
       pools.push(apiPool, ownerPool);
