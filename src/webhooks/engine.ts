@@ -136,31 +136,34 @@ export class WebhookEngine {
     }
     clearTimeout(this.claimTimer);
     this.claimTimer = undefined;
-    this.claiming = this.claimLoop().finally(() => {
-      this.claiming = null;
-    });
+    this.claiming = this.claimLoop();
   }
 
+  /** Claims until nothing asked for another pass meanwhile; `claiming` is cleared right after the last check. */
   private async claimLoop(): Promise<void> {
-    do {
-      this.again = false;
-      if (this.stopping) return;
-      const free = this.concurrency - this.inFlight.size;
-      if (free <= 0) return;
-      let batch: ClaimBatch;
-      try {
-        batch = await callFn<ClaimBatch>(this.deps.pool, 'app.webhook_claim_batch', [
-          this.id, free, Math.max(0, this.degradedLimit - this.degradedInFlight), this.perEndpoint, this.leaseMs,
-        ]);
-      } catch (err) {
-        this.log.warn({ err }, 'webhook claim failed; retrying');
-        this.wake(Date.now() + this.pollIntervalMs);
-        return;
-      }
-      for (const claim of batch.claims) this.startAttempt(claim);
-      const nextDue = batch.next_due_at ? Date.parse(batch.next_due_at) : Infinity;
-      this.wake(Math.min(nextDue, Date.now() + this.pollIntervalMs));
-    } while (this.again);
+    try {
+      do {
+        this.again = false;
+        if (this.stopping) return;
+        const free = this.concurrency - this.inFlight.size;
+        if (free <= 0) return;
+        let batch: ClaimBatch;
+        try {
+          batch = await callFn<ClaimBatch>(this.deps.pool, 'app.webhook_claim_batch', [
+            this.id, free, Math.max(0, this.degradedLimit - this.degradedInFlight), this.perEndpoint, this.leaseMs,
+          ]);
+        } catch (err) {
+          this.log.warn({ err }, 'webhook claim failed; retrying');
+          this.wake(Date.now() + this.pollIntervalMs);
+          return;
+        }
+        for (const claim of batch.claims) this.startAttempt(claim);
+        const nextDue = batch.next_due_at ? Date.parse(batch.next_due_at) : Infinity;
+        this.wake(Math.min(nextDue, Date.now() + this.pollIntervalMs));
+      } while (this.again);
+    } finally {
+      this.claiming = null;
+    }
   }
 
   /** One timer: the earliest of the next due attempt and the safety-net poll. */
