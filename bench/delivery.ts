@@ -460,8 +460,12 @@ export async function runDeliveryBench(opts: DeliveryBenchOptions = {}): Promise
     rx.ok = [];
     rx.sms = [];
     const backlogBefore = await delivered(pool, locs);
-    await emitBurst(pool, locs, 'lead.created', backlogPerLoc);
-    const backlogStart = Date.now();
+    let backlogStart = 0;
+    let backlogMeter: () => CpuSpent = () => ({ self: 0, worker: 0, pg: 0 });
+    await emitBurst(pool, locs, 'lead.created', backlogPerLoc, () => {
+      backlogMeter = cpuMeter(dataDir, workerPid);
+      backlogStart = Date.now();
+    });
     const { rows: [{ event_id: emergencyEvent }] } = await pool.query(
       `with c as (
          insert into app.calls (location_id, platform_call_id, caller_phone, caller_name, outcome, urgency_level, is_emergency,
@@ -479,7 +483,9 @@ export async function runDeliveryBench(opts: DeliveryBenchOptions = {}): Promise
     rows.push({ name: 'backlog deliveries received before that SMS', value: backlogAtSms, unit: `of ${backlogTotal}` });
     await until('backlog received', () => rx.ok.length >= backlogTotal, 600_000);
     const backlogRate = backlogTotal / ((rx.ok[backlogTotal - 1].at - backlogStart) / 1000);
+    const backlogCpu = backlogMeter();
     rows.push({ name: `drain ${backlogTotal} deliveries (the backlog), received`, value: Math.round(backlogRate), unit: 'deliveries/s', baseline: Math.round(noop), ratio: backlogRate / noop });
+    rows.push({ name: `CPU per backlog delivery: worker ${Math.round((backlogCpu.worker * 1000) / backlogTotal)} + postgres ${Math.round((backlogCpu.pg * 1000) / backlogTotal)} (receiver ${Math.round((backlogCpu.self * 1000) / backlogTotal)})`, value: Math.round(((backlogCpu.worker + backlogCpu.pg) * 1000) / backlogTotal), unit: 'µs', baseline: Math.round(noopCpu), ratio: (backlogCpu.worker + backlogCpu.pg) / backlogTotal * 1000 / noopCpu });
     await until('backlog recorded', async () => (await delivered(pool, locs)) >= backlogBefore + backlogTotal, 120_000, 50);
 
     const mem = rssOf(worker.child.pid!);
