@@ -79,3 +79,39 @@ test('noisy neighbour: all of A’s 50 events arrive while B’s silent endpoint
   const { token } = await mintKey(t.owner, b.id);
   expect((await request(t.baseUrl, 'DELETE', `/api/v1/webhook-endpoints/${epB}`, { token })).status).toBe(200);
 });
+
+test('failing endpoints share at most half of a worker’s slots: three silent ones never hold more than 2 of 4', async () => {
+  await Promise.all(workers.splice(0).map((w) => w.stop())); // only this test's worker from here on
+  const rxS = await startHttpsReceiver(pki, { path: '/silent' });
+  const a = await createLocation(t.owner, { name: 'Steady Electric' });
+  const b = await createLocation(t.owner, { name: 'Three Dead Hooks Roofing' });
+  rxA.received.length = 0;
+  rxA.respond(reply(200, 'ok'));
+  let open = 0;
+  let maxOpen = 0;
+  rxS.respond((_r, res) => {
+    open += 1;
+    maxOpen = Math.max(maxOpen, open);
+    res.on('close', () => (open -= 1));
+  });
+  await endpointFor(a.id, rxA.url);
+  const silent: string[] = [];
+  for (let i = 1; i <= 3; i++) silent.push(await endpointFor(b.id, `${rxS.url}?hook=${i}`));
+  // They have failed before (failure_count > 0): their attempts are the degraded share.
+  await t.owner.query(`update app.webhook_endpoints set failure_count = 3 where id = any($1::uuid[])`, [silent]);
+  await emitMany(t.owner, b.id, 'lead.created', 20); // 60 attempts, 20 per silent endpoint
+  await emitMany(t.owner, a.id, 'lead.created', 10);
+  const w = await startTestWorker({ ...t.cfg, WEBHOOK_CONCURRENCY: 4 }, t.db.url, pki);
+  workers.push(w);
+  try {
+    await waitFor(async () => rxA.received.length >= 10, 'all of A’s events delivered', 45000);
+    const sentSilent = rxS.received.length;
+    expect(sentSilent).toBeLessThanOrEqual(20);
+    await waitFor(async () => rxS.received.length >= 4, 'silent endpoints keep their share', 20000);
+    expect(maxOpen).toBeLessThanOrEqual(2);
+  } finally {
+    await w.stop();
+    workers.splice(workers.indexOf(w), 1);
+    await rxS.close();
+  }
+});
