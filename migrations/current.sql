@@ -1,3 +1,654 @@
+-- Delivery engine (issue 10): leases instead of transactions held across a POST, batched claims
+-- with per-endpoint caps and fair ordering for webhooks, a notification lane with priorities,
+-- and one sweeper for attempts whose worker died. See docs/delivery-engine.md.
+
+-- ---------------------------------------------------------------------------------------------
+-- Leases. A claimed attempt carries who holds it and until when; nothing else marks it in flight.
+alter table app.webhook_deliveries
+  add column if not exists lease_expires_at timestamptz,
+  add column if not exists lease_owner text;
+comment on column app.webhook_deliveries.lease_expires_at is
+  E'@behavior -filterBy -orderBy\nWhile a worker sends this pending attempt: when its claim lapses (time-out + grace). Null when not in flight; an expired lease without a result is a dead attempt the sweeper re-queues.';
+comment on column app.webhook_deliveries.lease_owner is
+  E'@behavior -filterBy -orderBy\nThe delivery engine (worker process) that holds the lease.';
+
+-- Claims scan due, unleased attempts in due order; the in-flight count per endpoint and the
+-- sweeper read the leased ones. The old pending index served the per-job sweeper only.
+drop index if exists app.webhook_deliveries_pending_due_idx;
+create index if not exists webhook_deliveries_ready_idx on app.webhook_deliveries (next_attempt_at, id)
+  where status = 'pending' and lease_expires_at is null;
+create index if not exists webhook_deliveries_leased_idx on app.webhook_deliveries (lease_expires_at) include (endpoint_id)
+  where status = 'pending' and lease_expires_at is not null;
+
+alter table app.notifications
+  add column if not exists lease_expires_at timestamptz,
+  add column if not exists lease_owner text;
+comment on column app.notifications.lease_expires_at is
+  E'@behavior -filterBy -orderBy\nWhile a worker sends this notification: when its claim lapses. Null otherwise; an expired lease without a result is a dead try the sweeper re-queues.';
+comment on column app.notifications.lease_owner is
+  E'@behavior -filterBy -orderBy\nThe graphile-worker pool (locked_by) whose job holds the lease.';
+create index if not exists notifications_leased_idx on app.notifications (lease_expires_at)
+  where status = 'pending' and lease_expires_at is not null;
+
+-- graphile-worker jobs of the old per-attempt task: the delivery rows themselves are the queue
+-- now, so the jobs go (a running one finishes and is not retried); pending rows stay pending.
+select graphile_worker.remove_job(j.key)
+  from graphile_worker.jobs j
+ where j.task_identifier = 'deliver_webhook' and j.key is not null;
+
+drop function if exists app.webhook_claim(uuid, int);
+
+-- ---------------------------------------------------------------------------------------------
+-- Scheduling an attempt. Still THE way to (re)schedule one (fan-out, retries, resume, manual
+-- retry, recovery): the pending row is the queue entry; this sets when it is due and wakes the
+-- delivery engines (LISTEN switchboard_webhooks) when it is due now.
+create or replace function app.webhook_enqueue(delivery_id uuid, location_id uuid, due timestamptz) returns void
+  language plpgsql volatile security definer
+  set search_path to pg_catalog, public, pg_temp
+as $$
+declare
+  cur timestamptz;
+begin
+  select w.next_attempt_at into cur from app.webhook_deliveries w
+   where w.id = webhook_enqueue.delivery_id and w.location_id = webhook_enqueue.location_id
+     and w.status = 'pending'
+     and w.location_id = coalesce(app.current_location_id(), w.location_id);
+  if not found then return; end if;
+  if due is not null and cur is distinct from due then
+    update app.webhook_deliveries w set next_attempt_at = due where w.id = webhook_enqueue.delivery_id;
+  end if;
+  if coalesce(due, cur, now()) <= now() then
+    -- One notification per transaction (identical ones are merged at commit).
+    perform pg_notify('switchboard_webhooks', '');
+  end if;
+end
+$$;
+alter function app.webhook_enqueue(uuid, uuid, timestamptz) owner to switchboard_system;
+revoke execute on function app.webhook_enqueue(uuid, uuid, timestamptz) from public;
+grant execute on function app.webhook_enqueue(uuid, uuid, timestamptz) to switchboard_api;
+comment on function app.webhook_enqueue(uuid, uuid, timestamptz) is
+  E'Schedules one pending attempt of the caller''s tenant at `due` (now or later) and wakes the delivery engines when it is due; no-op for any other row. SECURITY DEFINER (switchboard_system) so API transactions (resume, retry) can schedule without rights on the worker''s wake-up channel or other tenants'' rows.';
+
+/*
+ * The delivery engine's claim: up to max_claims due attempts, leased to `owner` for lease_ms.
+ * Rules, in this order:
+ *   - at most per_endpoint attempts of one endpoint in flight (live leases), across all workers;
+ *   - only active endpoints (a paused endpoint's attempts are held);
+ *   - fair: every endpoint's oldest due attempt before any endpoint's second, and within a round
+ *     one endpoint per location before a location's second endpoint (then due time);
+ *   - healthy endpoints first; attempts of endpoints whose last attempt failed (failure_count > 0)
+ *     fill at most max_degraded of the slots, so failing receivers cannot take all of a worker.
+ * Candidates come from the due-ordered index of unleased attempts in windows; endpoints at the
+ * cap, and those a window already gave their share, are left out of the next window, so a deep
+ * backlog on a few endpoints costs a few windows, not a scan of the backlog.
+ * Claims are serialised by a transaction-scoped advisory lock (one claimer at a time across the
+ * cluster, a few ms each), which is what makes the per-endpoint cap exact without locking
+ * endpoint rows across the POST. Endpoints are share-locked (in id order) only for this short
+ * transaction, so a DELETE or pause that commits first is seen, and one that comes later finds
+ * these attempts leased (in flight). Returns { claims: [...], next_due_at } where next_due_at is
+ * the earliest future due time (for the engine's timer). SECURITY DEFINER (switchboard_system):
+ * the worker is not a tenant; it looks across locations.
+ */
+create or replace function app.webhook_claim_batch(owner text, max_claims int, max_degraded int, per_endpoint int, lease_ms int)
+  returns jsonb
+  language plpgsql volatile security definer
+  set search_path to pg_catalog, public, pg_temp
+  -- Re-planning these statements on every call cost more than running them; the generic plans
+  -- (index scans in due order) are the right ones whatever the arguments.
+  set plan_cache_mode to force_generic_plan
+as $$
+declare
+  t timestamptz;
+  win int := greatest(max_claims * 4, 64);
+  excl uuid[];
+  busy jsonb;
+  c_ids uuid[] := '{}';
+  c_eps uuid[] := '{}';
+  c_locs uuid[] := '{}';
+  c_dues timestamptz[] := '{}';
+  c_degs boolean[] := '{}';
+  c_rns int[] := '{}';
+  after_due timestamptz := '-infinity';
+  after_id uuid := '00000000-0000-0000-0000-000000000000';
+  w record;
+  picked uuid[];
+  picked_eps uuid[];
+  eps uuid[];
+  claims jsonb;
+  next_due timestamptz;
+begin
+  perform pg_advisory_xact_lock(hashtext('app.webhook_claim_batch'));
+  t := clock_timestamp();
+  if max_claims > 0 then
+    -- Live leases per endpoint (a few dozen rows per worker): endpoints at the cap are left out.
+    select coalesce(array_agg(x.endpoint_id) filter (where x.n >= per_endpoint), '{}'),
+           coalesce(jsonb_object_agg(x.endpoint_id, x.n), '{}')
+      into excl, busy
+      from (select d.endpoint_id, count(*)::int as n
+              from app.webhook_deliveries d
+             where d.status = 'pending' and d.lease_expires_at > t and d.endpoint_id is not null
+             group by d.endpoint_id) x;
+    -- Candidates: each endpoint's first (per_endpoint - busy) due attempts, window by window; a
+    -- window starts where the last one ended (everything before it was seen).
+    for i in 1..8 loop
+      with cand as (
+        select d.id, d.endpoint_id, d.location_id, d.next_attempt_at, e.failure_count > 0 as degraded
+          from app.webhook_deliveries d
+          join app.webhook_endpoints e on e.id = d.endpoint_id
+         where d.status = 'pending' and d.lease_expires_at is null and d.next_attempt_at <= t
+           and (d.next_attempt_at, d.id) > (after_due, after_id)
+           and e.active and d.endpoint_id not in (select unnest(excl))
+         order by d.next_attempt_at, d.id
+         limit win
+      ), per_ep as (
+        select c.*, coalesce((busy ->> c.endpoint_id::text)::int, 0) as busy,
+               row_number() over (partition by c.endpoint_id order by c.next_attempt_at, c.id)::int as rn
+          from cand c
+      ), sel as (
+        select p.* from per_ep p where p.rn <= per_endpoint - p.busy
+      )
+      select (select count(*) from cand)::int as scanned,
+             (select max(c.next_attempt_at) from cand c) as last_due,
+             (select c.id from cand c order by c.next_attempt_at desc, c.id desc limit 1) as last_id,
+             coalesce(array_agg(s.id), '{}') as ids, coalesce(array_agg(s.endpoint_id), '{}') as eps,
+             coalesce(array_agg(s.location_id), '{}') as locs, coalesce(array_agg(s.next_attempt_at), '{}') as dues,
+             coalesce(array_agg(s.degraded), '{}') as degs, coalesce(array_agg(s.rn), '{}') as rns
+        into w
+        from sel s;
+      c_ids := c_ids || w.ids;
+      c_eps := c_eps || w.eps;
+      c_locs := c_locs || w.locs;
+      c_dues := c_dues || w.dues;
+      c_degs := c_degs || w.degs;
+      c_rns := c_rns || w.rns;
+      excl := excl || array(select distinct unnest(w.eps));
+      exit when w.scanned < win or cardinality(c_ids) >= max_claims * 2;
+      after_due := w.last_due;
+      after_id := w.last_id;
+    end loop;
+
+    with cand as (
+      select * from unnest(c_ids, c_eps, c_locs, c_dues, c_degs, c_rns) as x(id, endpoint_id, location_id, next_attempt_at, degraded, rn)
+    ), turns as (
+      select c.*, row_number() over (partition by c.location_id, c.rn order by c.next_attempt_at, c.id) as turn
+        from cand c
+    ), ordered as (
+      select u.*, row_number() over (partition by u.degraded order by u.rn, u.turn, u.next_attempt_at, u.id) as k
+        from turns u
+    ), chosen as (
+      select o.* from ordered o
+       where not o.degraded or o.k <= max_degraded
+       order by o.degraded, o.rn, o.turn, o.next_attempt_at, o.id
+       limit max_claims
+    )
+    select array_agg(c.id order by c.degraded, c.rn, c.turn, c.next_attempt_at, c.id),
+           array_agg(distinct c.endpoint_id)
+      into picked, picked_eps
+      from chosen c;
+  end if;
+
+  if picked is not null then
+    select array_agg(x.id) into eps
+      from (select e.id from app.webhook_endpoints e
+             where e.id = any (picked_eps) and e.active
+             order by e.id
+               for share) x;
+    with upd as (
+      update app.webhook_deliveries d
+         set lease_expires_at = t + make_interval(secs => lease_ms / 1000.0),
+             lease_owner = owner,
+             attempted_at = t,
+             url = e.url
+        from app.webhook_endpoints e
+       where d.id = any (picked) and e.id = d.endpoint_id and e.id = any (eps)
+         and d.status = 'pending' and d.lease_expires_at is null
+      returning d.id, d.event_id, d.event, d.attempt, d.endpoint_id, d.location_id, e.url, e.failure_count,
+                e.secret, e.previous_secret, e.previous_secret_expires_at
+    )
+    select jsonb_agg(jsonb_build_object(
+             'delivery_id', u.id, 'event_id', u.event_id, 'event', u.event, 'attempt', u.attempt,
+             'endpoint_id', u.endpoint_id, 'location_id', u.location_id, 'url', u.url, 'body', ev.body,
+             'degraded', u.failure_count > 0, 'test', ev.type = 'webhook.test',
+             'secrets', to_jsonb(array_remove(array[u.secret,
+                case when u.previous_secret_expires_at > t then u.previous_secret end], null)))
+           order by array_position(picked, u.id))
+      into claims
+      from upd u join app.events ev on ev.id = u.event_id;
+  end if;
+
+  select min(d.next_attempt_at) into next_due
+    from app.webhook_deliveries d
+   where d.status = 'pending' and d.lease_expires_at is null and d.next_attempt_at > t;
+  return jsonb_build_object('claims', coalesce(claims, '[]'::jsonb), 'next_due_at', app.iso(next_due));
+end
+$$;
+alter function app.webhook_claim_batch(text, int, int, int, int) owner to switchboard_system;
+revoke execute on function app.webhook_claim_batch(text, int, int, int, int) from public;
+comment on function app.webhook_claim_batch(text, int, int, int, int) is
+  E'Delivery engine: leases up to max_claims due attempts (per-endpoint cap across workers, fair across endpoints and locations, failing endpoints capped at max_degraded) and returns what to send. SECURITY DEFINER (switchboard_system): the worker is not a tenant.';
+
+/*
+ * Records the outcome of a leased attempt in its own short transaction. 2xx → delivered and the
+ * endpoint's failure_count resets; otherwise failed + the next attempt scheduled after
+ * retry_delays[attempt] seconds, or dead when attempt = cardinality(retry_delays) + 1 (or beyond,
+ * for a manual retry). The lease ends here. A result arriving after its lease lapsed still counts
+ * if the attempt is pending (nobody else recorded it). The endpoint may have been deleted while
+ * the attempt was in flight (endpoint_id null): the outcome is stored, nothing follows.
+ * `result` is what src/net/post.ts returns: ok, response_status, response_body, error,
+ * duration_ms, attempted_at, and response_headers (retry-after, when sent) for endpoint-health
+ * and Retry-After rules. SECURITY DEFINER (switchboard_system) like the claim.
+ */
+create or replace function app.webhook_record(delivery_id uuid, result jsonb, retry_delays int[]) returns jsonb
+  language plpgsql volatile security definer
+  set search_path to pg_catalog, public, pg_temp
+as $$
+declare
+  d app.webhook_deliveries;
+  ok boolean := coalesce((result ->> 'ok')::boolean, false);
+  next_at timestamptz;
+  nd app.webhook_deliveries;
+begin
+  select * into d from app.webhook_deliveries w where w.id = webhook_record.delivery_id for update;
+  if not found or d.status <> 'pending' then return null; end if;
+  if not ok and d.attempt <= cardinality(retry_delays) then
+    next_at := now() + make_interval(secs => retry_delays[d.attempt]);
+  end if;
+  update app.webhook_deliveries w
+     set status = case when ok then 'delivered' when next_at is null then 'dead' else 'failed' end,
+         response_status = (result ->> 'response_status')::int,
+         response_body = result ->> 'response_body',
+         error = result ->> 'error',
+         duration_ms = (result ->> 'duration_ms')::int,
+         attempted_at = coalesce((result ->> 'attempted_at')::timestamptz, w.attempted_at, now()),
+         next_attempt_at = next_at,
+         lease_expires_at = null,
+         lease_owner = null
+   where w.id = d.id
+  returning * into d;
+  -- Endpoint bookkeeping (health rules hook in here). A success on an endpoint already at 0
+  -- failures refreshes last_success_at at most once a second: a busy endpoint's row is not
+  -- rewritten for every delivery.
+  if ok then
+    update app.webhook_endpoints e set failure_count = 0, last_success_at = now()
+     where e.id = d.endpoint_id
+       and (e.failure_count <> 0 or e.last_success_at is null or e.last_success_at < now() - interval '1 second');
+  else
+    update app.webhook_endpoints e set failure_count = e.failure_count + 1, last_failure_at = now() where e.id = d.endpoint_id;
+  end if;
+  if next_at is not null and d.endpoint_id is not null then
+    insert into app.webhook_deliveries (location_id, event_id, endpoint_id, event, attempt, status, url, next_attempt_at)
+    values (d.location_id, d.event_id, d.endpoint_id, d.event, d.attempt + 1, 'pending', d.url, next_at)
+    returning * into nd;
+    perform app.webhook_enqueue(nd.id, nd.location_id, nd.next_attempt_at);
+  end if;
+  return jsonb_build_object('delivery_id', d.id, 'status', d.status, 'next_delivery_id', nd.id);
+end
+$$;
+alter function app.webhook_record(uuid, jsonb, int[]) owner to switchboard_system;
+revoke execute on function app.webhook_record(uuid, jsonb, int[]) from public;
+comment on function app.webhook_record(uuid, jsonb, int[]) is
+  E'Worker: stores a leased attempt''s outcome, ends the lease, and schedules the next attempt or marks the delivery dead.';
+
+/*
+ * Several outcomes in one round trip (the engine batches them). Endpoints are touched in id order
+ * so concurrent batches (and claims, which share-lock endpoints in id order) cannot deadlock.
+ * SECURITY DEFINER (switchboard_system) like webhook_record.
+ */
+create or replace function app.webhook_record_batch(results jsonb, retry_delays int[]) returns jsonb
+  language plpgsql volatile security definer
+  set search_path to pg_catalog, public, pg_temp
+as $$
+declare
+  r record;
+  done jsonb := '[]';
+begin
+  for r in
+    select (x ->> 'delivery_id')::uuid as id, x -> 'result' as result
+      from jsonb_array_elements(results) x
+     order by x ->> 'endpoint_id', x ->> 'delivery_id'
+  loop
+    done := done || jsonb_build_array(app.webhook_record(r.id, r.result, retry_delays));
+  end loop;
+  return done;
+end
+$$;
+alter function app.webhook_record_batch(jsonb, int[]) owner to switchboard_system;
+revoke execute on function app.webhook_record_batch(jsonb, int[]) from public;
+comment on function app.webhook_record_batch(jsonb, int[]) is
+  E'Worker: app.webhook_record for each { delivery_id, endpoint_id, result } of a batch, in endpoint order.';
+
+/*
+ * Gives back attempts a worker leased but did not send (shutdown abort): they are due again at
+ * once for any engine. Only the lease holder's own pending attempts. SECURITY DEFINER
+ * (switchboard_system) like the claim.
+ */
+create or replace function app.webhook_release(owner text, delivery_ids uuid[]) returns int
+  language plpgsql volatile security definer
+  set search_path to pg_catalog, public, pg_temp
+as $$
+declare
+  n int;
+begin
+  update app.webhook_deliveries d set lease_expires_at = null, lease_owner = null
+   where d.id = any (delivery_ids) and d.status = 'pending' and d.lease_owner = webhook_release.owner;
+  get diagnostics n = row_count;
+  if n > 0 then perform pg_notify('switchboard_webhooks', ''); end if;
+  return n;
+end
+$$;
+alter function app.webhook_release(text, uuid[]) owner to switchboard_system;
+revoke execute on function app.webhook_release(text, uuid[]) from public;
+comment on function app.webhook_release(text, uuid[]) is
+  E'Worker: ends the leases of attempts it claimed but did not send (shutdown), so they are due again at once.';
+
+/*
+ * At-least-once when a worker dies: a pending attempt whose lease lapsed more than grace_seconds
+ * ago without a result is dead; its lease is cleared so the next claim sends it again (same
+ * svc-delivery-id: the dead attempt produced no result). One whose endpoint was deleted while it
+ * was in flight is discarded, as DELETE would have done. Runs from the worker's crontab every
+ * minute; leases are WEBHOOK_TIMEOUT_MS + 30 s, so a dead attempt is re-sent within 2 minutes.
+ * SECURITY DEFINER (switchboard_system): it looks across locations.
+ */
+create or replace function app.webhook_sweep(grace_seconds int) returns int
+  language plpgsql volatile security definer
+  set search_path to pg_catalog, public, pg_temp
+as $$
+declare
+  cutoff timestamptz := now() - make_interval(secs => grace_seconds);
+  n int;
+begin
+  delete from app.webhook_deliveries d
+   where d.id in (select w.id from app.webhook_deliveries w
+                   where w.status = 'pending' and w.lease_expires_at < cutoff and w.endpoint_id is null
+                     for update skip locked);
+  update app.webhook_deliveries d set lease_expires_at = null, lease_owner = null
+   where d.id in (select w.id from app.webhook_deliveries w
+                   where w.status = 'pending' and w.lease_expires_at < cutoff
+                     for update skip locked);
+  get diagnostics n = row_count;
+  if n > 0 then perform pg_notify('switchboard_webhooks', ''); end if;
+  return n;
+end
+$$;
+alter function app.webhook_sweep(int) owner to switchboard_system;
+revoke execute on function app.webhook_sweep(int) from public;
+comment on function app.webhook_sweep(int) is
+  E'Worker (cron): re-queues pending attempts whose lease lapsed without a result (the worker died); discards those of deleted endpoints.';
+
+-- DELETE no longer waits for attempts in flight (nothing holds a lock across a POST): it waits
+-- only for claim/record transactions (milliseconds), discards every pending attempt nobody is
+-- sending, and leaves the in-flight ones to finish and be recorded (endpoint_id becomes null).
+create or replace function api.webhook_endpoint_delete(token_hash text, location_ref text, endpoint_id uuid) returns jsonb
+  language plpgsql volatile
+as $$
+declare
+  a app.auth := app.authorize(token_hash, location_ref, 'webhooks:write');
+  e app.webhook_endpoints;
+begin
+  -- FOR UPDATE stops new claims (they share-lock the endpoint) and fan-out (KEY SHARE SKIP LOCKED).
+  perform 1 from app.webhook_endpoints w where w.id = endpoint_id for update;
+  if not found then return null; end if;
+  delete from app.webhook_deliveries d
+   where d.endpoint_id = webhook_endpoint_delete.endpoint_id and d.status = 'pending'
+     and (d.lease_expires_at is null or d.lease_expires_at <= now());
+  delete from app.webhook_endpoints w where w.id = endpoint_id returning * into e;
+  return app.webhook_endpoint_json(e);
+end
+$$;
+comment on function api.webhook_endpoint_delete(text, text, uuid) is
+  E'DELETE webhook-endpoints/{id}: discards pending attempts at once; an attempt already in flight may finish and is recorded (history keeps it with endpoint_id null); none starts afterwards.';
+
+-- ---------------------------------------------------------------------------------------------
+-- Notifications: their own graphile-worker runner (the lane), emergencies first (job priority),
+-- a lease per try, and the same sweeper rule.
+
+/*
+ * Queues (or re-queues) the send job of one notification. SECURITY DEFINER, owned by the migrating
+ * role like app.enqueue, because switchboard_system (owner of the fan-out trigger and the sweeper)
+ * has no rights on graphile_worker; it adds only this one task, keyed by the notification.
+ */
+create or replace function app.notification_enqueue(notification_id uuid, location_id uuid, priority int, run_at timestamptz default null)
+  returns void
+  language plpgsql volatile security definer
+  set search_path to pg_catalog, public, pg_temp
+as $$
+begin
+  perform graphile_worker.add_job(
+    identifier := 'send_notification',
+    payload := json_build_object('notification_id', notification_id, 'location_id', location_id),
+    run_at := run_at, max_attempts := 4, job_key := 'notification:' || notification_id,
+    priority := priority);
+end
+$$;
+revoke execute on function app.notification_enqueue(uuid, uuid, int, timestamptz) from public;
+grant execute on function app.notification_enqueue(uuid, uuid, int, timestamptz) to switchboard_system;
+comment on function app.notification_enqueue(uuid, uuid, int, timestamptz) is
+  E'Queues send_notification for one notification (job_key notification:<id>, 4 attempts, graphile-worker priority: lower runs first). SECURITY DEFINER because switchboard_system has no rights on graphile_worker.';
+
+create or replace function app.notification_priority(event text) returns int
+  language sql immutable parallel safe
+as $$ select case when event = 'call.emergency' then -10 else 0 end $$;
+comment on function app.notification_priority(text) is
+  E'graphile-worker priority of a notification''s send job: emergencies (-10) before everything else (0).';
+
+/*
+ * SECURITY DEFINER, owned by the migrating role like app.enqueue: switchboard_system has no rights
+ * on graphile_worker. Unlocks every job held by the given worker pools (graphile-worker's own
+ * crash recovery); the sweeper calls it only for pools whose notification lease lapsed.
+ */
+create or replace function app.worker_unlock(worker_ids text[]) returns void
+  language plpgsql volatile security definer
+  set search_path to pg_catalog, public, pg_temp
+as $$
+begin
+  perform graphile_worker.force_unlock_workers(worker_ids);
+end
+$$;
+revoke execute on function app.worker_unlock(text[]) from public;
+grant execute on function app.worker_unlock(text[]) to switchboard_system;
+comment on function app.worker_unlock(text[]) is
+  E'graphile_worker.force_unlock_workers for pools presumed dead. SECURITY DEFINER because switchboard_system has no rights on graphile_worker.';
+
+/*
+ * Fan-out: each event becomes one notification per routed channel × recipient, each with its own
+ * send job. A routed channel with nobody to reach is recorded as skipped with the reason, so the
+ * log explains silence. SECURITY DEFINER (owned by switchboard_system) because events are written
+ * by API transactions, ingestion and staff alike, and the recipients (members, integrations,
+ * owner_cell) must be read whatever the writer's role; it only reads rows of NEW.location_id.
+ * Emergency notifications are queued at a higher priority than everything else.
+ */
+create or replace function app.tg_events__notify() returns trigger
+  language plpgsql volatile security definer
+  set search_path to pg_catalog, public, pg_temp
+as $$
+declare
+  routes jsonb;
+  channel text;
+  rcpt record;
+  n app.notifications;
+  reached int;
+begin
+  if new.type = 'webhook.test' then return null; end if;
+  select s.routes into routes from app.notification_settings s where s.location_id = new.location_id;
+  routes := coalesce(routes, app.notification_routes_default());
+  for channel in select distinct c from jsonb_array_elements_text(coalesce(routes -> new.type, '[]')) c loop
+    reached := 0;
+    for rcpt in
+      (select 'twilio'::text as provider, r.recipient, null::uuid as integration_id
+        from (select l.owner_cell::text as recipient, 0 as ord from app.locations l where l.id = new.location_id
+              union all
+              select x, o from app.notification_settings s, unnest(s.sms_recipients) with ordinality u(x, o)
+               where s.location_id = new.location_id) r
+       where channel = 'sms' and r.recipient is not null
+       group by r.recipient order by min(r.ord))
+      union all
+      (select 'smtp', min(e.email), null::uuid
+        from (select m.email, 0 as ord from app.members m
+               where m.location_id = new.location_id and m.role in ('owner', 'admin')
+              union all
+              select x, o from app.notification_settings s, unnest(s.email_recipients) with ordinality u(x, o)
+               where s.location_id = new.location_id) e
+       where channel = 'email'
+       group by lower(e.email) order by min(e.ord), lower(e.email))
+      union all
+      (select i.provider, coalesce(i.label, i.provider), i.id
+        from app.integrations i
+       where i.location_id = new.location_id and i.status = 'connected' and i.webhook_url is not null
+         and ((channel = 'chat' and i.provider = 'slack')
+           or (channel = 'automation' and i.provider in ('zapier', 'make', 'n8n', 'calcom')))
+       order by i.created_at, i.id)
+    loop
+      insert into app.notifications (location_id, event_id, event, channel, provider, recipient, integration_id)
+      values (new.location_id, new.id, new.type, channel, rcpt.provider, rcpt.recipient, rcpt.integration_id)
+      returning * into n;
+      perform app.notification_enqueue(n.id, n.location_id, app.notification_priority(new.type));
+      reached := reached + 1;
+    end loop;
+    if reached = 0 then
+      insert into app.notifications (location_id, event_id, event, channel, provider, status)
+      values (new.location_id, new.id, new.type, channel,
+              case channel when 'sms' then 'twilio' when 'email' then 'smtp' when 'chat' then 'slack' else 'automation' end,
+              'skipped')
+      returning * into n;
+      insert into app.notification_log (location_id, notification_id, status, detail)
+      values (new.location_id, n.id, 'skipped', case channel
+        when 'sms' then 'no SMS recipient: owner_cell is unset and sms_recipients is empty'
+        when 'email' then 'no e-mail recipient: no owner or admin member and email_recipients is empty'
+        when 'chat' then 'no slack integration connected'
+        else 'no automation integration connected (zapier, make, n8n, calcom)' end);
+    end if;
+  end loop;
+  return null;
+end
+$$;
+alter function app.tg_events__notify() owner to switchboard_system;
+comment on function app.tg_events__notify() is
+  E'Creates the notifications an event routes to (one per channel × recipient) and queues send_notification for each (emergencies first); unreachable channels are logged skipped.';
+
+/*
+ * Claims one notification for a try: leases it to `owner` (the graphile-worker pool running the
+ * job) for lease_ms and returns what to send (app.notification_for_send), or null when it must
+ * not be sent now: gone, of another location than the job says, settled, or held by another live
+ * try. SECURITY DEFINER (switchboard_system) like notification_for_send.
+ */
+create or replace function app.notification_claim(notification_id uuid, location_id uuid, owner text, lease_ms int) returns jsonb
+  language plpgsql volatile security definer
+  set search_path to pg_catalog, public, pg_temp
+as $$
+declare
+  t timestamptz := clock_timestamp();
+  nid uuid;
+begin
+  update app.notifications n
+     set lease_expires_at = t + make_interval(secs => lease_ms / 1000.0), lease_owner = owner
+   where n.id = notification_claim.notification_id and n.location_id = notification_claim.location_id
+     and n.status = 'pending'
+     and (n.lease_expires_at is null or n.lease_expires_at <= t)
+  returning n.id into nid;
+  if nid is null then return null; end if;
+  return app.notification_for_send(nid);
+end
+$$;
+alter function app.notification_claim(uuid, uuid, text, int) owner to switchboard_system;
+revoke execute on function app.notification_claim(uuid, uuid, text, int) from public;
+comment on function app.notification_claim(uuid, uuid, text, int) is
+  E'Worker: leases a pending notification of the given location for one try and returns what to send; null when gone, foreign, settled or held by a live try.';
+
+create or replace function app.notification_record(notification_id uuid, status text, detail text, response_status int, final boolean)
+  returns jsonb
+  language plpgsql volatile security definer
+  set search_path to pg_catalog, public, pg_temp
+as $$
+declare
+  n app.notifications;
+begin
+  if status not in ('sent', 'failed', 'skipped') then
+    perform app.raise('SB400', format('Unknown notification outcome %s', status));
+  end if;
+  update app.notifications t
+     set attempts = t.attempts + case when notification_record.status = 'skipped' then 0 else 1 end,
+         status = case when notification_record.status = 'failed' and not final then 'pending'
+                       else notification_record.status end,
+         lease_expires_at = null,
+         lease_owner = null
+   where t.id = notification_record.notification_id and t.status = 'pending'
+  returning * into n;
+  if n.id is null then return null; end if;
+  insert into app.notification_log (location_id, notification_id, status, detail, response_status)
+  values (n.location_id, n.id, notification_record.status, left(detail, 2000), response_status);
+  return jsonb_build_object('id', n.id, 'status', n.status, 'attempts', n.attempts);
+end
+$$;
+alter function app.notification_record(uuid, text, text, int, boolean) owner to switchboard_system;
+revoke execute on function app.notification_record(uuid, text, text, int, boolean) from public;
+comment on function app.notification_record(uuid, text, text, int, boolean) is
+  E'Appends one try to notification_log, ends its lease and moves the notification: sent | skipped | failed (final) or back to pending (a retry follows). Only a pending notification moves, so a replayed job records nothing twice.';
+
+/*
+ * A try given up unsent (shutdown abort): the lease ends and the send job is queued again at
+ * once (a fresh job; the running one completes), so the interruption costs no attempt.
+ * SECURITY DEFINER (switchboard_system) like the claim.
+ */
+create or replace function app.notification_release(notification_id uuid, owner text) returns boolean
+  language plpgsql volatile security definer
+  set search_path to pg_catalog, public, pg_temp
+as $$
+declare
+  n app.notifications;
+begin
+  update app.notifications t set lease_expires_at = null, lease_owner = null
+   where t.id = notification_release.notification_id and t.status = 'pending'
+     and t.lease_owner = notification_release.owner
+  returning * into n;
+  if n.id is null then return false; end if;
+  perform app.notification_enqueue(n.id, n.location_id, app.notification_priority(n.event));
+  return true;
+end
+$$;
+alter function app.notification_release(uuid, text) owner to switchboard_system;
+revoke execute on function app.notification_release(uuid, text) from public;
+comment on function app.notification_release(uuid, text) is
+  E'Worker: ends the lease of a try abandoned unsent (shutdown) and queues the send again at once.';
+
+/*
+ * At-least-once for notifications: a pending notification whose lease lapsed more than
+ * grace_seconds ago without a result was being sent by a worker that died. That worker pool's
+ * jobs are unlocked (graphile-worker's force_unlock_workers, instead of its 4-hour lock expiry)
+ * and the send is queued again at once. Runs with webhook_sweep from the crontab. SECURITY
+ * DEFINER (switchboard_system): it looks across locations.
+ */
+create or replace function app.notification_sweep(grace_seconds int) returns int
+  language plpgsql volatile security definer
+  set search_path to pg_catalog, public, pg_temp
+as $$
+declare
+  cutoff timestamptz := now() - make_interval(secs => grace_seconds);
+  ids uuid[];
+  owners text[];
+  r record;
+begin
+  select array_agg(x.id), array_agg(distinct x.lease_owner)
+    into ids, owners
+    from (select n.id, n.lease_owner from app.notifications n
+           where n.status = 'pending' and n.lease_expires_at < cutoff
+             for update skip locked) x;
+  if ids is null then return 0; end if;
+  perform app.worker_unlock(owners);
+  for r in
+    update app.notifications n set lease_expires_at = null, lease_owner = null
+     where n.id = any (ids)
+    returning n.id, n.location_id, n.event
+  loop
+    perform app.notification_enqueue(r.id, r.location_id, app.notification_priority(r.event));
+  end loop;
+  return cardinality(ids);
+end
+$$;
+alter function app.notification_sweep(int) owner to switchboard_system;
+revoke execute on function app.notification_sweep(int) from public;
+comment on function app.notification_sweep(int) is
+  E'Worker (cron): re-queues notifications whose lease lapsed without a result (the worker died) and unlocks that worker''s jobs.';
+
 -- =============================================================================================
 -- Webhook consumers (issue 11, items 3–7): Standard Webhooks secrets, test sends of a catalog
 -- example, recovery, deliveries log filters, retention. See docs/webhooks.md.
@@ -49,44 +700,6 @@ $$;
 comment on function app.tg_events__body() is
   E'Freezes the delivery body text of an event at insert (a webhook.test carrying a sample gets the sample''s body).';
 
-/*
- * MERGE NOTE (issue 10 rewrites this function): the only change to the 000009 definition is the
- * `test` key of the result, true for an attempt of a webhook.test event, which makes the sender
- * add `svc-test: true`. Keep that key in the rewritten claim.
- *
- * SECURITY DEFINER (owned by switchboard_system): the worker is not a tenant; the delivery id
- * from the job payload decides the location. Returns null when there is nothing to send now:
- * delivery gone (discarded), not pending, locked by another live attempt, endpoint deleted or
- * paused (held; resume re-enqueues it).
- */
-create or replace function app.webhook_claim(delivery_id uuid, timeout_ms int) returns jsonb
-  language plpgsql volatile security definer
-  set search_path to pg_catalog, public, pg_temp
-as $$
-declare
-  d app.webhook_deliveries;
-  e app.webhook_endpoints;
-  ev app.events;
-begin
-  -- A worker vanishing mid-request (network partition) must not hold the row forever.
-  perform set_config('idle_in_transaction_session_timeout', (timeout_ms + 30000)::text, true);
-  select * into d from app.webhook_deliveries where id = delivery_id for update skip locked;
-  if not found or d.status <> 'pending' or d.endpoint_id is null then return null; end if;
-  select * into e from app.webhook_endpoints where id = d.endpoint_id for key share;
-  if not found or not e.active then return null; end if;
-  select * into ev from app.events where id = d.event_id;
-  update app.webhook_deliveries set url = e.url, attempted_at = now() where id = d.id;
-  return jsonb_build_object(
-    'delivery_id', d.id, 'event_id', d.event_id, 'event', d.event, 'attempt', d.attempt,
-    'url', e.url, 'body', ev.body, 'test', ev.type = 'webhook.test',
-    'secrets', to_jsonb(array_remove(array[e.secret,
-       case when e.previous_secret_expires_at > now() then e.previous_secret end], null)));
-end
-$$;
-alter function app.webhook_claim(uuid, int) owner to switchboard_system;
-comment on function app.webhook_claim(uuid, int) is
-  E'Worker: locks and returns what to send for a pending attempt (test = a webhook.test send), or null when it must not be sent now.';
-revoke execute on function app.webhook_claim(uuid, int) from public;
 
 drop function if exists api.webhook_endpoint_test(text, text, uuid);
 create or replace function api.webhook_endpoint_test(token_hash text, location_ref text, endpoint_id uuid, sample jsonb)

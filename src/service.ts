@@ -1,15 +1,13 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Runner } from 'graphile-worker';
 import type pg from 'pg';
-import { startStaffGraphql, type StaffServer } from './admin/graphql.js';
+import type { StaffServer } from './admin/graphql.js';
 import type { Config } from './config.js';
 import { resolveDatabase, type Database } from './db/connection.js';
 import { migrateDatabase } from './db/migrate.js';
 import { createApiPool, createOwnerPool } from './db/pools.js';
-import { createApp } from './http/app.js';
 import type { Logger } from './log.js';
-import { startWorker } from './worker/index.js';
+import { startWorker, type Worker } from './worker/index.js';
 
 export type Mode = 'all' | 'api' | 'worker';
 
@@ -17,7 +15,7 @@ export interface Service {
   db: Database;
   api?: { server: Server; port: number };
   admin?: StaffServer;
-  worker?: Runner;
+  worker?: Worker;
   stop(): Promise<void>;
 }
 
@@ -34,6 +32,8 @@ export async function startService(cfg: Config, log: Logger, mode: Mode = 'all')
     log.info('migrations applied');
 
     if (mode !== 'worker') {
+      // Loaded only where served: a worker process does not carry the HTTP and GraphQL stacks.
+      const [{ createApp }, { startStaffGraphql }] = await Promise.all([import('./http/app.js'), import('./admin/graphql.js')]);
       const apiPool = createApiPool(db.url);
       const ownerPool = createOwnerPool(db.url);
       pools.push(apiPool, ownerPool);
@@ -51,7 +51,9 @@ export async function startService(cfg: Config, log: Logger, mode: Mode = 'all')
       log.info({ url: svc.admin.url }, 'staff graphql listening');
     }
     if (mode !== 'api') {
-      const workerPool = createOwnerPool(db.url, 10, 'switchboard-worker');
+      // Connections serve claims, records and job bookkeeping only (never a request in flight):
+      // three LISTEN connections (engine and two graphile-worker runners) plus short queries.
+      const workerPool = createOwnerPool(db.url, 12, 'switchboard-worker');
       pools.push(workerPool);
       svc.worker = await startWorker({ cfg, log, pool: workerPool });
       log.info('worker started');
@@ -73,8 +75,9 @@ export async function startService(cfg: Config, log: Logger, mode: Mode = 'all')
             svc.api!.server.closeIdleConnections();
           })
         : Promise.resolve();
+      // In-flight deliveries finish or are released; every finished job is marked complete.
       const worker = svc.worker
-        ? svc.worker.stop().then(() => svc.worker!.promise.catch(() => undefined))
+        ? svc.worker.stop().catch((err) => log.error({ err }, 'worker stop failed'))
         : Promise.resolve();
       await Promise.all([closed, svc.admin?.close(), worker]);
       await Promise.allSettled(pools.map((p) => p.end()));

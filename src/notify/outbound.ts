@@ -20,6 +20,11 @@ export class BlockedTargetError extends Error {
   readonly code = 'EBLOCKEDTARGET';
 }
 
+/** The worker gave the request up (shutting down): not an outcome of the try. */
+export class AbortedError extends Error {
+  readonly code = 'ABORT_ERR';
+}
+
 /** Refuses a URL that is not https or that names (or resolves to) a non-public address. */
 export async function assertPublicUrl(url: string, cfg: GuardConfig): Promise<URL> {
   const problem = await targetProblem(url, cfg.WEBHOOK_ALLOW_PRIVATE_TARGETS);
@@ -38,6 +43,8 @@ export interface OutboundOptions {
   timeoutMs: number;
   /** Extra CA certificates to trust on top of the public roots (tests; production relies on NODE_EXTRA_CA_CERTS). */
   ca?: ExtraCa;
+  /** Aborts the request (AbortedError). */
+  signal?: AbortSignal;
 }
 
 export interface OutboundResponse {
@@ -48,7 +55,7 @@ export interface OutboundResponse {
 /**
  * POSTs once through the shared guarded POST (src/net/post.ts). Resolves with any complete HTTP
  * answer (the caller judges the status; redirects are not followed); rejects on a refused target
- * (BlockedTargetError), a connection error or the time-out.
+ * (BlockedTargetError), an abort (AbortedError), a connection error or the time-out.
  */
 export async function postOutbound(url: string, req: OutboundRequest, cfg: GuardConfig, opts: OutboundOptions): Promise<OutboundResponse> {
   await assertPublicUrl(url, cfg);
@@ -59,7 +66,9 @@ export async function postOutbound(url: string, req: OutboundRequest, cfg: Guard
     timeoutMs: opts.timeoutMs,
     allowPrivate: cfg.WEBHOOK_ALLOW_PRIVATE_TARGETS,
     ca: opts.ca,
+    signal: opts.signal,
   });
+  if (r.aborted) throw new AbortedError(r.error ?? 'aborted');
   if (r.blocked) throw new BlockedTargetError(r.error ?? 'target refused');
   if (!r.complete) throw Object.assign(new Error(r.error ?? 'no complete response'), { code: r.error_code ?? undefined });
   return { status: r.response_status ?? 0, body: r.response_body ?? '' };

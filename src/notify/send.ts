@@ -1,15 +1,18 @@
 /**
- * Sending one notification: read it (SQL), deliver it on its channel, record the try (SQL).
- * A failure is logged as a `failed` try and rethrown so graphile-worker retries with its backoff;
+ * Sending one notification: claim it (SQL: a lease for this try), deliver it on its channel,
+ * record the try (SQL). No database connection is held while the provider answers.
+ * A failure is logged as a `failed` try and rethrown so graphile-worker retries it with its backoff;
  * on the job's last attempt the notification becomes `failed` and the job completes (the log,
  * not the jobs table, is the record). A channel the operator has not configured is `skipped`.
+ * A try cut short by shutdown is released (queued again at once) instead of recorded; a try whose
+ * worker died keeps its lease until it lapses, then the sweeper queues it again.
  */
 import type { JobHelpers, Task } from 'graphile-worker';
 import nodemailer from 'nodemailer';
 import { callFn } from '../db/pools.js';
 import type { TaskDeps } from '../worker/index.js';
 import { emailContent, renderMessage, slackPayload, type EventBody } from './messages.js';
-import { BlockedTargetError, postOutbound, type OutboundResponse } from './outbound.js';
+import { AbortedError, BlockedTargetError, postOutbound, type OutboundResponse } from './outbound.js';
 
 export interface NotificationPayload {
   notification_id: string;
@@ -26,7 +29,10 @@ export function assertNotificationPayload(p: unknown): asserts p is Notification
   }
 }
 
-/** What app.notification_for_send() returns. */
+/** How long past the send time-out a try's lease lasts (a silent worker is presumed dead after it). */
+export const NOTIFY_LEASE_GRACE_MS = 30_000;
+
+/** What app.notification_claim() / app.notification_for_send() return. */
 export interface NotificationToSend {
   id: string;
   location_id: string;
@@ -67,11 +73,12 @@ function httpOutcome(res: OutboundResponse, what: string): Outcome {
   throw new SendFailure(`${what}: HTTP ${res.status}${res.body ? ` ${snippet(res.body)}` : ''}`, res.status);
 }
 
-async function post(deps: SenderDeps, url: string, headers: Record<string, string>, body: string, what: string): Promise<Outcome> {
+async function post(deps: SenderDeps, url: string, headers: Record<string, string>, body: string, what: string, signal?: AbortSignal): Promise<Outcome> {
   let res: OutboundResponse;
   try {
-    res = await postOutbound(url, { headers, body }, deps.cfg, { timeoutMs: deps.cfg.WEBHOOK_TIMEOUT_MS, ca: deps.ca });
+    res = await postOutbound(url, { headers, body }, deps.cfg, { timeoutMs: deps.cfg.WEBHOOK_TIMEOUT_MS, ca: deps.ca, signal });
   } catch (err) {
+    if (err instanceof AbortedError) throw err;
     if (err instanceof BlockedTargetError) throw new SendFailure(`${what}: refused target (${err.message})`, null, true);
     const e = err as NodeJS.ErrnoException;
     throw new SendFailure(`${what}: ${e.code ? `${e.code} ` : ''}${e.message}`);
@@ -79,20 +86,20 @@ async function post(deps: SenderDeps, url: string, headers: Record<string, strin
   return httpOutcome(res, what);
 }
 
-async function sendChat(deps: SenderDeps, n: NotificationToSend): Promise<Outcome> {
+async function sendChat(deps: SenderDeps, n: NotificationToSend, signal?: AbortSignal): Promise<Outcome> {
   if (!n.target_url) return { status: 'skipped', detail: `${n.provider} integration is no longer connected` };
   const msg = renderMessage({ event: n.event, business: n.location.name, callbackPhone: n.callback_phone });
-  return post(deps, n.target_url, { 'content-type': 'application/json' }, JSON.stringify(slackPayload(msg)), 'slack');
+  return post(deps, n.target_url, { 'content-type': 'application/json' }, JSON.stringify(slackPayload(msg)), 'slack', signal);
 }
 
-async function sendAutomation(deps: SenderDeps, n: NotificationToSend): Promise<Outcome> {
+async function sendAutomation(deps: SenderDeps, n: NotificationToSend, signal?: AbortSignal): Promise<Outcome> {
   if (!n.target_url) return { status: 'skipped', detail: `${n.provider} integration is no longer connected` };
   const { event, location_id, created_at, data } = n.event;
   return post(deps, n.target_url, { 'content-type': 'application/json', 'x-switchboard-event': event },
-    JSON.stringify({ event, location_id, created_at, data }), n.provider);
+    JSON.stringify({ event, location_id, created_at, data }), n.provider, signal);
 }
 
-async function sendSms(deps: SenderDeps, n: NotificationToSend): Promise<Outcome> {
+async function sendSms(deps: SenderDeps, n: NotificationToSend, signal?: AbortSignal): Promise<Outcome> {
   const { SMS_API_URL, SMS_ACCOUNT_SID, SMS_AUTH_TOKEN, SMS_FROM } = deps.cfg;
   const missing = Object.entries({ SMS_API_URL, SMS_ACCOUNT_SID, SMS_AUTH_TOKEN, SMS_FROM }).filter(([, v]) => !v).map(([k]) => k);
   if (missing.length) return { status: 'skipped', detail: `SMS not configured: ${missing.join(', ')} unset` };
@@ -103,10 +110,10 @@ async function sendSms(deps: SenderDeps, n: NotificationToSend): Promise<Outcome
     'content-type': 'application/x-www-form-urlencoded',
     accept: 'application/json',
     authorization: `Basic ${auth}`,
-  }, form.toString(), 'sms');
+  }, form.toString(), 'sms', signal);
 }
 
-async function sendEmail(deps: SenderDeps, n: NotificationToSend): Promise<Outcome> {
+async function sendEmail(deps: SenderDeps, n: NotificationToSend, signal?: AbortSignal): Promise<Outcome> {
   const { SMTP_URL, MAIL_FROM } = deps.cfg;
   const missing = Object.entries({ SMTP_URL, MAIL_FROM }).filter(([, v]) => !v).map(([k]) => k);
   if (missing.length) return { status: 'skipped', detail: `e-mail not configured: ${missing.join(', ')} unset` };
@@ -117,24 +124,46 @@ async function sendEmail(deps: SenderDeps, n: NotificationToSend): Promise<Outco
     greetingTimeout: deps.cfg.WEBHOOK_TIMEOUT_MS,
     socketTimeout: deps.cfg.WEBHOOK_TIMEOUT_MS,
   } as never);
+  // One deadline for the whole exchange, like an HTTP try (nodemailer's time-outs are per phase),
+  // so a try always ends within its lease.
+  let timer: NodeJS.Timeout | undefined;
+  let cut: 'timeout' | 'abort' | null = null;
+  const stop = (why: 'timeout' | 'abort') => {
+    cut ??= why;
+    transport.close();
+  };
+  const onAbort = () => stop('abort');
+  signal?.addEventListener('abort', onAbort, { once: true });
   try {
-    const info = await transport.sendMail({ from: MAIL_FROM, to: n.recipient ?? '', ...content });
+    if (signal?.aborted) throw new AbortedError('Aborted by the worker (shutting down)');
+    const sending = transport.sendMail({ from: MAIL_FROM, to: n.recipient ?? '', ...content });
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        stop('timeout');
+        reject(Object.assign(new Error(`No complete answer within ${deps.cfg.WEBHOOK_TIMEOUT_MS} ms`), { code: 'ETIMEDOUT' }));
+      }, deps.cfg.WEBHOOK_TIMEOUT_MS);
+    });
+    sending.catch(() => undefined);
+    const info = await Promise.race([sending, deadline]);
     const code = Number(/^(\d{3})/.exec(info.response ?? '')?.[1]) || null;
     return { status: 'sent', detail: `smtp: ${snippet(info.response ?? 'accepted')}`, response_status: code };
   } catch (err) {
+    if (cut === 'abort' || err instanceof AbortedError) throw new AbortedError('Aborted by the worker (shutting down)');
     const e = err as Error & { responseCode?: number; code?: string; response?: string };
     throw new SendFailure(`smtp: ${e.code ? `${e.code} ` : ''}${snippet(e.response ?? e.message)}`, e.responseCode ?? null);
   } finally {
+    clearTimeout(timer);
+    signal?.removeEventListener('abort', onAbort);
     transport.close();
   }
 }
 
-function deliver(deps: SenderDeps, n: NotificationToSend): Promise<Outcome> {
+function deliver(deps: SenderDeps, n: NotificationToSend, signal?: AbortSignal): Promise<Outcome> {
   switch (n.channel) {
-    case 'chat': return sendChat(deps, n);
-    case 'automation': return sendAutomation(deps, n);
-    case 'sms': return sendSms(deps, n);
-    case 'email': return sendEmail(deps, n);
+    case 'chat': return sendChat(deps, n, signal);
+    case 'automation': return sendAutomation(deps, n, signal);
+    case 'sms': return sendSms(deps, n, signal);
+    case 'email': return sendEmail(deps, n, signal);
   }
 }
 
@@ -142,16 +171,27 @@ function deliver(deps: SenderDeps, n: NotificationToSend): Promise<Outcome> {
 export function makeSendNotification(deps: SenderDeps): Task {
   return async (payload: unknown, helpers: JobHelpers) => {
     assertNotificationPayload(payload);
-    const n = await callFn<NotificationToSend | null>(deps.pool, 'app.notification_for_send', [payload.notification_id]);
-    // Gone, foreign to the payload's location, or already settled: a replayed job does nothing.
-    if (!n || n.location_id !== payload.location_id || n.status !== 'pending') return;
+    // The lease owner is the graphile-worker pool running the job (its locked_by), so the sweeper
+    // can unlock that pool's jobs if it dies mid-send.
+    const owner = helpers.job.locked_by ?? `direct:${process.pid}`;
+    const leaseMs = deps.cfg.WEBHOOK_TIMEOUT_MS + (deps.leaseGraceMs ?? NOTIFY_LEASE_GRACE_MS);
+    const n = await callFn<NotificationToSend | null>(deps.pool, 'app.notification_claim',
+      [payload.notification_id, payload.location_id, owner, leaseMs]);
+    // Gone, foreign to the payload's location, settled, or held by a live try: a replayed job does nothing.
+    if (!n) return;
     const final = helpers.job.attempts >= helpers.job.max_attempts;
     const record = (status: string, detail: string, responseStatus: number | null, last: boolean) =>
       callFn(deps.pool, 'app.notification_record', [n.id, status, detail, responseStatus, last]);
     let outcome: Outcome;
     try {
-      outcome = await deliver(deps, n);
+      outcome = await deliver(deps, n, helpers.abortSignal);
     } catch (err) {
+      if (err instanceof AbortedError) {
+        // Shutdown: not a try. Queued again at once (for this or another worker), nothing logged.
+        await callFn(deps.pool, 'app.notification_release', [n.id, owner]);
+        deps.log.info({ notification_id: n.id, channel: n.channel }, 'notification try abandoned on shutdown; queued again');
+        return;
+      }
       const f = err instanceof SendFailure ? err : new SendFailure((err as Error).message);
       const last = final || f.permanent;
       await record('failed', f.message, f.responseStatus, last);

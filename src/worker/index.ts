@@ -1,11 +1,23 @@
+/**
+ * The worker process: three lanes that cannot take each other's capacity (docs/delivery-engine.md).
+ *
+ * - Webhooks: the delivery engine (src/webhooks/engine.ts), WEBHOOK_CONCURRENCY requests in flight,
+ *   WEBHOOK_ENDPOINT_CONCURRENCY per endpoint across all workers.
+ * - Notifications: a graphile-worker runner of their own (NOTIFY_CONCURRENCY) whose task list is
+ *   only send_notification, so webhook traffic never occupies it; emergencies carry a higher job
+ *   priority and go first.
+ * - Jobs: a small graphile-worker runner for everything else in tasks/ (finalize_call, the cron
+ *   sweeper).
+ */
 import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { run, Logger as WorkerLogger, type Runner, type Task, type TaskList } from 'graphile-worker';
+import { run, Logger as WorkerLogger, type Runner, type RunnerOptions, type Task, type TaskList } from 'graphile-worker';
 import type pg from 'pg';
 import type { Config } from '../config.js';
 import { projectRoot } from '../db/migrate.js';
 import type { Logger } from '../log.js';
+import { WebhookEngine, type EngineOptions } from '../webhooks/engine.js';
 
 /** What every task factory receives. */
 export interface TaskDeps {
@@ -18,12 +30,17 @@ export interface TaskDeps {
    * pass their throwaway CA; production leaves it unset and relies on NODE_EXTRA_CA_CERTS.
    */
   ca?: string;
+  /** A try's lease lasts WEBHOOK_TIMEOUT_MS + this (default 30 s); tests shorten it. */
+  leaseGraceMs?: number;
 }
 
 /** A file in tasks/ default-exports one of these; the file name is the task identifier. */
 export type TaskFactory = (deps: TaskDeps) => Task;
 
 export const tasksFolder = path.join(projectRoot, 'tasks');
+
+/** Tasks of the notification lane; every other task runs in the jobs lane. */
+export const NOTIFY_TASKS = ['send_notification'];
 
 export async function loadTasks(deps: TaskDeps): Promise<TaskList> {
   const list: TaskList = {};
@@ -38,31 +55,81 @@ export async function loadTasks(deps: TaskDeps): Promise<TaskList> {
 }
 
 /**
- * Recurring jobs. webhook_sweep re-queues webhook attempts that are overdue and not held by a
- * live worker, so a crashed worker delays a delivery by about a minute, not graphile-worker's
- * four-hour lock expiry. prune_deliveries (hourly) applies DELIVERY_RETENTION_DAYS.
+ * Recurring jobs. delivery_sweep re-queues webhook and notification attempts whose worker died
+ * (lease lapsed without a result), so a crash delays a delivery by at most about 100 s, not
+ * graphile-worker's four-hour lock expiry. prune_deliveries (hourly) applies DELIVERY_RETENTION_DAYS.
  */
-const CRONTAB = ['* * * * * webhook_sweep', '17 * * * * prune_deliveries'].join('\n');
+const CRONTAB = ['* * * * * delivery_sweep', '17 * * * * prune_deliveries'].join('\n');
+
+/**
+ * graphile-worker completes and fails jobs without awaiting the query unless batching is on; at
+ * shutdown the last completions could still be in flight when the pool is ended, leaving finished
+ * jobs locked for four hours. With a batch delay the runner's stop() waits for them.
+ */
+const GRAPHILE_PRESET: RunnerOptions['preset'] = { worker: { completeJobBatchDelay: 0, failJobBatchDelay: 0 } };
 
 export interface WorkerOptions {
-  concurrency?: number;
-  /** How often an idle worker polls for due jobs (ms); tests shorten it. */
+  /** Concurrency of the jobs lane (finalize_call, cron tasks). */
+  jobsConcurrency?: number;
+  /** How often an idle runner polls for due jobs (ms); tests shorten it. */
   pollInterval?: number;
+  /** Webhook engine settings (defaults from the config). */
+  engine?: EngineOptions;
+  /** Run the crontab (default true). */
+  cron?: boolean;
+  /** Lease grace for webhook attempts and notification tries (default 30 s); tests shorten it. */
+  leaseGraceMs?: number;
 }
 
-export async function startWorker(deps: TaskDeps, { concurrency = 5, pollInterval = 1000 }: WorkerOptions = {}): Promise<Runner> {
+export interface Worker {
+  engine: WebhookEngine;
+  notify: Runner;
+  jobs: Runner;
+  /** In-flight work finishes or is released; then every lane stops. */
+  stop(): Promise<void>;
+  /** Settles when both graphile-worker runners have exited. */
+  promise: Promise<void>;
+}
+
+function workerLogger(log: Logger): WorkerLogger {
+  return new WorkerLogger((scope) => (level, message, meta) => {
+    const fn = level === 'error' ? log.error : level === 'warning' ? log.warn : log.debug;
+    fn.call(log, { scope, meta }, message);
+  });
+}
+
+export async function startWorker(baseDeps: TaskDeps, { jobsConcurrency = 2, pollInterval = 1000, engine: engineOpts, cron = true, leaseGraceMs }: WorkerOptions = {}): Promise<Worker> {
+  const deps: TaskDeps = leaseGraceMs === undefined ? baseDeps : { ...baseDeps, leaseGraceMs };
   const taskList = await loadTasks(deps);
   const log = deps.log.child({ component: 'worker' });
-  return run({
-    pgPool: deps.pool,
-    concurrency,
-    noHandleSignals: true,
-    pollInterval,
-    taskList,
-    crontab: CRONTAB,
-    logger: new WorkerLogger((scope) => (level, message, meta) => {
-      const fn = level === 'error' ? log.error : level === 'warning' ? log.warn : log.debug;
-      fn.call(log, { scope, meta }, message);
-    }),
-  });
+  const notifyTasks: TaskList = {};
+  const jobTasks: TaskList = {};
+  for (const [name, task] of Object.entries(taskList)) (NOTIFY_TASKS.includes(name) ? notifyTasks : jobTasks)[name] = task;
+  const common = { pgPool: deps.pool, noHandleSignals: true, pollInterval, logger: workerLogger(log), preset: GRAPHILE_PRESET };
+
+  const started: Array<{ stop(): Promise<void> }> = [];
+  try {
+    const notify = await run({ ...common, concurrency: deps.cfg.NOTIFY_CONCURRENCY, taskList: notifyTasks, parsedCronItems: [] });
+    started.push(notify);
+    const jobs = await run({ ...common, concurrency: jobsConcurrency, taskList: jobTasks, ...(cron ? { crontab: CRONTAB } : { parsedCronItems: [] }) });
+    started.push(jobs);
+    const engine = new WebhookEngine({ cfg: deps.cfg, log: deps.log, pool: deps.pool, ca: deps.ca },
+      { leaseGraceMs: deps.leaseGraceMs, ...engineOpts });
+    started.push(engine);
+    await engine.start();
+    let stopping: Promise<void> | null = null;
+    return {
+      engine,
+      notify,
+      jobs,
+      promise: Promise.all([notify.promise, jobs.promise]).then(() => undefined),
+      stop: () =>
+        (stopping ??= Promise.all([engine.stop(), notify.stop(), jobs.stop()]).then(async () => {
+          await Promise.all([notify.promise, jobs.promise]);
+        })),
+    };
+  } catch (err) {
+    await Promise.allSettled(started.map((s) => s.stop()));
+    throw err;
+  }
 }

@@ -5,10 +5,9 @@
  * throwaway CA. Then the REST API shows the notifications sent and the deliveries delivered.
  */
 import { createHmac } from 'node:crypto';
-import type { Runner } from 'graphile-worker';
 import type pg from 'pg';
 import { callFn, createOwnerPool } from '../../src/db/pools.js';
-import { startWorker } from '../../src/worker/index.js';
+import { startWorker, type Worker } from '../../src/worker/index.js';
 import { mintKey, request, startTestApi, testLog, type TestApi } from '../support/harness.js';
 import { makePki, reply, startHttpsReceiver, type HttpsReceiver, type Received, type TestPki } from '../support/https.js';
 import { decodeQuotedPrintable, mailSubject, startSmtp, type SmtpReceiver } from '../support/smtp.js';
@@ -26,7 +25,7 @@ let sms: HttpsReceiver;
 let smtp: SmtpReceiver;
 let t: TestApi;
 let workerPool: pg.Pool | undefined;
-let worker: Runner | undefined;
+let worker: Worker | undefined;
 
 beforeAll(async () => {
   pki = makePki();

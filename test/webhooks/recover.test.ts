@@ -128,11 +128,12 @@ test('an event with an attempt still pending for the endpoint is not queued twic
     expect(await call()).toEqual({ queued: 2, has_more: true });
     expect(await call()).toEqual({ queued: 1, has_more: false });
     expect(await call()).toEqual({ queued: 0, has_more: false });
-    // Oldest first, one attempt each, each with a queued job.
+    // Oldest first, one attempt each, each due now for the delivery engine (unleased).
     for (const id of missed) expect((await deliveriesOf(t.owner, id)).map((d) => [d.attempt, d.status])).toEqual([[1, 'pending']]);
     const { rows } = await t.owner.query(
-      `select count(*)::int as n from graphile_worker._private_jobs j
-        where j.key in (select 'delivery:' || d.id from app.webhook_deliveries d where d.event_id = any ($1::uuid[]))`, [missed]);
+      `select count(*)::int as n from app.webhook_deliveries d
+        where d.event_id = any ($1::uuid[]) and d.endpoint_id = $2 and d.status = 'pending'
+          and d.next_attempt_at <= now() and d.lease_expires_at is null`, [missed, ep.id]);
     expect(rows[0].n).toBe(5);
     await request(t.baseUrl, 'DELETE', `/webhook-endpoints/${ep.id}`, { token });
   } finally {

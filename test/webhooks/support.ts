@@ -1,34 +1,27 @@
 /**
- * Webhook test kit: an in-process graphile-worker with the webhook tasks, and small DB helpers.
- * The test CA and HTTPS receivers live in test/support/https.ts.
+ * Webhook test kit: the production worker (delivery engine + notification lane + jobs lane) in
+ * this process, trusting the test CA, and small DB helpers. The test CA and HTTPS receivers live
+ * in test/support/https.ts.
  */
-import { Logger, run, type Runner } from 'graphile-worker';
 import pg from 'pg';
 import type { Config } from '../../src/config.js';
 import { createOwnerPool } from '../../src/db/pools.js';
-import { makeDeliverTask, makeSweepTask } from '../../src/webhooks/deliver.js';
+import { startWorker, type Worker, type WorkerOptions } from '../../src/worker/index.js';
 import { testLog } from '../support/harness.js';
 import type { TestPki } from '../support/https.js';
 
-/** graphile-worker in this process with the webhook tasks, trusting the test CA. */
-export async function startTestWorker(cfg: Config, dbUrl: string, pki: TestPki): Promise<{ runner: Runner; pool: pg.Pool; stop(): Promise<void> }> {
+/** The production worker in this process (no crontab: tests run the sweeper themselves), trusting the test CA. */
+export async function startTestWorker(cfg: Config, dbUrl: string, pki: Pick<TestPki, 'caPem'>, opts: WorkerOptions = {}): Promise<{ worker: Worker; pool: pg.Pool; stop(): Promise<void> }> {
   const pool = createOwnerPool(dbUrl, 12, 'test-worker');
   pool.on('connect', (c) => c.on('error', () => undefined));
-  const deps = { cfg, log: testLog, pool, ca: pki.caPem };
-  const runner = await run({
-    pgPool: pool,
-    concurrency: 4,
-    noHandleSignals: true,
-    pollInterval: 200,
-    taskList: { deliver_webhook: makeDeliverTask(deps), webhook_sweep: makeSweepTask(deps) },
-    parsedCronItems: [],
-    logger: new Logger(() => () => undefined),
+  const worker = await startWorker({ cfg, log: testLog, pool, ca: pki.caPem }, {
+    pollInterval: 200, cron: false, ...opts, engine: { pollIntervalMs: 200, ...opts.engine },
   });
   return {
-    runner,
+    worker,
     pool,
     stop: async () => {
-      await runner.stop();
+      await worker.stop();
       await pool.end();
     },
   };
@@ -43,6 +36,22 @@ export async function emit(owner: pg.Pool, locationId: string, type: string, dat
     const { rows } = await c.query('select app.emit($1, $2, $3) as id', [locationId, type, JSON.stringify(data)]);
     await c.query('commit');
     return rows[0].id as string;
+  } catch (e) {
+    await c.query('rollback');
+    throw e;
+  } finally {
+    c.release();
+  }
+}
+
+/** `count` events of one type for one location, written in one transaction (as a burst of calls would). */
+export async function emitMany(owner: pg.Pool, locationId: string, type: string, count: number): Promise<void> {
+  const c = await owner.connect();
+  try {
+    await c.query('begin');
+    await c.query(`select set_config('app.location_id', $1, true)`, [locationId]);
+    await c.query(`select app.emit($1, $2, jsonb_build_object('n', i)) from generate_series(1, $3::int) i`, [locationId, type, count]);
+    await c.query('commit');
   } catch (e) {
     await c.query('rollback');
     throw e;

@@ -1,11 +1,12 @@
 /**
- * At-least-once, the sweeper's side (docs/webhooks.md): app.webhook_sweep re-queues an overdue
- * pending attempt nobody holds, and leaves alone an attempt a live worker is sending (its
- * transaction holds the delivery row lock), so that attempt is sent exactly once.
+ * At-least-once, the sweeper's side (docs/delivery-engine.md): app.webhook_sweep re-queues a
+ * pending attempt whose lease lapsed without a result (its worker died), and leaves alone an
+ * attempt a live worker is sending (its lease is current), so that attempt is sent exactly once.
+ * An attempt of a deleted endpoint whose worker died is discarded, as DELETE would have done.
  */
 import type { ServerResponse } from 'node:http';
 import { createLocation, mintKey, request, startTestApi, testLog, type TestApi } from '../support/harness.js';
-import { makeSweepTask } from '../../src/webhooks/deliver.js';
+import { makeSweepTask } from '../../src/worker/sweep.js';
 import { makePki, reply, startHttpsReceiver, type HttpsReceiver, type Responder, type TestPki } from '../support/https.js';
 import { deliveriesOf, emit, startTestWorker, waitFor } from './support.js';
 
@@ -27,18 +28,37 @@ afterAll(async () => {
   await t?.close();
 });
 
-/** deliver_webhook jobs of one delivery (graphile_worker's jobs view has no payload). */
-async function jobsOf(q: { query: TestApi['owner']['query'] }, deliveryId: string) {
-  const { rows } = await q.query(
-    `select j.key, j.locked_at is not null as locked
-       from graphile_worker._private_jobs j join graphile_worker._private_tasks k on k.id = j.task_id
-      where k.identifier = 'deliver_webhook' and j.payload ->> 'delivery_id' = $1 order by j.id`, [deliveryId]);
-  return rows as Array<{ key: string | null; locked: boolean }>;
+async function leaseOf(deliveryId: string) {
+  const { rows } = await t.owner.query(
+    `select lease_owner, lease_expires_at > now() as live from app.webhook_deliveries where id = $1`, [deliveryId]);
+  return rows[0] as { lease_owner: string | null; live: boolean | null } | undefined;
+}
+
+/** A pending attempt as a worker that died mid-send leaves it: leased, lease lapsed 5 minutes ago. */
+async function deadAttempt(locationId: string, eventId: string, endpointId: string | null, url: string): Promise<string> {
+  const c = await t.owner.connect();
+  try {
+    await c.query('begin');
+    await c.query(`select set_config('app.location_id', $1, true)`, [locationId]);
+    const { rows } = await c.query(
+      `insert into app.webhook_deliveries (location_id, event_id, endpoint_id, event, attempt, status, url, next_attempt_at,
+                                           attempted_at, lease_owner, lease_expires_at)
+       values ($1, $2, $3, 'lead.created', 1, 'pending', $4, now() - interval '6 minutes',
+               now() - interval '6 minutes', 'engine:dead-host:1:00000000', now() - interval '5 minutes') returning id`,
+      [locationId, eventId, endpointId, url]);
+    await c.query('commit');
+    return rows[0].id;
+  } catch (e) {
+    await c.query('rollback');
+    throw e;
+  } finally {
+    c.release();
+  }
 }
 
 const requestsFor = (deliveryId: string) => rx.received.filter((r) => r.headers['svc-delivery-id'] === deliveryId);
 
-test('the sweeper skips an attempt still in flight and re-queues an overdue one nobody holds', async () => {
+test('the sweeper skips an attempt still in flight and re-queues one whose worker died', async () => {
   const loc = await createLocation(t.owner);
   const { token } = await mintKey(t.owner, loc.id);
   const ep = await request(t.baseUrl, 'POST', `/api/v1/locations/${loc.id}/webhook-endpoints`, {
@@ -54,60 +74,35 @@ test('the sweeper skips an attempt still in flight and re-queues an overdue one 
   };
   rx.respond(hold, reply(200, 'ok'));
 
-  // A: in flight — the worker has claimed it (row locked, transaction open) and is waiting.
+  // A: in flight — the engine leased it and is waiting for the receiver.
   const eventA = await emit(t.owner, loc.id, 'call.ended', { id: 'call-a' });
   await waitFor(async () => held !== undefined, 'attempt A reached the receiver');
   const [a] = await deliveriesOf(t.owner, eventA);
   expect(a.status).toBe('pending');
+  expect(await leaseOf(a.id)).toEqual({ lease_owner: worker.worker.engine.id, live: true });
   expect(requestsFor(a.id)).toHaveLength(1);
 
-  // B: an attempt 5 minutes overdue whose job was lost (no job at all, no worker holds it).
+  // B: an attempt whose worker died mid-send (lease lapsed, no result).
   const eventB = await emit(t.owner, loc.id, 'lead.created', { id: 'lead-b' }); // not subscribed: no fan-out
   expect(await deliveriesOf(t.owner, eventB)).toEqual([]);
-  const c = await t.owner.connect();
-  let b: string;
-  try {
-    await c.query('begin');
-    await c.query(`select set_config('app.location_id', $1, true)`, [loc.id]);
-    const { rows } = await c.query(
-      `insert into app.webhook_deliveries (location_id, event_id, endpoint_id, event, attempt, status, url, next_attempt_at)
-       values ($1, $2, $3, 'lead.created', 1, 'pending', $4, now() - interval '5 minutes') returning id`,
-      [loc.id, eventB, endpointId, rx.url]);
-    b = rows[0].id;
-    await c.query('commit');
-  } catch (e) {
-    await c.query('rollback');
-    throw e;
-  } finally {
-    c.release();
-  }
-  expect(await jobsOf(t.owner, b)).toEqual([]);
+  const b = await deadAttempt(loc.id, eventB, endpointId, rx.url);
+  // No engine touches it while its (lapsed) lease stands.
+  expect(await leaseOf(b)).toEqual({ lease_owner: 'engine:dead-host:1:00000000', live: false });
 
-  // Sweep with no grace: both A and B are due and pending, but only B is free. Inspect the queue
-  // inside the sweep's transaction, before the worker can see (and run) what it added.
-  const s = await t.owner.connect();
-  try {
-    await s.query('begin');
-    const { rows: [{ n }] } = await s.query('select app.webhook_sweep(0) as n');
-    expect(n).toBe(1);
-    expect(await jobsOf(s, a.id)).toEqual([{ key: `delivery:${a.id}`, locked: true }]); // only the running job
-    expect(await jobsOf(s, b)).toEqual([{ key: `delivery:${b}`, locked: false }]);
-    await s.query('commit');
-  } catch (e) {
-    await s.query('rollback');
-    throw e;
-  } finally {
-    s.release();
-  }
+  // Sweep: A's lease is current, B's lapsed; only B is freed.
+  const { rows: [{ n }] } = await t.owner.query('select app.webhook_sweep(0) as n');
+  expect(n).toBe(1);
+  expect((await leaseOf(a.id))?.live).toBe(true);
 
-  // B is delivered by the worker; A is still in flight and was not sent again.
+  // B is delivered by the engine (same delivery id: the dead attempt produced no result); A is
+  // still in flight and was not sent again.
   await waitFor(async () => (await deliveriesOf(t.owner, eventB))[0]?.status === 'delivered', 'B delivered');
   expect(requestsFor(b)).toHaveLength(1);
   expect((await deliveriesOf(t.owner, eventA)).map((d) => d.status)).toEqual(['pending']);
   expect(requestsFor(a.id)).toHaveLength(1);
   // The cron task itself, run again now, still leaves A alone.
   await makeSweepTask({ cfg: t.cfg, log: testLog, pool: t.owner })({ grace_seconds: 0 }, {} as never);
-  expect(await jobsOf(t.owner, a.id)).toEqual([{ key: `delivery:${a.id}`, locked: true }]);
+  expect((await leaseOf(a.id))?.live).toBe(true);
 
   // Release A: it is recorded once, and no other request for it ever went out.
   held!.writeHead(200, { 'content-type': 'text/plain' });
@@ -117,8 +112,20 @@ test('the sweeper skips an attempt still in flight and re-queues an overdue one 
     return r[0]?.status === 'delivered' && r;
   }, 'A delivered');
   expect(rowsA.map((d) => [d.attempt, d.status, d.response_status])).toEqual([[1, 'delivered', 200]]);
-  await waitFor(async () => (await jobsOf(t.owner, a.id)).length === 0 && (await jobsOf(t.owner, b)).length === 0, 'queue drained');
+  expect(await leaseOf(a.id)).toEqual({ lease_owner: null, live: null });
   expect(requestsFor(a.id)).toHaveLength(1);
   expect(requestsFor(b)).toHaveLength(1);
   expect(rx.received).toHaveLength(2);
+});
+
+test('a dead attempt of an endpoint deleted meanwhile is discarded, not sent', async () => {
+  const loc = await createLocation(t.owner);
+  const eventC = await emit(t.owner, loc.id, 'lead.created', { id: 'lead-c' });
+  const c = await deadAttempt(loc.id, eventC, null, rx.url);
+  const before = rx.received.length;
+  const { rows: [{ n }] } = await t.owner.query('select app.webhook_sweep(0) as n');
+  expect(n).toBe(0);
+  expect(await deliveriesOf(t.owner, eventC)).toEqual([]);
+  expect((await t.owner.query('select 1 from app.webhook_deliveries where id = $1', [c])).rowCount).toBe(0);
+  expect(rx.received.length).toBe(before);
 });

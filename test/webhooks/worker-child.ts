@@ -1,23 +1,22 @@
 /**
- * A separate worker process for the crash test: the real task files' code, trusting the test CA
- * through NODE_EXTRA_CA_CERTS (as an operator would). Prints "ready" once polling.
+ * A separate worker process for the crash tests: the production worker (startWorker: delivery
+ * engine, notification lane, jobs lane) trusting the test CA through NODE_EXTRA_CA_CERTS (as an
+ * operator would), with the lease grace from TEST_LEASE_GRACE_MS so a lapsed lease does not take
+ * 30 s. No crontab: the test runs the sweeper itself. Prints "ready" once running.
  */
-import { run } from 'graphile-worker';
 import { loadConfig } from '../../src/config.js';
 import { createOwnerPool } from '../../src/db/pools.js';
 import { createLogger } from '../../src/log.js';
-import { makeDeliverTask } from '../../src/webhooks/deliver.js';
+import { startWorker } from '../../src/worker/index.js';
 
 const cfg = loadConfig();
 const log = createLogger('silent');
-const pool = createOwnerPool(cfg.DATABASE_URL!, 5, 'crash-child');
+const pool = createOwnerPool(cfg.DATABASE_URL!, 12, 'crash-child');
 pool.on('connect', (c) => c.on('error', () => undefined));
-await run({
-  pgPool: pool,
-  concurrency: 1,
-  noHandleSignals: true,
+await startWorker({ cfg, log, pool }, {
   pollInterval: 200,
-  parsedCronItems: [],
-  taskList: { deliver_webhook: makeDeliverTask({ cfg, log, pool }) },
+  cron: false,
+  leaseGraceMs: Number(process.env.TEST_LEASE_GRACE_MS ?? 30000),
+  engine: { pollIntervalMs: 200 },
 });
 process.stdout.write('ready\n');

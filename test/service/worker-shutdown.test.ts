@@ -1,0 +1,82 @@
+/**
+ * SIGTERM of a worker process (`npm run start:worker`) in the middle of work: it exits 0 within
+ * the shutdown budget, leaves no graphile-worker job locked (finished jobs are marked complete),
+ * and the sends it was waiting on are released for the next worker instead of being stranded.
+ */
+import type { ServerResponse } from 'node:http';
+import { createLocation, mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
+import { makePki, reply, startHttpsReceiver, type HttpsReceiver, type Responder, type TestPki } from '../support/https.js';
+import { startMain } from '../support/spawn.js';
+import { connectIntegration, emergencyCall, notificationsOf } from '../notify/support.js';
+import { deliveriesOf, emit, emitMany, waitFor } from '../webhooks/support.js';
+
+let t: TestApi;
+let pki: TestPki;
+let hooks: HttpsReceiver;
+let slack: HttpsReceiver;
+let sms: HttpsReceiver;
+const SMS = { SMS_ACCOUNT_SID: 'AC_term', SMS_AUTH_TOKEN: 'tok', SMS_FROM: '+15005550006' };
+
+beforeAll(async () => {
+  pki = makePki();
+  [hooks, slack, sms] = await Promise.all([
+    startHttpsReceiver(pki), startHttpsReceiver(pki, { path: '/services/T/B/Z' }), startHttpsReceiver(pki, { path: '/sms' }),
+  ]);
+  t = await startTestApi({ SMS_API_URL: sms.url, ...SMS });
+});
+afterAll(async () => {
+  await Promise.all([hooks?.close(), slack?.close(), sms?.close()]);
+  await t?.close();
+});
+
+test('SIGTERM mid-work: exit 0, no job row left locked, in-flight sends released', async () => {
+  // Held open by their receivers: one webhook attempt and one SMS.
+  const held: ServerResponse[] = [];
+  const hold: Responder = (_r, res) => {
+    held.push(res);
+  };
+  hooks.respond(hold);
+  sms.respond(hold);
+  // Plenty of quick work around them: 300 Slack notifications answered at once.
+  slack.respond(reply(200, 'ok'));
+
+  const loc = await createLocation(t.owner, { name: 'Graceful Gutters', owner_cell: '+12125550177' });
+  await t.owner.query(`update app.notification_settings set routes = routes || '{"call.emergency": ["sms"], "lead.created": ["chat"]}' where location_id = $1`, [loc.id]);
+  await connectIntegration(t.owner, loc.id, 'slack', slack.url, '#ops');
+  const { token } = await mintKey(t.owner, loc.id);
+  const ep = await request(t.baseUrl, 'POST', `/api/v1/locations/${loc.id}/webhook-endpoints`, { token, body: { url: hooks.url, events: ['call.ended'] } });
+  expect(ep.status).toBe(201);
+
+  const worker = await startMain({
+    DATABASE_URL: t.db.url, NODE_EXTRA_CA_CERTS: pki.caFile, WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+    WEBHOOK_TIMEOUT_MS: '60000', SMS_API_URL: sms.url, ...SMS,
+  }, ['worker']);
+  try {
+    const webhookEvent = await emit(t.owner, loc.id, 'call.ended', { id: 'call-term' });
+    const { eventId: smsEvent } = await emergencyCall(t.owner, loc.id);
+    await emitMany(t.owner, loc.id, 'lead.created', 300);
+    await waitFor(async () => held.length === 2 && slack.received.length >= 30, 'sends in flight and jobs completing', 30000);
+
+    worker.child.kill('SIGTERM');
+    expect(await worker.exited).toBe(0);
+    expect(worker.output()).toMatch(/"msg":"stopped"/);
+
+    // No job is left locked: completed ones are gone, the rest wait for the next worker.
+    const { rows: [jobs] } = await t.owner.query(
+      `select count(*) filter (where locked_at is not null)::int as locked, count(*)::int as total from graphile_worker._private_jobs`);
+    expect(jobs.locked).toBe(0);
+    // The held webhook attempt was released (due again, no lease), not recorded as a failure.
+    const [d] = await deliveriesOf(t.owner, webhookEvent);
+    expect(d.status).toBe('pending');
+    const { rows: [lease] } = await t.owner.query('select lease_owner, lease_expires_at from app.webhook_deliveries where id = $1', [d.id]);
+    expect(lease).toEqual({ lease_owner: null, lease_expires_at: null });
+    // The held SMS was released too: pending, no try logged, its job queued again and unlocked.
+    const smsRows = await notificationsOf(t.owner, smsEvent);
+    expect(smsRows.map((n) => [n.channel, n.status, n.log.length])).toEqual([['sms', 'pending', 0]]);
+    const { rows: smsJobs } = await t.owner.query(
+      `select locked_at, attempts from graphile_worker._private_jobs where key = $1`, [`notification:${smsRows[0].id}`]);
+    expect(smsJobs).toEqual([{ locked_at: null, attempts: 0 }]);
+  } finally {
+    if (worker.child.exitCode === null) worker.child.kill('SIGKILL');
+  }
+}, 90_000);
