@@ -40,9 +40,9 @@ function stop(): void {
 
 // Registered before anything starts, so a signal during start-up still shuts down cleanly, and
 // in-flight requests and jobs finish before svc.stop() stops the embedded cluster last (the
-// cluster adds its own stop-on-signal handlers only when a program has none).
+// cluster adds its own stop-on-signal handlers only when a program has none). Other listeners
+// stay: tsx's relays the signal to its parent, which otherwise SIGKILLs this process after 60 ms.
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-  process.removeAllListeners(signal);
   process.once(signal, () => {
     log.info({ signal }, 'signal received');
     stopRequested = true;

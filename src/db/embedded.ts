@@ -201,11 +201,19 @@ function runtimeCopy(bin: Binaries, dataDir: string, log: Logger): Binaries {
   try {
     fs.mkdirSync(base, { recursive: true, mode: 0o755 });
     fs.chmodSync(base, 0o755);
-    for (const old of fs.readdirSync(base)) fs.rmSync(path.join(base, old), { recursive: true, force: true });
+    for (const old of fs.readdirSync(base)) {
+      if (!old.startsWith(`${bin.version}.tmp-`)) fs.rmSync(path.join(base, old), { recursive: true, force: true });
+    }
     const tmp = `${target}.tmp-${process.pid}`;
     mirrorTree(bin.root, tmp);
     fs.writeFileSync(path.join(tmp, '.complete'), `${bin.version}\n`, { mode: 0o644 });
-    fs.renameSync(tmp, target);
+    try {
+      fs.renameSync(tmp, target);
+    } catch (err) {
+      // Another process starting at the same time placed them first.
+      fs.rmSync(tmp, { recursive: true, force: true });
+      if (!fs.existsSync(path.join(target, '.complete'))) throw err;
+    }
   } catch (err) {
     throw new EmbeddedPostgresError(
       `cannot place the PostgreSQL binaries in ${target}: ${errText(err)}`,
@@ -439,7 +447,7 @@ function initdb(bin: Binaries, pgDir: string, pwFile: string, who: RunAs | null,
     const onData = (d: Buffer) => tail.push(d.toString()).forEach((l) => log.trace({ pg: l }, 'initdb'));
     child.stdout!.on('data', onData);
     child.stderr!.on('data', onData);
-    child.once('error', (err) => reject(spawnFailure(bin.initdb, err, who)));
+    child.on('error', (err) => reject(spawnFailure(bin.initdb, err, who)));
     child.once('close', (code, signal) => {
       if (code === 0) resolve();
       else reject(explain(`initdb (exit ${code ?? signal})`, tail.text, pgDir, who));
@@ -485,7 +493,7 @@ async function startServer(bin: Binaries, pgDir: string, urlFor: (port: number) 
     let failure: EmbeddedPostgresError | null = null;
     let exitedEarly = false;
     const exited = new Promise<void>((resolve) => {
-      child.once('error', (err) => {
+      child.on('error', (err) => {
         failure ??= spawnFailure(bin.postgres, err, who);
         resolve();
       });
