@@ -7,6 +7,17 @@ const bool = z
 
 const port = z.coerce.number().int().min(0).max(65535);
 
+/** A URL with one of the given schemes and a host; `what` says why (named in the start-up error). */
+const urlWith = (schemes: string[], why: string) =>
+  z.string().refine((v) => {
+    try {
+      const u = new URL(v);
+      return schemes.includes(u.protocol) && u.hostname !== '';
+    } catch {
+      return false;
+    }
+  }, `must be a ${schemes.map((s) => `${s}//`).join(' or ')} URL with a host (${why})`);
+
 const delays = z
   .string()
   .regex(/^\s*\d+(\s*,\s*\d+)*\s*$/, 'comma-separated seconds')
@@ -29,9 +40,9 @@ const schema = z.object({
   WEBHOOK_CONCURRENCY: z.coerce.number().int().min(1).max(10000).default(32),
   WEBHOOK_ENDPOINT_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(2),
   NOTIFY_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(8),
-  SMTP_URL: z.string().min(1).optional(),
+  SMTP_URL: urlWith(['smtp:', 'smtps:'], 'nodemailer sends nothing to any other scheme').optional(),
   MAIL_FROM: z.string().min(1).optional(),
-  SMS_API_URL: z.string().url().optional(),
+  SMS_API_URL: urlWith(['https:'], 'outbound requests are https only, so every SMS would be refused').optional(),
   SMS_ACCOUNT_SID: z.string().min(1).optional(),
   SMS_AUTH_TOKEN: z.string().min(1).optional(),
   SMS_FROM: z.string().min(1).optional(),

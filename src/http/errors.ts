@@ -1,5 +1,6 @@
 import type { NextFunction, Request, Response } from 'express';
 import { ZodError } from 'zod';
+import type { Logger } from '../log.js';
 
 /** An error that leaves the API as `{ error: { code, message, details } }` with `status`. */
 export class ApiError extends Error {
@@ -119,14 +120,61 @@ export function fromZod(err: ZodError): ApiError {
 }
 
 export function sendError(res: Response, err: ApiError): void {
+  // A 503 is an expected state (database down, feature not configured): pino-http's line for it
+  // names the code instead of a made-up error with a stack trace.
+  const logged = res as unknown as { err?: unknown };
+  if (err.status === 503) logged.err ??= { code: err.code };
   for (const [k, v] of Object.entries(err.headers)) res.setHeader(k, v);
   res.status(err.status).json({ error: { code: err.code, message: err.message, details: err.details } });
+}
+
+/** What a database failure was, in a few words: SQLSTATE or errno code, else the first line of its message. */
+function unavailableCause(err: unknown): string {
+  const e = err as { code?: unknown; message?: unknown };
+  if (typeof e?.code === 'string' && e.code) return e.code;
+  return String(e?.message ?? err).split('\n')[0].slice(0, 120);
+}
+
+/**
+ * During a database outage every request fails the same way: each gets one short access-log line
+ * (written by pino-http, with the cause and no stack), and the outage itself one warning at most
+ * every `intervalMs`, counting the failures it did not repeat.
+ */
+export class OutageLog {
+  private lastAt = -Infinity;
+  private suppressed = 0;
+
+  constructor(
+    private readonly intervalMs = 15_000,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  failed(log: Logger | undefined, cause: string): void {
+    const t = this.now();
+    if (t - this.lastAt < this.intervalMs) {
+      this.suppressed += 1;
+      return;
+    }
+    log?.warn({ cause, suppressed: this.suppressed, interval_s: this.intervalMs / 1000 },
+      'database unavailable: requests answer 503 until it is back');
+    this.lastAt = t;
+    this.suppressed = 0;
+  }
 }
 
 /** The one error mapper: everything thrown in a handler ends here. */
 export function errorHandler(err: unknown, req: Request, res: Response, _next: NextFunction): void {
   const apiErr = toApiError(err);
-  if (apiErr.status >= 500) req.log?.error({ err }, 'request failed');
+  if (apiErr.status === 503 && apiErr.code === 'unavailable') {
+    const cause = unavailableCause(err);
+    // pino-http logs the response with `res.err`; a plain object (no `message`) is logged as it is,
+    // so the line carries the cause and no stack trace.
+    (res as unknown as { err?: unknown }).err = { code: apiErr.code, cause };
+    const outage: OutageLog = (req.app.locals.outageLog ??= new OutageLog());
+    outage.failed(req.log, cause);
+  } else if (apiErr.status >= 500) {
+    req.log?.error({ err }, 'request failed');
+  }
   if (res.headersSent) return;
   sendError(res, apiErr);
 }

@@ -2,10 +2,10 @@
  * OpenAPI 3.1 document built from the route registry: the same zod schemas that validate requests
  * (zod 4's native z.toJSONSchema, JSON Schema 2020-12 = the OpenAPI 3.1 dialect) — no hand copy.
  */
-import { apiReference } from '@scalar/express-api-reference';
 import { Router } from 'express';
 import { z, type ZodType } from 'zod';
 import { eventCatalog, eventJsonSchema } from '../webhooks/events.js';
+import { mountDocsPage } from './docs-page.js';
 import type { RouteSpec } from './route.js';
 import { GENERAL_RULES, RULES } from './rules.js';
 
@@ -184,6 +184,6 @@ export function openApiRouter(routes: RouteSpec[]): Router {
     doc ??= buildOpenApi(routes);
     res.json(doc);
   });
-  router.get('/docs', apiReference({ url: '/api/v1/openapi.json', pageTitle: 'Switchboard API' }));
+  mountDocsPage(router, '/api/v1');
   return router;
 }

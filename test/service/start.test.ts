@@ -2,15 +2,47 @@
  * The operator path: `npm start` on an empty DATA_DIR boots an embedded PostgreSQL, applies the
  * migrations and serves the API, the worker and the staff GraphQL (admin port only); SIGTERM
  * stops everything cleanly; a second start reuses the data. With DATABASE_URL no cluster starts.
+ * It starts from a private (0700) folder too, as root (the cluster then runs as the `postgres`
+ * user, which gets traverse rights only) and as a normal user.
  */
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { getAttributeSync } from '@napi-rs/xattr';
+import { projectRoot } from '../../src/db/migrate.js';
 import { createTestDatabase } from '../support/db.js';
-import { freePort, runCli, startMain } from '../support/spawn.js';
+import { childEnv, freePort, runCli } from '../support/spawn.js';
 
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sb-start-'));
 afterAll(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+
+/**
+ * `npm start` as an operator runs it from their own folder: cwd there, default DATA_DIR (./.data).
+ * Node runs the entry point with tsx's loader directly, so SIGTERM reaches the service itself (the
+ * tsx CLI relays signals and SIGKILLs its child when the relay is not acknowledged within 30 ms,
+ * which a loaded machine can miss).
+ */
+async function startIn(cwd: string, env: Record<string, string>, opts: { args?: string[]; who?: { uid: number; gid: number } } = {}) {
+  const args = opts.args ?? [];
+  const loader = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
+  const child = spawn(process.execPath, ['--import', loader, path.join(projectRoot, 'src/main.ts'), ...args], { cwd, env: childEnv({ ...env, HOME: cwd }), ...opts.who });
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (out += d));
+  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  const deadline = Date.now() + 90_000;
+  for (;;) {
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`service did not start:\n${out}`);
+    // Ready when the API answers /readyz (all, api) and the worker has started (all, worker).
+    const ready = args[0] === 'worker' || (await fetch(`http://127.0.0.1:${env.PORT}/readyz`).then((r) => r.status === 200, () => false));
+    if (ready && (args[0] === 'api' || /worker started/.test(out))) break;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  return { child, exited, output: () => out };
+}
 
 async function gql(port: number, query: string) {
   const res = await fetch(`http://127.0.0.1:${port}/graphql`, {
@@ -23,7 +55,7 @@ test('fresh start on the embedded cluster, CLI alongside, graceful stop, restart
   const [port, adminPort] = [await freePort(), await freePort()];
   const env = { DATA_DIR: dataDir, PORT: String(port), ADMIN_PORT: String(adminPort), HOST: '127.0.0.1' };
 
-  const first = await startMain(env);
+  const first = await startIn(projectRoot, env);
   expect(fs.existsSync(path.join(dataDir, 'pg', 'PG_VERSION'))).toBe(true);
   expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
   expect(first.output()).toMatch(/worker started/);
@@ -52,7 +84,7 @@ test('fresh start on the embedded cluster, CLI alongside, graceful stop, restart
   expect(first.output()).toMatch(/embedded postgres stopped/);
   expect(fs.existsSync(path.join(dataDir, 'pg', 'postmaster.pid'))).toBe(false);
 
-  const second = await startMain(env);
+  const second = await startIn(projectRoot, env);
   expect(second.output()).not.toMatch(/initialising embedded postgres/);
   const again = await gql(adminPort, '{ allLocations { nodes { slug } } }');
   expect(again.body.data.allLocations.nodes).toEqual([{ slug: 'acme' }]);
@@ -66,8 +98,8 @@ test('with DATABASE_URL, api and worker halves run separately and no embedded cl
   try {
     const port = await freePort();
     const env = { DATA_DIR: dir, DATABASE_URL: db.url, PORT: String(port), ADMIN_PORT: String(await freePort()), HOST: '127.0.0.1' };
-    const api = await startMain(env, ['api']);
-    const worker = await startMain({ ...env, PORT: '' }, ['worker']);
+    const api = await startIn(projectRoot, env, { args: ['api'] });
+    const worker = await startIn(projectRoot, { ...env, PORT: '' }, { args: ['worker'] });
     expect(fs.existsSync(path.join(dir, 'pg'))).toBe(false);
     expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);
     expect(api.output()).not.toMatch(/worker started/);
@@ -80,3 +112,62 @@ test('with DATABASE_URL, api and worker halves run separately and no embedded cl
     await db.drop();
   }
 }, 120_000);
+
+/** Named entries of a directory's POSIX access ACL (tag 2 = named user), or [] without one. */
+function namedAclUsers(dir: string): { uid: number; perm: number }[] {
+  const buf = getAttributeSync(dir, 'system.posix_acl_access');
+  const out: { uid: number; perm: number }[] = [];
+  for (let o = 4; buf && o < buf.length; o += 8) if (buf.readUInt16LE(o) === 2) out.push({ uid: buf.readUInt32LE(o + 4), perm: buf.readUInt16LE(o + 2) });
+  return out;
+}
+
+const isRoot = process.getuid?.() === 0;
+
+test('starts from a private (0700) folder with the default DATA_DIR, opening it to the postgres user only to traverse', async () => {
+  const home = fs.mkdtempSync(path.join(os.tmpdir(), 'sb-private-'));
+  try {
+    fs.chmodSync(home, 0o700);
+    const port = await freePort();
+    const svc = await startIn(home, { PORT: String(port), ADMIN_PORT: String(await freePort()), HOST: '127.0.0.1' });
+    expect(fs.existsSync(path.join(home, '.data', 'pg', 'PG_VERSION'))).toBe(true);
+    expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);
+
+    const mode = fs.statSync(home).mode;
+    expect(mode & 0o700).toBe(0o700);
+    expect(mode & 0o007).toBe(0); // others: still nothing
+    if (isRoot) {
+      // The cluster runs as `postgres`: it got traverse (x) on the private folder, nothing more, no one else.
+      const pgUid = Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }));
+      expect(namedAclUsers(home)).toEqual([{ uid: pgUid, perm: 1 }]);
+      expect(fs.statSync(path.join(home, '.data', 'pg')).uid).toBe(pgUid);
+      expect(fs.statSync(path.join(home, '.data', 'embedded.json')).mode & 0o077).toBe(0);
+    }
+    svc.child.kill('SIGTERM');
+    expect(await svc.exited).toBe(0);
+    expect(svc.output()).toMatch(/embedded postgres stopped/);
+  } finally {
+    fs.rmSync(home, { recursive: true, force: true });
+  }
+}, 180_000);
+
+// A normal user must be able to reach the project (node_modules) to run it at all.
+const nobodyCanRunProject = isRoot && spawnSync('/bin/sh', ['-c', 'cd -- "$1"', 'sh', projectRoot], { uid: 65534, gid: 65534 }).status === 0;
+if (isRoot && !nobodyCanRunProject) console.warn(`skipping the normal-user start: uid 65534 cannot reach ${projectRoot}`);
+
+(nobodyCanRunProject ? test : test.skip)('a normal user starts from their own private folder too (no system user, no ACL)', async () => {
+  const nobody = { uid: 65534, gid: 65534 };
+  const home = fs.mkdtempSync(path.join(os.tmpdir(), 'sb-user-'));
+  try {
+    fs.chownSync(home, nobody.uid, nobody.gid);
+    fs.chmodSync(home, 0o700);
+    const port = await freePort();
+    const svc = await startIn(home, { PORT: String(port), ADMIN_PORT: String(await freePort()), HOST: '127.0.0.1' }, { who: nobody });
+    expect(fs.statSync(path.join(home, '.data', 'pg')).uid).toBe(nobody.uid);
+    expect(namedAclUsers(home)).toEqual([]);
+    expect(fs.existsSync(path.join(home, '.data', 'pg-runtime'))).toBe(false);
+    svc.child.kill('SIGTERM');
+    expect(await svc.exited).toBe(0);
+  } finally {
+    fs.rmSync(home, { recursive: true, force: true });
+  }
+}, 180_000);

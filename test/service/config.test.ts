@@ -1,0 +1,32 @@
+/**
+ * Settings that would make every send fail stop start-up instead, with a message naming them:
+ * outbound HTTP is https only (so an http SMS_API_URL would be refused on every SMS), and
+ * nodemailer sends nothing to a URL that is not smtp:// or smtps://.
+ */
+import { loadConfig } from '../../src/config.js';
+
+const load = (env: Record<string, string>) => () => loadConfig({ LOG_LEVEL: 'silent', ...env });
+
+test.each([
+  ['SMS_API_URL', 'http://api.twilio.com/2010-04-01/Accounts/AC1/Messages.json'],
+  ['SMS_API_URL', 'ftp://sms.example.com/'],
+  ['SMS_API_URL', 'not a url'],
+  ['SMS_API_URL', 'https://'],
+  ['SMTP_URL', 'http://mail.example.com'],
+  ['SMTP_URL', 'mail.example.com:587'],
+  ['SMTP_URL', 'smtp://'],
+])('%s=%s is refused at start-up, naming the setting', (name, value) => {
+  expect(load({ [name]: value })).toThrow(new RegExp(`^Invalid configuration: ${name}: must be a`));
+});
+
+test.each([
+  ['SMS_API_URL', 'https://api.twilio.com/2010-04-01/Accounts/AC1/Messages.json'],
+  ['SMTP_URL', 'smtp://user:pass@mail.example.com:587'],
+  ['SMTP_URL', 'smtps://mail.example.com'],
+])('%s=%s is accepted', (name, value) => {
+  expect(load({ [name]: value })()[name as 'SMS_API_URL']).toBe(value);
+});
+
+test('the Twilio default for SMS_API_URL is https', () => {
+  expect(loadConfig({ SMS_ACCOUNT_SID: 'AC123' }).SMS_API_URL).toBe('https://api.twilio.com/2010-04-01/Accounts/AC123/Messages.json');
+});
