@@ -91,10 +91,12 @@ suite('pages in a real browser, offline', () => {
       return !LOOPBACK.has(hostname) && !LOOPBACK.has(host);
     });
 
-  test('the API reference renders every operation from the OpenAPI document', async () => {
-    const doc = (await (await fetch(`${api.baseUrl}/api/v1/openapi.json`)).json()) as { paths: Record<string, Record<string, { operationId: string; summary: string }>> };
-    const operations = Object.values(doc.paths).flatMap((p) => Object.values(p));
+  test('the API reference renders every operation and webhook event from the OpenAPI document', async () => {
+    type Operations = Record<string, Record<string, { operationId: string; summary: string }>>;
+    const doc = (await (await fetch(`${api.baseUrl}/api/v1/openapi.json`)).json()) as { paths: Operations; webhooks: Operations };
+    const operations = [...Object.values(doc.paths), ...Object.values(doc.webhooks)].flatMap((p) => Object.values(p));
     expect(operations.length).toBeGreaterThan(20);
+    expect(Object.keys(doc.webhooks)).toHaveLength(7);
 
     const { page, requested, problems } = await open(`${api.baseUrl}/api/v1/docs`);
     await page.waitForSelector('.opblock-summary-operation-id', { timeout: 30_000 });
