@@ -30,10 +30,13 @@ export const WebhookEndpoint = z.object({
   label: z.string().nullable(),
   url: z.string(),
   events: z.array(z.string()),
-  active: z.boolean(),
-  failure_count: z.number().int(),
+  active: z.boolean().describe('false: paused by you or disabled automatically (see disabled_at); pending attempts are held'),
+  failure_count: z.number().int().describe('Consecutive failed attempts; any 2xx resets it'),
+  failing_since: timestamp.nullable().describe('When the current run of consecutive failures began; null while failure_count is 0'),
   last_success_at: timestamp.nullable(),
   last_failure_at: timestamp.nullable(),
+  disabled_at: timestamp.nullable().describe('When it was disabled automatically (too many failures for too long, or a 410 Gone answer); null while enabled. PATCH active=true clears it'),
+  disabled_reason: z.string().nullable().describe('Why it was disabled; null while enabled'),
   created_at: timestamp,
   updated_at: timestamp,
 });
@@ -143,7 +146,7 @@ export const webhookRoutes: RouteSpec[] = [
   }),
   ...both({
     method: 'patch', tag: 'Webhooks', scope: 'webhooks:write',
-    summary: 'Update an endpoint; active=false pauses it (pending retries held), active=true resumes',
+    summary: 'Update an endpoint; active=false pauses it (pending retries held), active=true resumes or re-enables it (clears disabled_at, disabled_reason, failure_count)',
     body: EndpointPatch, response: WebhookEndpoint, rules: ['ipv6_literal', 'public_target'],
     handler: async ({ call, token, params, body, req }) => {
       await assertTarget(req, (body as z.infer<typeof EndpointPatch>).url);
