@@ -3666,7 +3666,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
-                            /** @description More missed events remain (at most 1000 per call): call again with the same since */
+                            /** @description More missed events remain (at most 10000 per call): call again with the same since */
                             has_more: boolean;
                             /** @description New first attempts queued */
                             queued: number;
@@ -4081,7 +4081,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
-                            /** @description More missed events remain (at most 1000 per call): call again with the same since */
+                            /** @description More missed events remain (at most 10000 per call): call again with the same since */
                             has_more: boolean;
                             /** @description New first attempts queued */
                             queued: number;
