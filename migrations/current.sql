@@ -579,14 +579,15 @@ revoke execute on function app_private.insights_lock(uuid), app_private.insights
   app_private.insights_rebuild(uuid) from public;
 
 -- ---------------------------------------------------------------------------------------------
--- The figures (DESIGN §10), from per-(day, hour) rows and per-service counts
+-- The figures (DESIGN §10), from per-day, per-hour and per-service counts
 create or replace function app_private.insights_assemble(
   days int, first_day date, today date, tz text,
-  hourly app_private.insights_bucket[], services app_private.insights_bucket[]) returns jsonb
+  daily app_private.insights_bucket[], hourly app_private.insights_bucket[], services app_private.insights_bucket[])
+  returns jsonb
   language sql stable
 as $$
-  with h as (
-    select * from unnest(hourly)
+  with per_day as (
+    select * from unnest(daily)
   ), tot as (
     select coalesce(sum(calls - spam), 0) as non_spam,
            coalesce(sum(calls - spam - dropped), 0) as answered,
@@ -595,14 +596,11 @@ as $$
            coalesce(sum(after_hours), 0) as after_hours,               -- spam included
            coalesce(sum(leads), 0) as leads,
            coalesce(sum(revenue), 0) as revenue
-      from h
-  ), per_day as (
-    select day, sum(calls - spam) as calls, sum(revenue) as revenue from h group by day
+      from per_day
   ), hours as (
-    select g.hour, coalesce(sum(h.calls - h.spam), 0) as n
+    select g.hour, coalesce(h.calls - h.spam, 0) as n
       from generate_series(0, 23) g(hour)
-      left join h on h.hour = g.hour
-     group by g.hour
+      left join unnest(hourly) h on h.hour = g.hour
   ), hour_shares as (
     -- Shares rounded to 4 decimals by largest remainder, so that they sum to exactly 1.
     select hour, floor(n * 10000.0 / nullif(t.non_spam, 0)) as base,
@@ -629,7 +627,8 @@ as $$
     'answer_rate_pct', case when t.non_spam = 0 then 0 else round(100.0 * t.answered / t.non_spam, 1) end,
     'after_hours_calls', t.after_hours,
     'per_day', (select jsonb_agg(jsonb_build_object(
-                  'date', s.day::date, 'calls', coalesce(p.calls, 0), 'revenue', trim_scale(coalesce(p.revenue, 0))) order by s.day)
+                  'date', s.day::date, 'calls', coalesce(p.calls - p.spam, 0), 'revenue', trim_scale(coalesce(p.revenue, 0)))
+                  order by s.day)
                   from generate_series(first_day, today, interval '1 day') s(day)
                   left join per_day p on p.day = s.day::date),
     'per_hour', (select jsonb_agg(jsonb_build_object('hour', hour, 'share', units / 10000.0) order by hour) from hour_final),
@@ -639,8 +638,8 @@ as $$
                    from svc))
     from tot t
 $$;
-comment on function app_private.insights_assemble(int, date, date, text, app_private.insights_bucket[], app_private.insights_bucket[]) is
-  E'The insights JSON (DESIGN §10 formulas) from per-(local day, hour) figures and per-service counts of a window.';
+comment on function app_private.insights_assemble(int, date, date, text, app_private.insights_bucket[], app_private.insights_bucket[], app_private.insights_bucket[]) is
+  E'The insights JSON (DESIGN §10 formulas) from a window''s figures per local day (hour null), its calls and spam per local hour (day null) and its calls per service.';
 
 create or replace function app.insights_json(location_id uuid, days int, as_of timestamptz) returns jsonb
   language plpgsql stable
@@ -650,21 +649,29 @@ declare
   tz text;
   today date;
   first_day date;
+  daily app_private.insights_bucket[];
+  hourly app_private.insights_bucket[];
 begin
   select l.timezone into tz from app.locations l where l.id = loc;
   today := (as_of at time zone tz)::date;
   first_day := today - (days - 1);
-  return app_private.insights_assemble(days, first_day, today, tz,
-    array(select row(r.day, r.hour, null, sum(r.calls), sum(r.spam), sum(r.dropped), sum(r.emergencies),
-                     sum(r.after_hours), sum(r.leads), sum(r.revenue))::app_private.insights_bucket
-            from (select h.day, h.hour, h.calls, h.spam, h.dropped, h.emergencies, h.after_hours, h.leads, h.revenue
-                    from app.insights_hourly h
-                   where h.location_id = loc and h.day between first_day and today
-                  union all
-                  select j.day, j.hour, j.calls, j.spam, j.dropped, j.emergencies, j.after_hours, j.leads, j.revenue
-                    from app.insights_journal j
-                   where j.location_id = loc and j.day between first_day and today) r
-           group by r.day, r.hour),
+  -- At most 24 rows a day, plus the few journal rows not yet folded in.
+  with r as (
+    select h.day, h.hour, h.calls, h.spam, h.dropped, h.emergencies, h.after_hours, h.leads, h.revenue
+      from app.insights_hourly h
+     where h.location_id = loc and h.day between first_day and today
+    union all
+    select j.day, j.hour, j.calls, j.spam, j.dropped, j.emergencies, j.after_hours, j.leads, j.revenue
+      from app.insights_journal j
+     where j.location_id = loc and j.day between first_day and today
+  )
+  select array(select row(r.day, null, null, sum(r.calls), sum(r.spam), sum(r.dropped), sum(r.emergencies),
+                          sum(r.after_hours), sum(r.leads), sum(r.revenue))::app_private.insights_bucket
+                 from r group by r.day),
+         array(select row(null, r.hour, null, sum(r.calls), sum(r.spam), 0, 0, 0, 0, 0)::app_private.insights_bucket
+                 from r group by r.hour)
+    into daily, hourly;
+  return app_private.insights_assemble(days, first_day, today, tz, daily, hourly,
     array(select row(null, null, r.service_type, sum(r.calls), 0, 0, 0, 0, 0, 0)::app_private.insights_bucket
             from (select s.service_type, s.calls
                     from app.insights_services s
@@ -687,29 +694,37 @@ declare
   tz text;
   today date;
   first_day date;
+  daily app_private.insights_bucket[];
+  hourly app_private.insights_bucket[];
 begin
   select l.timezone into tz from app.locations l where l.id = loc;
   today := (as_of at time zone tz)::date;
   first_day := today - (days - 1);
-  return app_private.insights_assemble(days, first_day, today, tz,
-    array(select row(x.day, x.hour, null, count(*),
-                     count(*) filter (where x.outcome = 'spam'),
-                     count(*) filter (where x.outcome = 'dropped'),
-                     count(*) filter (where x.is_emergency),
-                     count(*) filter (where x.after_hours),
-                     sum(x.leads),
-                     coalesce(sum(x.estimated_value) filter (where x.outcome = 'booked'), 0))::app_private.insights_bucket
-            from (select (c.started_at at time zone tz)::date as day,
-                         extract(hour from c.started_at at time zone tz)::smallint as hour,
-                         c.outcome, c.is_emergency, c.after_hours, c.estimated_value,
-                         (select count(*) from app.leads l where l.call_id = c.id) as leads
-                    from app.calls c
-                   where c.location_id = loc and c.direction = 'inbound'
-                     -- every zone is within a day of UTC: a coarse index range, then the exact local date
-                     and c.started_at >= (first_day - 1)::timestamp at time zone 'UTC'
-                     and c.started_at < (today + 2)::timestamp at time zone 'UTC') x
-           where x.day between first_day and today
-           group by x.day, x.hour),
+  with x as (
+    select (c.started_at at time zone tz)::date as day,
+           extract(hour from c.started_at at time zone tz)::smallint as hour,
+           c.outcome, c.is_emergency, c.after_hours, c.estimated_value,
+           (select count(*) from app.leads l where l.call_id = c.id) as leads
+      from app.calls c
+     where c.location_id = loc and c.direction = 'inbound'
+       -- every zone is within a day of UTC: a coarse index range, then the exact local date
+       and c.started_at >= (first_day - 1)::timestamp at time zone 'UTC'
+       and c.started_at < (today + 2)::timestamp at time zone 'UTC'
+  ), w as (
+    select * from x where x.day between first_day and today
+  )
+  select array(select row(w.day, null, null, count(*),
+                          count(*) filter (where w.outcome = 'spam'),
+                          count(*) filter (where w.outcome = 'dropped'),
+                          count(*) filter (where w.is_emergency),
+                          count(*) filter (where w.after_hours),
+                          sum(w.leads),
+                          coalesce(sum(w.estimated_value) filter (where w.outcome = 'booked'), 0))::app_private.insights_bucket
+                 from w group by w.day),
+         array(select row(null, w.hour, null, count(*), count(*) filter (where w.outcome = 'spam'), 0, 0, 0, 0, 0)::app_private.insights_bucket
+                 from w group by w.hour)
+    into daily, hourly;
+  return app_private.insights_assemble(days, first_day, today, tz, daily, hourly,
     array(select row(null, null, c.service_type, count(*), 0, 0, 0, 0, 0, 0)::app_private.insights_bucket
             from app.calls c
            where c.location_id = loc and c.direction = 'inbound' and c.outcome <> 'spam' and c.service_type is not null
