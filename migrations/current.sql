@@ -27,6 +27,16 @@ drop trigger if exists _300_insights_bulk on app.leads;
 drop trigger if exists _300_insights_timezone on app.locations;
 
 -- ---------------------------------------------------------------------------------------------
+-- What the direct computation needed and the rollup does not: a covering index maintained on
+-- every call write, a generated column, a lead index and the offset helpers.
+drop index if exists app.calls_location_inbound_started_idx;
+alter table app.calls drop column if exists started_minute;
+drop function if exists app.epoch_minute(timestamptz);
+drop function if exists app.offset_segments(timestamptz, timestamptz, text);
+drop function if exists app.utc_offset_minutes(timestamptz, text);
+drop index if exists app.leads_location_created_call_idx;
+
+-- ---------------------------------------------------------------------------------------------
 -- After-hours flag
 create or replace function app_private.after_hours(open_minutes int4multirange, local_time timestamp) returns boolean
   language sql immutable parallel safe
@@ -37,7 +47,27 @@ $$;
 comment on function app_private.after_hours(int4multirange, timestamp) is
   E'Whether a local wall-clock moment falls outside opening hours given as minutes of the week (app_private.open_minutes); minute resolution, close exclusive.';
 
-alter table app.calls add column if not exists after_hours boolean;
+-- Existing calls: the hours in force when they were finalised are not known; today's are the
+-- ones insights used for them until now. The column is filled by a table rewrite (ALTER COLUMN
+-- ... USING: one pass, each index rebuilt once; an UPDATE of every row took 8 times as long) with
+-- each location's hours looked up from a temporary table. A rewrite fires no trigger, so
+-- updated_at stays (nothing about the calls changed).
+do $$
+begin
+  if not exists (select 1 from pg_attribute where attrelid = 'app.calls'::regclass and attname = 'after_hours' and not attisdropped) then
+    create temp table insights_location_hours on commit drop as
+      select l.id, l.timezone, app_private.open_minutes(l.id) as open_minutes from app.locations l;
+    create unique index on insights_location_hours (id);
+    create function pg_temp.insights_after_hours(location_id uuid, started_at timestamptz) returns boolean
+      language sql stable
+      as 'select app_private.after_hours(h.open_minutes, $2 at time zone h.timezone) from pg_temp.insights_location_hours h where h.id = $1';
+    alter table app.calls add column after_hours boolean;
+    alter table app.calls alter column after_hours type boolean
+      using case when started_at is not null then pg_temp.insights_after_hours(location_id, started_at) end;
+    drop function pg_temp.insights_after_hours(uuid, timestamptz);
+  end if;
+end
+$$;
 comment on column app.calls.after_hours is
   E'Started outside business hours, judged by the hours and timezone in force when the call was finalised (until then, when its start was recorded); null without started_at. Set by trigger; insights count it.';
 
@@ -64,15 +94,6 @@ $$;
 comment on function app.tg_calls__after_hours() is
   E'Sets calls.after_hours from the business hours in force now: when the start is recorded or changes, and again when the call is finalised.';
 
--- Existing calls: the hours in force when they were finalised are not known; today's are the
--- ones insights used for them until now. updated_at is left alone (nothing about the call changed).
-alter table app.calls disable trigger _100_set_updated_at;
-update app.calls c
-   set after_hours = app_private.after_hours(l.open_minutes, c.started_at at time zone l.timezone)
-  from (select id, timezone, app_private.open_minutes(id) as open_minutes from app.locations) l
- where l.id = c.location_id and c.started_at is not null and c.after_hours is null;
-alter table app.calls enable trigger _100_set_updated_at;
-
 create trigger _200_after_hours before insert on app.calls
   for each row when (new.started_at is not null and new.after_hours is null)
   execute function app.tg_calls__after_hours();
@@ -80,16 +101,6 @@ create trigger _200_after_hours_update before update of started_at, finalized_at
   for each row when (new.started_at is distinct from old.started_at
                      or (old.finalized_at is null and new.finalized_at is not null))
   execute function app.tg_calls__after_hours();
-
--- ---------------------------------------------------------------------------------------------
--- What the direct computation needed and the rollup does not: a covering index maintained on
--- every call write, a generated column, a lead index and the offset helpers.
-drop index if exists app.calls_location_inbound_started_idx;
-alter table app.calls drop column if exists started_minute;
-drop function if exists app.epoch_minute(timestamptz);
-drop function if exists app.offset_segments(timestamptz, timestamptz, text);
-drop function if exists app.utc_offset_minutes(timestamptz, text);
-drop index if exists app.leads_location_created_call_idx;
 
 -- ---------------------------------------------------------------------------------------------
 -- The rollup
