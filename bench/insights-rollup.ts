@@ -110,6 +110,9 @@ try {
     const r = await big.query('select app.insights_direct($1, $2, now()) r', [locId, days]);
     direct[days] = { ms: performance.now() - d0, out: r.rows[0].r };
   }
+  t0 = performance.now();
+  await big.query('select app_private.insights_rebuild($1)', [locId]); // what a timezone change does
+  const rebuildMs = performance.now() - t0;
   const { rows: [sizes] } = await big.query(
     `select (select count(*) from app.insights_hourly) hourly, (select count(*) from app.insights_services) services,
             (select count(*) from app.calls) calls`);
@@ -131,7 +134,8 @@ try {
   const w = after[90].out;
   const inWindow = w.per_day.reduce((n: number, d: { calls: number }) => n + d.calls, 0) + w.spam_blocked;
   console.log(`inbound calls in the 90-day window: ${inWindow}; rollup rows: ${sizes.hourly} hourly, ${sizes.services} service-days`);
-  console.log(`migrations/current.sql on ${sizes.calls} calls (after-hours backfill + rollup build): ${secs(migrateMs)}`);
+  console.log(`migrations/current.sql on ${sizes.calls} calls (after-hours backfill + rollup build): ${secs(migrateMs)}; ` +
+    `rebuilding the location's rollup (as a timezone change does): ${secs(rebuildMs)}`);
   console.log(`seeding ${SEED_COMPARE} calls (demo_seed_calls): before ${secs(first200k)}, after ${secs(s2.calls)}; ` +
     `whole seed of ${N} before: prepare ${secs(s.prepare)}, calls ${secs(s.calls)}, finish ${secs(s.finish)}; ` +
     `${SEED_COMPARE} after: prepare ${secs(s2.prepare)}, finish ${secs(s2.finish)}`);
