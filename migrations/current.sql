@@ -211,20 +211,32 @@ comment on type app_private.insights_bucket is
 
 -- ---------------------------------------------------------------------------------------------
 -- What one call adds
+create or replace function app_private.insights_call_delta(
+  location_id uuid, started_at timestamptz, outcome text, service_type text, is_emergency boolean,
+  after_hours boolean, estimated_value numeric, tz text, leads int, sign int)
+  returns app_private.insights_delta
+  language sql immutable parallel safe
+as $$
+  select row(location_id, (started_at at time zone tz)::date, extract(hour from started_at at time zone tz)::smallint,
+             case when outcome <> 'spam' then service_type end,
+             case when outcome <> 'spam' and service_type is not null then sign else 0 end,
+             sign, sign * (outcome = 'spam')::int, sign * (outcome = 'dropped')::int,
+             sign * is_emergency::int, sign * coalesce(after_hours, false)::int, sign * leads,
+             sign * case when outcome = 'booked' then coalesce(estimated_value, 0) else 0 end
+         )::app_private.insights_delta
+$$;
+comment on function app_private.insights_call_delta(uuid, timestamptz, text, text, boolean, boolean, numeric, text, int, int) is
+  E'The rollup contribution of one inbound call (given by the columns that count) with its number of leads, times sign (+1 add, -1 remove), bucketed by its local start in zone tz. Scalar arguments: a trigger passes OLD/NEW fields without building the whole row.';
+
 create or replace function app_private.insights_call_delta(c app.calls, tz text, leads int, sign int)
   returns app_private.insights_delta
   language sql immutable parallel safe
 as $$
-  select row(c.location_id, (c.started_at at time zone tz)::date, extract(hour from c.started_at at time zone tz)::smallint,
-             case when c.outcome <> 'spam' then c.service_type end,
-             case when c.outcome <> 'spam' and c.service_type is not null then sign else 0 end,
-             sign, sign * (c.outcome = 'spam')::int, sign * (c.outcome = 'dropped')::int,
-             sign * c.is_emergency::int, sign * coalesce(c.after_hours, false)::int, sign * leads,
-             sign * case when c.outcome = 'booked' then coalesce(c.estimated_value, 0) else 0 end
-         )::app_private.insights_delta
+  select app_private.insights_call_delta(c.location_id, c.started_at, c.outcome, c.service_type, c.is_emergency,
+                                         c.after_hours, c.estimated_value, tz, leads, sign)
 $$;
 comment on function app_private.insights_call_delta(app.calls, text, int, int) is
-  E'The rollup contribution of one inbound call with its number of leads, times sign (+1 add, -1 remove), bucketed by its local start in zone tz.';
+  E'app_private.insights_call_delta for a whole call row (set-based paths).';
 
 /*
  * Buckets depend on the location's timezone. Whoever buckets a change for a location first takes
@@ -348,14 +360,16 @@ begin
   if was then
     ignored := app_private.insights_lock(old.location_id);
     select l.timezone into tz from app.locations l where l.id = old.location_id;
-    o := app_private.insights_call_delta(old, tz, n_leads, -1);
+    o := app_private.insights_call_delta(old.location_id, old.started_at, old.outcome, old.service_type, old.is_emergency,
+                                         old.after_hours, old.estimated_value, tz, n_leads, -1);
   end if;
   if is_now then
     if not was or new.location_id <> old.location_id then
       ignored := app_private.insights_lock(new.location_id);
       select l.timezone into tz from app.locations l where l.id = new.location_id;
     end if;
-    n := app_private.insights_call_delta(new, tz, n_leads, 1);
+    n := app_private.insights_call_delta(new.location_id, new.started_at, new.outcome, new.service_type, new.is_emergency,
+                                         new.after_hours, new.estimated_value, tz, n_leads, 1);
   end if;
   if was and is_now and o.location_id = n.location_id and o.day = n.day and o.hour = n.hour then
     -- Same bucket (a settled outcome, a corrected value...): one journal row with the difference;
@@ -572,6 +586,7 @@ create trigger _300_insights_timezone after update of timezone on app.locations
 -- The rollup is written only by switchboard_system (definer functions above); the helpers are
 -- not for callers.
 alter function app_private.insights_call_delta(app.calls, text, int, int) owner to switchboard_system;
+alter function app_private.insights_call_delta(uuid, timestamptz, text, text, boolean, boolean, numeric, text, int, int) owner to switchboard_system;
 alter function app_private.insights_lock(uuid) owner to switchboard_system;
 alter function app_private.insights_apply(app_private.insights_delta[]) owner to switchboard_system;
 alter function app_private.insights_compact(uuid) owner to switchboard_system;
