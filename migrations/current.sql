@@ -556,13 +556,22 @@ begin
   delete from app.insights_services r where r.location_id = loc;
   perform app_private.insights_apply(array(
     select row(d.location_id, d.day, d.hour, d.service_type, sum(d.service_calls), sum(d.calls), sum(d.spam),
-               sum(d.dropped), sum(d.emergencies), sum(d.after_hours), sum(d.leads), sum(d.revenue))::app_private.insights_delta
+               sum(d.dropped), sum(d.emergencies), sum(d.after_hours), 0, sum(d.revenue))::app_private.insights_delta
       from app.calls c
       join app.locations l on l.id = c.location_id
-     cross join lateral app_private.insights_call_delta(
-             c, l.timezone, (select count(*) from app.leads x where x.call_id = c.id)::int, 1) d
+     cross join lateral app_private.insights_call_delta(c, l.timezone, 0, 1) d
      where c.location_id = loc and c.direction = 'inbound' and c.started_at is not null
-     group by d.location_id, d.day, d.hour, d.service_type));
+     group by d.location_id, d.day, d.hour, d.service_type
+    union all
+    select row(c.location_id, (c.started_at at time zone l.timezone)::date,
+               extract(hour from c.started_at at time zone l.timezone)::smallint,
+               null, 0, 0, 0, 0, 0, 0, count(*), 0)::app_private.insights_delta
+      from app.leads x
+      join app.calls c on c.id = x.call_id
+      join app.locations l on l.id = c.location_id
+     where c.location_id = loc and c.direction = 'inbound' and c.started_at is not null
+     group by c.location_id, (c.started_at at time zone l.timezone)::date,
+              extract(hour from c.started_at at time zone l.timezone)));
 end
 $$;
 comment on function app_private.insights_rebuild(uuid) is
