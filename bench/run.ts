@@ -21,7 +21,9 @@
  * BENCH_CONNECTIONS (50), BENCH_BIG_CALLS (1000000), BENCH_MID_CALLS (50000), BENCH_SENDERS (20),
  * BENCH_INGEST_SECONDS (15), BENCH_DRAIN_SECONDS (90: wait for the fan-out backlog, RSS sampled),
  * BENCH_ONLY (comma list of sections: lists, insights, ingest), BENCH_DATA_DIR (keep and reuse
- * the seeded cluster there instead of a throwaway one), BENCH_JSON (also write the rows there).
+ * the seeded cluster there instead of a throwaway one), BENCH_JSON (also write the rows there),
+ * BENCH_NODE_OPTIONS (NODE_OPTIONS for the service, to try V8 flags), BENCH_START_SCRIPT (npm
+ * script that starts the service, default start; start:api leaves the worker out).
  * Progress goes to stderr; the table to stdout.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -106,6 +108,34 @@ function treeRss(root: number): { total: number; parts: { pid: number; cmd: stri
     todo.push(...childrenOf(pid));
   }
   return { total: parts.reduce((s, p) => s + p.mb, 0), parts };
+}
+
+/** CPU time (user + system, ms) of a process tree. */
+function treeCpuMs(root: number): number {
+  let ms = 0;
+  const todo = [root];
+  while (todo.length) {
+    const pid = todo.pop()!;
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      ms += ((Number(f[11]) + Number(f[12])) * 1000) / CLOCK_TICKS;
+    } catch {
+      continue;
+    }
+    todo.push(...childrenOf(pid));
+  }
+  return ms;
+}
+const CLOCK_TICKS = 100;
+
+/** The postmaster of the cluster in `pgDir` (its backends are its children). */
+function postmasterPid(pgDir: string): number | null {
+  try {
+    return Number(fs.readFileSync(path.join(pgDir, 'postmaster.pid'), 'utf8').split('\n')[0]) || null;
+  } catch {
+    return null;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -312,6 +342,13 @@ try {
   const big = ONLY.has('insights') ? await location('big', {}) : null;
   const ingest = await location('ingest', { service_phone: SERVICE_PHONE, owner_cell: '+13125550111' });
   if (ingest.fresh) await owner.query(`select admin.member_invite('ingest', 'owner@bench.example', 'owner', 'Bench Owner')`);
+  else {
+    // A kept cluster (BENCH_DATA_DIR): the last run's endpoints and integration point at receivers
+    // that are gone, and its backlog would be worked off during this run.
+    await owner.query('delete from app.webhook_endpoints where location_id = $1', [ingest.id]);
+    await owner.query('delete from app.integrations where location_id = $1', [ingest.id]);
+    await owner.query('delete from graphile_worker._private_jobs');
+  }
   progress(`seeding (mid: ${MID_CALLS.toLocaleString('en')} calls / 30 days${big ? `, big: ${BIG_CALLS.toLocaleString('en')} calls / 90 days` : ''})`);
   await seed('mid', MID_CALLS, 30);
   if (big) await seed('big', BIG_CALLS, 90);
@@ -330,7 +367,7 @@ try {
   const logFile = path.join(dataDir, `service-${Date.now()}.log`);
   const logFd = fs.openSync(logFile, 'w');
   progress(`starting the service (npm start; log in ${logFile})`);
-  service = spawn('npm', ['start', '--silent'], {
+  service = spawn('npm', ['run', '--silent', env.BENCH_START_SCRIPT ?? 'start'], {
     cwd: projectRoot,
     detached: true,
     stdio: ['ignore', logFd, logFd],
@@ -342,6 +379,7 @@ try {
       SMTP_URL: smtp.url, MAIL_FROM: 'bench@switchboard.example',
       SMS_API_URL: `${https.url}/sms`, SMS_ACCOUNT_SID: 'ACbench', SMS_AUTH_TOKEN: 'bench', SMS_FROM: '+13125550199',
       LOG_LEVEL: env.BENCH_LOG_LEVEL ?? 'info',
+      ...(env.BENCH_NODE_OPTIONS ? { NODE_OPTIONS: env.BENCH_NODE_OPTIONS } : {}),
     },
   });
   fs.closeSync(logFd);
@@ -410,11 +448,8 @@ try {
       await probe(`${base}/api/v1/locations/ingest/webhook-endpoints`, { method: 'POST', headers: h,
         body: JSON.stringify({ label, url: `${https.url}/hook/${label}`, events: ['call.ended', 'call.emergency', 'lead.created', 'lead.updated', 'booking.created', 'booking.updated', 'spam.blocked'] }) });
     }
-    const hasSlack = (await owner.query(`select 1 from app.integrations where location_id = $1 and provider = 'slack' and status = 'connected'`, [ingest.id])).rowCount;
-    if (!hasSlack) {
-      await probe(`${base}/api/v1/locations/ingest/integrations`, { method: 'POST', headers: h,
-        body: JSON.stringify({ provider: 'slack', webhook_url: `${https.url}/slack`, label: 'bench' }) });
-    }
+    await probe(`${base}/api/v1/locations/ingest/integrations`, { method: 'POST', headers: h,
+      body: JSON.stringify({ provider: 'slack', webhook_url: `${https.url}/slack`, label: 'bench' }) });
 
     // One new call per request; a mix like real traffic: leads, bookings, emergencies, other.
     const runId = randomUUID().slice(0, 8);
@@ -478,13 +513,23 @@ try {
       }
     })();
     progress(`ingestion: signed call_analyzed, ${SENDERS} senders, ${INGEST_SECONDS} s`);
+    const pm = postmasterPid(path.join(dataDir, 'pg'));
+    const cpu0 = { node: treeCpuMs(service.pid!), pg: pm ? treeCpuMs(pm) : 0, self: process.cpuUsage() };
     const ing = await cannon(postOpts(`${base}/api/voice/post-call`, INGEST_SECONDS));
     const after = await finalised();
+    const selfCpu = process.cpuUsage(cpu0.self);
+    const cpuPer = {
+      node: (treeCpuMs(service.pid!) - cpu0.node) / Math.max(1, after - before),
+      pg: pm ? (treeCpuMs(pm) - cpu0.pg) / Math.max(1, after - before) : 0,
+      bench: (selfCpu.user + selfCpu.system) / 1000 / Math.max(1, after - before),
+    };
     const perSecond = (after - before) / INGEST_SECONDS;
     const underLoadPeak = peak.total;
     rows.push({ name: `post-call ingestion, full fan-out (${SENDERS} senders) finalised calls/s`, value: perSecond, unit: 'calls/s',
       baseline: bIns.rps, ratio: perSecond / bIns.rps, target: '≥ 400/s',
       note: `p99 ${ing.p99} ms; ${ing.bad} failed; baseline: bare express + one INSERT per body` });
+    rows.push({ name: 'CPU per finalised call during the load', value: cpuPer.node + cpuPer.pg, unit: 'ms',
+      note: `service node (API + worker) ${cpuPer.node.toFixed(2)} ms + postgres ${cpuPer.pg.toFixed(2)} ms; senders and receivers (this process) ${cpuPer.bench.toFixed(2)} ms` });
 
     // The backlog the load left (webhook attempts, notifications), drained by the worker.
     const backlog = async () => Number((await owner.query('select count(*) n from graphile_worker.jobs')).rows[0].n);

@@ -415,3 +415,248 @@ comment on function api.api_keys_list(text, text, jsonb) is
   E'GET /locations/{id}/api-keys: listing records only. Returns the page (data) and the next cursor.';
 grant execute on function api.api_keys_list(text, text, jsonb) to switchboard_api;
 
+-- =============================================================================================
+-- Performance (issue 12): ingestion. Fewer writes per finalised call, same results.
+--  * A call the service has not seen yet is inserted with its platform facts in one INSERT
+--    (was: an empty row, then an UPDATE with the facts): one row version and one set of index
+--    entries fewer. A concurrent delivery of the same call still meets ON CONFLICT and carries on
+--    as an update of the row the other one inserted.
+--  * The finalize_call job is removed only when one can exist, i.e. when the call was at
+--    platform_status 'ended' before this webhook (the job is queued by call_ended without
+--    analysis and nothing else): graphile_worker.remove_job is a SQL function planned afresh on
+--    every call, a fixed cost per finalisation for a job that almost never exists.
+--  * call.emergency's emergency_fired_at is set by the finalising UPDATE itself (was a second
+--    UPDATE of the row).
+-- =============================================================================================
+
+create or replace function app.voice_finalize(c app.calls, analysis jsonb) returns app.calls
+  language plpgsql volatile
+as $$
+declare
+  cad jsonb := coalesce(analysis -> 'custom_analysis_data', '{}');
+  v_outcome text := cad ->> 'outcome';
+  urgency int := least(greatest(coalesce((cad ->> 'urgency_level')::int, 0), 0), 5);
+  voicemail boolean := coalesce(c.in_voicemail, false) or c.disconnection_reason = 'voicemail_reached';
+  captured boolean := cad ?| array['caller_name', 'caller_address', 'caller_email', 'service_type',
+                                   'issue_summary', 'appointment_date'];
+  alert boolean;
+  emergency boolean;
+  fire boolean;
+  v_customer_id uuid;
+  inserted boolean;
+  known_name text;
+  l app.leads;
+begin
+  if v_outcome is null or v_outcome not in ('booked', 'transferred', 'lead', 'spam', 'dropped', 'other') then
+    v_outcome := case
+      when c.disconnection_reason in ('call_transfer', 'transfer_bridged') then 'transferred'
+      when c.disconnection_reason in ('marked_as_spam', 'scam_detected') then 'spam'
+      when voicemail then 'lead'
+      when c.disconnection_reason = 'user_hangup' and c.duration_sec < 10 and not captured then 'dropped'
+      else 'other' end;
+  end if;
+  -- alert: the call.emergency event; emergency: the stored flag (the alert, or the analysis flag).
+  alert := urgency = 5 or v_outcome = 'transferred';
+  emergency := alert or coalesce((cad ->> 'is_emergency')::boolean, false);
+  -- call.emergency fires once per call (a warm transfer may have fired it already).
+  fire := alert and c.emergency_fired_at is null;
+
+  if c.caller_phone is not null and v_outcome <> 'spam' then
+    insert into app.customers as t (location_id, phone, name, email, address, first_call_at, last_call_at, call_count)
+    values (c.location_id, c.caller_phone, left(cad ->> 'caller_name', 200), cad ->> 'caller_email',
+            left(cad ->> 'caller_address', 500), coalesce(c.started_at, now()), coalesce(c.started_at, now()), 1)
+    on conflict (location_id, phone) do update
+       set name = coalesce(excluded.name, t.name),
+           email = coalesce(excluded.email, t.email),
+           address = coalesce(excluded.address, t.address),
+           first_call_at = least(t.first_call_at, excluded.first_call_at),
+           last_call_at = greatest(t.last_call_at, excluded.last_call_at),
+           call_count = t.call_count + 1
+    returning t.id, (t.xmax = 0), t.name into v_customer_id, inserted, known_name;
+  end if;
+
+  update app.calls set
+    outcome = v_outcome,
+    urgency_level = urgency,
+    is_emergency = emergency or calls.emergency_fired_at is not null,
+    emergency_fired_at = case when fire then now() else calls.emergency_fired_at end,
+    customer_id = v_customer_id,
+    is_returning_customer = coalesce(not inserted, false),
+    caller_name = coalesce(left(cad ->> 'caller_name', 200), known_name),
+    caller_address = left(cad ->> 'caller_address', 500),
+    caller_email = cad ->> 'caller_email',
+    service_type = left(cad ->> 'service_type', 200),
+    issue_summary = left(cad ->> 'issue_summary', 10000),
+    detected_intent = left(cad ->> 'detected_intent', 200),
+    estimated_value = (cad ->> 'estimated_value')::numeric,
+    appointment_date = (cad ->> 'appointment_date')::date,
+    appointment_time = case when cad ->> 'appointment_time' ~ '^([01][0-9]|2[0-3]):[0-5][0-9]$' then cad ->> 'appointment_time' end,
+    finalized_at = now()
+  where id = c.id
+  returning * into c;
+
+  if v_outcome in ('lead', 'booked', 'transferred') or (voicemail and v_outcome <> 'spam') then
+    insert into app.leads (location_id, call_id, customer_id, name, phone, email, address, service_type,
+                           urgency_level, estimated_value, status, notes)
+    values (c.location_id, c.id, c.customer_id, c.caller_name, c.caller_phone,
+            case when c.caller_email ~ '^[^@\s]+@[^@\s]+\.[^@\s]+$' and length(c.caller_email) <= 320 then c.caller_email end,
+            c.caller_address, c.service_type, c.urgency_level, c.estimated_value,
+            case when v_outcome = 'booked' then 'booked' else 'new' end, c.issue_summary)
+    returning * into l;
+  end if;
+
+  if v_outcome = 'booked' and c.appointment_date is not null then
+    insert into app.bookings (location_id, call_id, lead_id, customer_id, status, scheduled_date,
+                              scheduled_time, service_type, address, notes)
+    values (c.location_id, c.id, l.id, c.customer_id, 'scheduled', c.appointment_date,
+            c.appointment_time, c.service_type, c.caller_address, c.issue_summary);
+  end if;
+
+  if fire then
+    perform app.emit(c.location_id, 'call.emergency', app.call_summary_json(c) || jsonb_build_object(
+      'reason', case when v_outcome = 'transferred' and urgency < 5 then 'warm_transfer' else 'urgency' end,
+      'lead_id', l.id));
+  end if;
+
+  perform app.emit(c.location_id, 'call.ended', app.call_summary_json(c));
+  return c;
+end
+$$;
+comment on function app.voice_finalize(app.calls, jsonb) is
+  E'Settles a call once (outcome from custom_analysis_data, else from disconnection_reason), upserts the customer, creates lead/booking, fires call.emergency (once, only for urgency 5 or a transfer; the analysis is_emergency flag only marks the row) and call.ended. Caller holds the row lock (and removes a queued finalize_call job, see app.voice_post_call).';
+
+create or replace function app.voice_post_call(payload jsonb) returns jsonb
+  language plpgsql volatile security definer
+  set search_path to pg_catalog, public, pg_temp
+as $$
+declare
+  ev text := payload ->> 'event';
+  pc jsonb := payload -> 'call';
+  meta jsonb := case when jsonb_typeof(pc -> 'metadata') = 'object' then pc -> 'metadata' end;
+  analysis jsonb := case when jsonb_typeof(pc -> 'call_analysis') = 'object' and pc -> 'call_analysis' <> '{}' then pc -> 'call_analysis' end;
+  dir text := coalesce(pc ->> 'direction', 'inbound');
+  caller app.e164 := app.voice_e164(case when dir = 'outbound' then pc ->> 'to_number' else pc ->> 'from_number' end);
+  ours text := case when dir = 'outbound' then pc ->> 'from_number' else pc ->> 'to_number' end;
+  uuid_re constant text := '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
+  phone_loc uuid;
+  loc uuid;
+  row_id uuid;
+  c app.calls;
+  nc app.calls;
+  prev_status text;
+  new_status text := case ev when 'call_ended' then 'ended' when 'call_analyzed' then 'analyzed' else 'started' end;
+begin
+  if ev not in ('call_started', 'call_ended', 'call_analyzed', 'transfer_started') then
+    return jsonb_build_object('status', 'ignored');
+  end if;
+
+  if ours is not null then
+    select id into phone_loc from app.locations where service_phone = ours;
+  end if;
+  if meta ->> 'call_row_id' ~ uuid_re then
+    select id, location_id into row_id, loc from app.calls where id = (meta ->> 'call_row_id')::uuid;
+    if phone_loc is not null and loc is distinct from phone_loc then
+      row_id := null;
+    end if;
+  end if;
+  loc := coalesce(phone_loc, loc);
+  if loc is null and meta ->> 'location_id' ~ uuid_re then
+    select id into loc from app.locations where id = (meta ->> 'location_id')::uuid;
+  end if;
+  if loc is null then
+    perform app.raise('SB404', 'No location matches this call', jsonb_build_object('call_id', pc ->> 'call_id'));
+  end if;
+  perform set_config('app.location_id', loc::text, true);
+
+  loop
+    if row_id is not null then
+      select * into c from app.calls where id = row_id for update;
+    else
+      select * into c from app.calls where location_id = loc and platform_call_id = pc ->> 'call_id' for update;
+    end if;
+    prev_status := c.platform_status;
+
+    -- Platform facts: newer values win, absent ones keep what we have. Nothing is written when a
+    -- replay brings nothing new, so replays change nothing (not even updated_at). For a call not
+    -- seen before, c is all nulls and nc is the new row.
+    nc := c;
+    if nc.platform_call_id like 'rejected:%' then nc.platform_call_id := pc ->> 'call_id'; end if;
+    nc.direction := dir;
+    nc.caller_phone := coalesce(caller, c.caller_phone);
+    nc.to_phone := coalesce(pc ->> 'to_number', c.to_phone);
+    nc.agent_id := coalesce(pc ->> 'agent_id', c.agent_id);
+    nc.started_at := coalesce(app.voice_ms(pc -> 'start_timestamp'), c.started_at);
+    nc.ended_at := coalesce(app.voice_ms(pc -> 'end_timestamp'), c.ended_at);
+    nc.duration_sec := coalesce(
+      case when nc.started_at is not null and nc.ended_at is not null
+           then greatest(round(extract(epoch from nc.ended_at - nc.started_at)), 0)::int end,
+      case when jsonb_typeof(pc -> 'duration_ms') = 'number' then round((pc ->> 'duration_ms')::numeric / 1000)::int end,
+      c.duration_sec);
+    nc.disconnection_reason := coalesce(pc ->> 'disconnection_reason', c.disconnection_reason);
+    nc.transcript := coalesce(pc ->> 'transcript', c.transcript);
+    nc.transcript_turns := coalesce(case when jsonb_typeof(pc -> 'transcript_object') = 'array' then pc -> 'transcript_object' end, c.transcript_turns);
+    nc.recording_url := coalesce(pc ->> 'recording_url', c.recording_url);
+    nc.public_log_url := coalesce(pc ->> 'public_log_url', c.public_log_url);
+    nc.metadata := coalesce(meta, c.metadata);
+    nc.call_summary := coalesce(analysis ->> 'call_summary', c.call_summary);
+    nc.user_sentiment := coalesce(analysis ->> 'user_sentiment', c.user_sentiment);
+    nc.in_voicemail := coalesce((analysis ->> 'in_voicemail')::boolean, c.in_voicemail);
+    if app.voice_status_rank(new_status) > app.voice_status_rank(c.platform_status) then
+      nc.platform_status := new_status;
+    end if;
+
+    if c.id is not null then
+      if nc is distinct from c then
+        update app.calls t set
+          platform_call_id = nc.platform_call_id, direction = nc.direction, caller_phone = nc.caller_phone,
+          to_phone = nc.to_phone, agent_id = nc.agent_id, started_at = nc.started_at, ended_at = nc.ended_at,
+          duration_sec = nc.duration_sec, disconnection_reason = nc.disconnection_reason,
+          transcript = nc.transcript, transcript_turns = nc.transcript_turns, recording_url = nc.recording_url,
+          public_log_url = nc.public_log_url, metadata = nc.metadata, call_summary = nc.call_summary,
+          user_sentiment = nc.user_sentiment, in_voicemail = nc.in_voicemail, platform_status = nc.platform_status
+        where t.id = c.id
+        returning * into c;
+      end if;
+      exit;
+    end if;
+
+    insert into app.calls (location_id, platform_call_id, direction, caller_phone, to_phone, agent_id,
+                           started_at, ended_at, duration_sec, disconnection_reason, transcript,
+                           transcript_turns, recording_url, public_log_url, metadata, call_summary,
+                           user_sentiment, in_voicemail, platform_status)
+    values (loc, pc ->> 'call_id', nc.direction, nc.caller_phone, nc.to_phone, nc.agent_id,
+            nc.started_at, nc.ended_at, nc.duration_sec, nc.disconnection_reason, nc.transcript,
+            nc.transcript_turns, nc.recording_url, nc.public_log_url, coalesce(nc.metadata, '{}'), nc.call_summary,
+            nc.user_sentiment, nc.in_voicemail, nc.platform_status)
+    on conflict (location_id, platform_call_id) do nothing
+    returning * into c;
+    exit when c.id is not null;
+    -- Another delivery of this call inserted it first: carry on as an update of that row.
+    row_id := null;
+  end loop;
+
+  if c.finalized_at is null then
+    if ev = 'transfer_started' and c.emergency_fired_at is null then
+      update app.calls set is_emergency = true, emergency_fired_at = now() where id = c.id returning * into c;
+      perform app.emit(loc, 'call.emergency', app.call_summary_json(c)
+        || jsonb_build_object('reason', 'warm_transfer', 'lead_id', null));
+    elsif ev = 'call_analyzed' or (ev = 'call_ended' and analysis is not null) then
+      -- Settled now: a fallback finalize_call job exists only if call_ended without analysis came
+      -- first (the call was at 'ended'); it has nothing left to do, so it is taken off the queue.
+      if prev_status = 'ended' then
+        perform app.dequeue('finalize_call:' || c.id);
+      end if;
+      c := app.voice_finalize(c, coalesce(analysis, '{}'));
+    elsif ev = 'call_ended' and app.voice_status_rank(prev_status) < app.voice_status_rank('ended') then
+      -- If call_analyzed never comes, settle the call from its disconnection reason later.
+      perform app.enqueue('finalize_call', jsonb_build_object('call_id', c.id),
+                          now() + interval '10 minutes', 'finalize_call:' || c.id, 5);
+    end if;
+  end if;
+
+  return jsonb_build_object('call_id', c.id, 'platform_call_id', c.platform_call_id,
+    'platform_status', c.platform_status, 'outcome', c.outcome, 'finalized', c.finalized_at is not null);
+end
+$$;
+comment on function app.voice_post_call(jsonb) is
+  E'Post-call webhook (call_started | call_ended | call_analyzed | transfer_started): routes by the dialled number first (then metadata call_row_id / location_id), inserts a new call with its facts or updates a known one idempotently on the platform call_id, fires call.emergency on a warm transfer, finalises on analysis (removing a queued finalize_call job) or schedules finalize_call 10 minutes after call_ended.';

@@ -1,10 +1,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { run, Logger as WorkerLogger, type Runner, type Task, type TaskList } from 'graphile-worker';
 import type pg from 'pg';
 import type { Config } from '../config.js';
-import { projectRoot } from '../db/migrate.js';
 import type { Logger } from '../log.js';
 
 /** What every task factory receives. */
@@ -23,7 +22,8 @@ export interface TaskDeps {
 /** A file in tasks/ default-exports one of these; the file name is the task identifier. */
 export type TaskFactory = (deps: TaskDeps) => Task;
 
-export const tasksFolder = path.join(projectRoot, 'tasks');
+/** tasks/ beside this module's tree: the .ts sources from src/, the compiled .js from dist/. */
+export const tasksFolder = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'tasks');
 
 export async function loadTasks(deps: TaskDeps): Promise<TaskList> {
   const list: TaskList = {};
