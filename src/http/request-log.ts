@@ -12,6 +12,10 @@ declare module 'node:http' {
 }
 
 const REQUEST_ID = /^[\w.-]{1,100}$/;
+const kLog = Symbol('request logger');
+const kUrl = Symbol('request url');
+
+type LoggedRequest = Request & { [kLog]?: Logger; [kUrl]?: string };
 
 /**
  * Request id and one access-log line per response (`request completed`, or `request aborted`
@@ -20,6 +24,10 @@ const REQUEST_ID = /^[\w.-]{1,100}$/;
  * costs one log call and nothing more.
  */
 export function requestLog(log: Logger) {
+  // The access line holds only id, method, URL, status and time: nothing to redact, so it skips
+  // the redaction pass every other log line goes through.
+  const access = log.child({}, { redact: [] });
+  const patched = new WeakSet<object>();
   return (req: Request, res: Response, next: NextFunction): void => {
     const start = performance.now();
     const incoming = req.headers['x-request-id'];
@@ -27,17 +35,25 @@ export function requestLog(log: Logger) {
     const { method, url } = req;
     res.setHeader('x-request-id', id);
     req.id = id;
-    let child: Logger | undefined;
-    Object.defineProperty(req, 'log', {
-      configurable: true,
-      get: () => (child ??= log.child({ req: { id, method, url } })),
-    });
+    (req as LoggedRequest)[kUrl] = url;
+    // req.log: a getter on the app's request prototype (defined once), so a request pays for its
+    // child logger only when something logs through it.
+    const proto = Object.getPrototypeOf(req) as object;
+    if (!patched.has(proto)) {
+      patched.add(proto);
+      Object.defineProperty(proto, 'log', {
+        configurable: true,
+        get(this: LoggedRequest) {
+          return (this[kLog] ??= log.child({ req: { id: this.id, method: this.method, url: this[kUrl] } }));
+        },
+      });
+    }
     res.once('close', () => {
       const statusCode = res.statusCode;
       const line = { req: { id, method, url }, res: { statusCode }, responseTime: Math.round(performance.now() - start) };
-      if (!res.writableFinished) log.warn(line, 'request aborted');
-      else if (statusCode >= 500) log.error(line, 'request completed');
-      else log.info(line, 'request completed');
+      if (!res.writableFinished) access.warn(line, 'request aborted');
+      else if (statusCode >= 500) access.error(line, 'request completed');
+      else access.info(line, 'request completed');
     });
     next();
   };
