@@ -19,7 +19,7 @@
  *
  * Knobs (environment): BENCH_SECONDS (8, per target; baseline and service alternate in halves),
  * BENCH_CONNECTIONS (50), BENCH_BIG_CALLS (1000000), BENCH_MID_CALLS (50000), BENCH_SENDERS (20),
- * BENCH_INGEST_SECONDS (15), BENCH_DRAIN_SECONDS (90: wait for the fan-out backlog, RSS sampled),
+ * BENCH_INGEST_SECONDS (15), BENCH_DRAIN_SECONDS (60: wait for the fan-out backlog, RSS sampled),
  * BENCH_ONLY (comma list of sections: lists, insights, ingest), BENCH_DATA_DIR (keep and reuse
  * the seeded cluster there instead of a throwaway one), BENCH_JSON (also write the rows there),
  * BENCH_NODE_OPTIONS (NODE_OPTIONS for the service, to try V8 flags), BENCH_START_SCRIPT (npm
@@ -65,7 +65,7 @@ const BIG_CALLS = num('BENCH_BIG_CALLS', 1_000_000);
 const MID_CALLS = num('BENCH_MID_CALLS', 50_000);
 const SENDERS = num('BENCH_SENDERS', 20);
 const INGEST_SECONDS = num('BENCH_INGEST_SECONDS', 15);
-const DRAIN_SECONDS = num('BENCH_DRAIN_SECONDS', 90);
+const DRAIN_SECONDS = num('BENCH_DRAIN_SECONDS', 60);
 const ONLY = new Set((env.BENCH_ONLY ?? 'lists,insights,ingest').split(',').map((s) => s.trim()));
 const VOICE_SECRET = 'bench_voice_secret';
 const SERVICE_PHONE = '+13125550100';

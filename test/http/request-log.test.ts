@@ -52,7 +52,7 @@ test('one access line per request, with the id of the x-request-id header, statu
   const res = await fetch(`${base}/api/v1/me`, { headers: { authorization: `Bearer ${token}`, 'x-request-id': 'req-abc.1' } });
   expect(res.status).toBe(200);
   expect(res.headers.get('x-request-id')).toBe('req-abc.1');
-  const body = await res.json();
+  const body = (await res.json()) as any;
   expect(Object.keys(body)).toEqual(['data']);
   expect(body.data.location.id).toBe(loc.id);
 
@@ -82,10 +82,10 @@ test('a list page is exactly { data: [...] } with the next page in Link', async 
   const res = await fetch(`${base}/api/v1/locations/${loc.id}/faqs?limit=2`, { headers: { authorization: `Bearer ${token}` } });
   expect(res.status).toBe(200);
   expect(res.headers.get('content-type')).toBe('application/json; charset=utf-8');
-  const body = await res.json();
+  const body = (await res.json()) as any;
   expect(Object.keys(body)).toEqual(['data']);
   expect(body.data.map((f: { question: string }) => f.question)).toEqual(['Q2?', 'Q1?']);
   const next = /<([^>]+)>; rel="next"/.exec(res.headers.get('link') ?? '')![1];
-  const second = await (await fetch(`${base}${next}`, { headers: { authorization: `Bearer ${token}` } })).json();
+  const second = (await (await fetch(`${base}${next}`, { headers: { authorization: `Bearer ${token}` } })).json()) as any;
   expect(second.data.map((f: { question: string }) => f.question)).toEqual(['Q0?']);
 });
