@@ -309,6 +309,14 @@ const closers: (() => Promise<void>)[] = [];
 progress(`cluster in ${dataDir}`);
 const cluster = await startEmbedded(dataDir, log);
 const owner = new pg.Pool({ connectionString: cluster.url, max: 4 });
+owner.on('error', (err) => progress(`database connection lost: ${err.message}`));
+// Interrupted: take the service and the baseline down with us (they run in their own groups).
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    for (const child of [service, baseline]) if (child?.pid && child.exitCode === null) try { process.kill(-child.pid, 'SIGTERM'); } catch { /* gone */ }
+    process.exit(130);
+  });
+}
 try {
   await migrateDatabase(cluster.url, log, { includeCurrent: true });
 
