@@ -50,7 +50,9 @@ export function requestLog(log: Logger) {
     }
     res.once('close', () => {
       const statusCode = res.statusCode;
-      const line = { req: { id, method, url }, res: { statusCode }, responseTime: Math.round(performance.now() - start) };
+      // An error the mapper chose to summarise (a 503 during an outage: code and cause, no stack).
+      const err = (res as unknown as { err?: unknown }).err;
+      const line = { req: { id, method, url }, res: { statusCode }, responseTime: Math.round(performance.now() - start), ...(err ? { err } : {}) };
       if (!res.writableFinished) access.warn(line, 'request aborted');
       else if (statusCode >= 500) access.error(line, 'request completed');
       else access.info(line, 'request completed');
