@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Logger as GraphileLogger, migrate as gmMigrate, watch as gmWatch, type Settings } from 'graphile-migrate';
@@ -7,7 +8,18 @@ import type { Logger } from '../log.js';
 // (as when the embedded cluster stops); ending them right after migrating avoids that.
 import pgReal from 'graphile-migrate/dist/pgReal.js';
 
-export const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+/**
+ * The repository root (where package.json, migrations/ and tasks/ live), found from this file
+ * whether it runs as TypeScript from src/ or compiled from dist/src/.
+ */
+export const projectRoot = findRoot(path.dirname(fileURLToPath(import.meta.url)));
+
+function findRoot(dir: string): string {
+  for (let d = dir; ; d = path.dirname(d)) {
+    if (fs.existsSync(path.join(d, 'package.json'))) return d;
+    if (path.dirname(d) === d) return path.resolve(dir, '..', '..');
+  }
+}
 export const migrationsFolder = path.join(projectRoot, 'migrations');
 
 function graphileLogger(log: Logger) {

@@ -37,12 +37,58 @@ function withErrorHandler(pool: pg.Pool): pg.Pool {
   return pool;
 }
 
-/** Calls one SQL function and returns its single JSON result: the shape of every API request. */
+const FN_NAME = /^[a-z_]+\.[a-z_0-9]+$/;
+
+function callText(fn: string, args: unknown[]): string {
+  if (!FN_NAME.test(fn)) throw new Error(`bad function name ${fn}`);
+  return args.map((_, i) => `$${i + 1}`).join(', ');
+}
+
+/**
+ * Calls one SQL function and returns its single JSON result: the shape of every API request.
+ * The statement is named, so each connection parses and plans it once, not on every call.
+ */
 export async function callFn<T = unknown>(pool: pg.Pool | pg.PoolClient, fn: string, args: unknown[]): Promise<T> {
-  if (!/^[a-z_]+\.[a-z_0-9]+$/.test(fn)) throw new Error(`bad function name ${fn}`);
-  const placeholders = args.map((_, i) => `$${i + 1}`).join(', ');
-  const { rows } = await pool.query({ text: `select ${fn}(${placeholders}) as r`, values: args.map(toParam) });
+  const { rows } = await pool.query({ name: `sb:${fn}/${args.length}`, text: `select ${fn}(${callText(fn, args)}) as r`, values: args.map(toParam) });
   return rows[0].r as T;
+}
+
+/** Every column as the text PostgreSQL sent: JSON stays the string it already is. */
+const AS_TEXT = { getTypeParser: () => (v: string) => v } as unknown as pg.CustomTypesConfig;
+
+/**
+ * Calls one SQL function returning json/jsonb and gives back its JSON text unparsed (null for
+ * SQL null), for the HTTP layer to send as is: no JSON.parse and JSON.stringify per request.
+ */
+export async function callJsonText(pool: pg.Pool | pg.PoolClient, fn: string, args: unknown[]): Promise<string | null> {
+  const { rows } = await pool.query<[string | null]>({
+    name: `sb:text:${fn}/${args.length}`, text: `select ${fn}(${callText(fn, args)})`, values: args.map(toParam),
+    rowMode: 'array', types: AS_TEXT,
+  });
+  return rows[0][0];
+}
+
+/** One list page: its JSON array as text and the cursor of the next page. */
+export interface PageText {
+  data: string;
+  next_cursor: string | null;
+}
+
+/**
+ * Calls a list function. List functions return (data json, next_cursor text); one that still
+ * returns a single `{ data, next_cursor }` document is read too.
+ */
+export async function callPageText(pool: pg.Pool | pg.PoolClient, fn: string, args: unknown[]): Promise<PageText | null> {
+  const { rows, fields } = await pool.query<string[]>({
+    name: `sb:page:${fn}/${args.length}`, text: `select * from ${fn}(${callText(fn, args)}) as r`, values: args.map(toParam),
+    rowMode: 'array', types: AS_TEXT,
+  });
+  const row = rows[0];
+  if (!row) return null;
+  if (fields.length === 2 && fields[0].name === 'data') return row[0] === null ? null : { data: row[0], next_cursor: row[1] };
+  if (row[0] === null) return null;
+  const page = JSON.parse(row[0]) as { data: unknown[]; next_cursor: string | null };
+  return { data: JSON.stringify(page.data), next_cursor: page.next_cursor };
 }
 
 function toParam(v: unknown): unknown {

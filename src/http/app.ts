@@ -1,7 +1,5 @@
-import { randomUUID } from 'node:crypto';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type pg from 'pg';
-import { pinoHttp } from 'pino-http';
 import type { Config } from '../config.js';
 import type { Logger } from '../log.js';
 import { assertJsonDepth } from './body.js';
@@ -9,6 +7,7 @@ import { ApiError, errorHandler, sendError } from './errors.js';
 import { openApiRouter } from './openapi.js';
 import { platformRouter } from './platform/index.js';
 import { RateLimiter } from './rate-limit.js';
+import { requestLog } from './request-log.js';
 import { mountRoutes } from './route.js';
 import { routes } from './routes/index.js';
 
@@ -36,22 +35,7 @@ export function createApp(deps: AppDeps): express.Express {
   // Handlers that must read configuration (e.g. the SSRF switch) find it here.
   app.locals.cfg = deps.cfg;
 
-  app.use(
-    pinoHttp({
-      logger: deps.log,
-      genReqId: (req, res) => {
-        const incoming = req.headers['x-request-id'];
-        const id = typeof incoming === 'string' && /^[\w.-]{1,100}$/.test(incoming) ? incoming : randomUUID();
-        res.setHeader('x-request-id', id);
-        return id;
-      },
-      serializers: {
-        req: (req) => ({ id: req.id, method: req.method, url: req.url }),
-        res: (res) => ({ statusCode: res.statusCode }),
-      },
-      customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : 'info'),
-    }),
-  );
+  app.use(requestLog(deps.log));
 
   app.get('/healthz', (_req, res) => {
     res.json({ data: { status: 'ok' } });

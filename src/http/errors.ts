@@ -120,7 +120,7 @@ export function fromZod(err: ZodError): ApiError {
 }
 
 export function sendError(res: Response, err: ApiError): void {
-  // A 503 is an expected state (database down, feature not configured): pino-http's line for it
+  // A 503 is an expected state (database down, feature not configured): the access-log line for it
   // names the code instead of a made-up error with a stack trace.
   const logged = res as unknown as { err?: unknown };
   if (err.status === 503) logged.err ??= { code: err.code };
@@ -137,7 +137,7 @@ function unavailableCause(err: unknown): string {
 
 /**
  * During a database outage every request fails the same way: each gets one short access-log line
- * (written by pino-http, with the cause and no stack), and the outage itself one warning at most
+ * (src/http/request-log.ts, with the cause and no stack), and the outage itself one warning at most
  * every `intervalMs`, counting the failures it did not repeat.
  */
 export class OutageLog {
@@ -167,8 +167,7 @@ export function errorHandler(err: unknown, req: Request, res: Response, _next: N
   const apiErr = toApiError(err);
   if (apiErr.status === 503 && apiErr.code === 'unavailable') {
     const cause = unavailableCause(err);
-    // pino-http logs the response with `res.err`; a plain object (no `message`) is logged as it is,
-    // so the line carries the cause and no stack trace.
+    // The access-log line (src/http/request-log.ts) carries `res.err`: the code and cause, no stack.
     (res as unknown as { err?: unknown }).err = { code: apiErr.code, cause };
     const outage: OutageLog = (req.app.locals.outageLog ??= new OutageLog());
     outage.failed(req.log, cause);

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Request, Response, Router } from 'express';
 import type pg from 'pg';
 import { z, type ZodType } from 'zod';
-import { callFn } from '../db/pools.js';
+import { callFn, callJsonText, callPageText, type PageText } from '../db/pools.js';
 import { ApiError, fromZod } from './errors.js';
 import type { RateLimiter } from './rate-limit.js';
 import type { RuleId } from './rules.js';
@@ -17,7 +17,10 @@ export interface Ctx<P, Q, B> {
   body: B;
   req: Request;
   res: Response;
-  /** Calls one SQL function with these arguments and returns its JSON. */
+  /**
+   * Calls one SQL function with these arguments and returns its JSON as text, unparsed (a page
+   * for list routes), for the response to carry as is.
+   */
   call: (fn: string, ...args: unknown[]) => Promise<unknown>;
 }
 
@@ -77,6 +80,18 @@ export function nextLink(originalUrl: string, cursor: string): string {
   return `<${path}?${params}>; rel="next"`;
 }
 
+/** A JSON value already serialised (by SQL): sent inside the envelope without parsing. */
+export class JsonText {
+  constructor(readonly text: string) {}
+}
+
+/** `{ "data": … }`, splicing JSON text from SQL in as it came. */
+function sendData(res: Response, status: number, data: unknown): void {
+  const body = data instanceof JsonText ? `{"data":${data.text}}` : JSON.stringify({ data });
+  res.status(status).setHeader('content-type', 'application/json; charset=utf-8');
+  res.send(body);
+}
+
 export function mountRoutes(router: Router, routes: RouteSpec[], pool: pg.Pool, limiter: RateLimiter): void {
   const byPath = new Map<string, Set<string>>();
   for (const spec of routes) {
@@ -108,16 +123,21 @@ export function mountRoutes(router: Router, routes: RouteSpec[], pool: pg.Pool, 
         body: body.data as never,
         req,
         res,
-        call: (fn, ...args) => callFn(pool, fn, args),
+        call: spec.list
+          ? async (fn, ...args) => callPageText(pool, fn, args)
+          : async (fn, ...args) => {
+              const text = await callJsonText(pool, fn, args);
+              return text === null ? null : new JsonText(text);
+            },
       });
       if (result === null || result === undefined) throw new ApiError(404, 'not_found', 'Resource not found');
       if (spec.list) {
-        const page = result as { data: unknown[]; next_cursor: string | null };
+        const page = result as PageText;
         if (page.next_cursor) res.setHeader('Link', nextLink(req.originalUrl, page.next_cursor));
-        res.status(spec.status ?? 200).json({ data: page.data });
+        sendData(res, spec.status ?? 200, new JsonText(page.data));
         return;
       }
-      res.status(spec.status ?? 200).json({ data: result });
+      sendData(res, spec.status ?? 200, result);
     });
   }
   // Known path, wrong method: 405 with Allow.

@@ -77,6 +77,8 @@ export class WebhookEngine {
 
   private readonly inFlight = new Map<string, { claim: Claim; abort: AbortController; done: Promise<void> }>();
   private degradedInFlight = 0;
+  /** Whether the LISTEN connection has been released (by a connection error or by stop()). */
+  private listenerState = { released: false };
   private results: Result[] = [];
   private toRelease: string[] = [];
   private flushing: Promise<void> | null = null;
@@ -254,7 +256,12 @@ export class WebhookEngine {
       setTimeout(() => void this.listen(), this.pollIntervalMs).unref();
       return;
     }
+    const state = { released: false };
+    this.listenerState = state;
     const onError = (err: Error) => {
+      // Once per connection: a client released here or by stop() must not be released again.
+      if (state.released) return;
+      state.released = true;
       this.log.warn({ err }, 'webhook engine lost its LISTEN connection; reconnecting');
       client.removeListener('notification', onNotify);
       if (this.listener === client) this.listener = undefined;
@@ -284,6 +291,7 @@ export class WebhookEngine {
       const listener = this.listener;
       this.listener = undefined;
       if (listener) {
+        this.listenerState.released = true;
         listener.removeAllListeners('notification');
         await listener.query(`UNLISTEN ${WAKE_CHANNEL}`).then(() => listener.release(), () => listener.release(true));
       }

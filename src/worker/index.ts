@@ -11,11 +11,10 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { run, Logger as WorkerLogger, type Runner, type RunnerOptions, type Task, type TaskList } from 'graphile-worker';
 import type pg from 'pg';
 import type { Config } from '../config.js';
-import { projectRoot } from '../db/migrate.js';
 import type { Logger } from '../log.js';
 import { WebhookEngine, type EngineOptions } from '../webhooks/engine.js';
 
@@ -37,7 +36,8 @@ export interface TaskDeps {
 /** A file in tasks/ default-exports one of these; the file name is the task identifier. */
 export type TaskFactory = (deps: TaskDeps) => Task;
 
-export const tasksFolder = path.join(projectRoot, 'tasks');
+/** tasks/ beside this module's tree: the .ts sources from src/, the compiled .js from dist/. */
+export const tasksFolder = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'tasks');
 
 /** Tasks of the notification lane; every other task runs in the jobs lane. */
 export const NOTIFY_TASKS = ['send_notification'];

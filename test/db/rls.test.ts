@@ -29,6 +29,11 @@ async function populate(loc: string, slug: string): Promise<void> {
     await c.query("select set_config('app.location_id', $1, true)", [loc]);
     // A live lead fires lead.created into the outbox (events).
     await c.query("insert into app.leads (location_id, name, phone) values ($1, 'Live Lead', '+14155550199')", [loc]);
+    // A live call leaves its insights change in the journal (unless its row is the 32nd that
+    // folds the journal into the rollup; then the next one stays).
+    do {
+      await c.query("insert into app.calls (location_id, platform_call_id, started_at) values ($1, 'live-' || gen_random_uuid(), now())", [loc]);
+    } while ((await c.query('select 1 from app.insights_journal where location_id = $1', [loc])).rowCount === 0);
     await c.query(
       "insert into app.integrations (location_id, provider, webhook_url, connected_at) values ($1, 'zapier', 'https://hooks.example.com/z', now())",
       [loc],

@@ -120,12 +120,3 @@ test('validation, scope, other location', async () => {
   expect(res.body.error.details.required_scope).toBe('insights:read');
   expect((await get('?days=3', tok, B.id)).status).toBe(404);
 });
-
-test('offset segments find a DST change to the quarter hour', async () => {
-  const { rows } = await t.owner.query(
-    `select (app.offset_segments(timestamptz '2026-03-07 06:00Z', timestamptz '2026-03-10 05:00Z', 'America/Chicago')).*`);
-  expect(rows[0].offsets).toEqual([-360, -300]);
-  expect(Number(rows[0].bounds[0])).toBe(Date.parse('2026-03-08T08:00:00Z') / 60000);
-  const india = await t.owner.query(`select (app.offset_segments(now() - interval '90 days', now(), 'Asia/Kolkata')).*`);
-  expect(india.rows[0].offsets).toEqual([330]);
-});

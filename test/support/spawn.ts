@@ -1,9 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { projectRoot } from '../../src/db/migrate.js';
 
 export const tsxBin = path.join(projectRoot, 'node_modules', '.bin', 'tsx');
+const tsxLoader = pathToFileURL(path.join(projectRoot, 'node_modules', 'tsx', 'dist', 'loader.mjs')).href;
 
 /** Base environment for child processes: nothing of the parent's test settings leaks in. */
 export function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
@@ -51,7 +53,9 @@ export function runCli(args: string[], env: Record<string, string>): Promise<Cli
 
 /** Starts `src/main.ts` (what `npm start` runs) and resolves once /readyz answers 200. */
 export async function startMain(env: Record<string, string>, args: string[] = []): Promise<{ child: ChildProcess; output: () => string; exited: Promise<number | null> }> {
-  const child = spawn(tsxBin, ['src/main.ts', ...args], { cwd: projectRoot, env: childEnv(env) });
+  // Node runs the entry point with tsx's loader, so a SIGTERM reaches the service itself (the tsx
+  // CLI relays signals and kills its child when the relay is not acknowledged within 30 ms).
+  const child = spawn(process.execPath, ['--import', tsxLoader, 'src/main.ts', ...args], { cwd: projectRoot, env: childEnv(env) });
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));

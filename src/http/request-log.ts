@@ -1,0 +1,62 @@
+import { randomUUID } from 'node:crypto';
+import type { NextFunction, Request, Response } from 'express';
+import type { Logger } from '../log.js';
+
+declare module 'node:http' {
+  interface IncomingMessage {
+    /** The request id (x-request-id), echoed on the response. */
+    id: string;
+    /** A logger bound to this request (made on first use). */
+    log: Logger;
+  }
+}
+
+const REQUEST_ID = /^[\w.-]{1,100}$/;
+const kLog = Symbol('request logger');
+const kUrl = Symbol('request url');
+
+type LoggedRequest = Request & { [kLog]?: Logger; [kUrl]?: string };
+
+/**
+ * Request id and one access-log line per response (`request completed`, or `request aborted`
+ * when the client went away first), with method, URL, status and time; error level for 5xx.
+ * The per-request child logger exists only when a handler logs something (errors), so a request
+ * costs one log call and nothing more.
+ */
+export function requestLog(log: Logger) {
+  // The access line holds only id, method, URL, status and time: nothing to redact, so it skips
+  // the redaction pass every other log line goes through.
+  const access = log.child({}, { redact: [] });
+  const patched = new WeakSet<object>();
+  return (req: Request, res: Response, next: NextFunction): void => {
+    const start = performance.now();
+    const incoming = req.headers['x-request-id'];
+    const id = typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    const { method, url } = req;
+    res.setHeader('x-request-id', id);
+    req.id = id;
+    (req as LoggedRequest)[kUrl] = url;
+    // req.log: a getter on the app's request prototype (defined once), so a request pays for its
+    // child logger only when something logs through it.
+    const proto = Object.getPrototypeOf(req) as object;
+    if (!patched.has(proto)) {
+      patched.add(proto);
+      Object.defineProperty(proto, 'log', {
+        configurable: true,
+        get(this: LoggedRequest) {
+          return (this[kLog] ??= log.child({ req: { id: this.id, method: this.method, url: this[kUrl] } }));
+        },
+      });
+    }
+    res.once('close', () => {
+      const statusCode = res.statusCode;
+      // An error the mapper chose to summarise (a 503 during an outage: code and cause, no stack).
+      const err = (res as unknown as { err?: unknown }).err;
+      const line = { req: { id, method, url }, res: { statusCode }, responseTime: Math.round(performance.now() - start), ...(err ? { err } : {}) };
+      if (!res.writableFinished) access.warn(line, 'request aborted');
+      else if (statusCode >= 500) access.error(line, 'request completed');
+      else access.info(line, 'request completed');
+    });
+    next();
+  };
+}

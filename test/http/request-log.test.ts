@@ -1,0 +1,91 @@
+/**
+ * The access log: one `request completed` line per response with the request id the client saw,
+ * method, URL and status (never the Authorization header). List and single-object responses are
+ * the `{ data }` envelope around the JSON SQL wrote.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
+import { createApiPool, createOwnerPool } from '../../src/db/pools.js';
+import { createApp } from '../../src/http/app.js';
+import { redactPaths } from '../../src/log.js';
+import { createTestDatabase, type TestDatabase } from '../support/db.js';
+import { createLocation, mintKey, testConfig } from '../support/harness.js';
+
+const lines: Record<string, any>[] = [];
+const sink = new Writable({
+  write(chunk, _enc, cb) {
+    for (const l of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(l));
+    cb();
+  },
+});
+const log = pino({ level: 'info', redact: { paths: redactPaths, censor: '[redacted]' } }, sink);
+
+let db: TestDatabase;
+let server: Server;
+let base: string;
+let owner: ReturnType<typeof createOwnerPool>;
+let apiPool: ReturnType<typeof createApiPool>;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  owner = createOwnerPool(db.url, 2);
+  apiPool = createApiPool(db.url, 2);
+  const app = createApp({ cfg: testConfig({ DATABASE_URL: db.url }), log, apiPool, ownerPool: owner });
+  server = createServer(app);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+afterAll(async () => {
+  await new Promise<void>((r) => server.close(() => r()));
+  await apiPool.end();
+  await owner.end();
+  await db.drop();
+});
+
+const completed = (id: string) => lines.filter((l) => l.msg === 'request completed' && l.req?.id === id);
+
+test('one access line per request, with the id of the x-request-id header, status and URL; no token', async () => {
+  const loc = await createLocation(owner);
+  const { token } = await mintKey(owner, loc.id);
+  const res = await fetch(`${base}/api/v1/me`, { headers: { authorization: `Bearer ${token}`, 'x-request-id': 'req-abc.1' } });
+  expect(res.status).toBe(200);
+  expect(res.headers.get('x-request-id')).toBe('req-abc.1');
+  const body = (await res.json()) as any;
+  expect(Object.keys(body)).toEqual(['data']);
+  expect(body.data.location.id).toBe(loc.id);
+
+  const missing = await fetch(`${base}/api/v1/nope`);
+  const id = missing.headers.get('x-request-id')!;
+  expect(id).toMatch(/^[0-9a-f-]{36}$/);
+  await missing.text();
+
+  await new Promise((r) => setTimeout(r, 50));
+  expect(completed('req-abc.1')).toEqual([
+    expect.objectContaining({ level: 30, req: { id: 'req-abc.1', method: 'GET', url: '/api/v1/me' }, res: { statusCode: 200 }, responseTime: expect.any(Number) }),
+  ]);
+  expect(completed(id)).toEqual([expect.objectContaining({ req: { id, method: 'GET', url: '/api/v1/nope' }, res: { statusCode: 404 } })]);
+  expect(JSON.stringify(lines)).not.toContain(token);
+});
+
+test('a list page is exactly { data: [...] } with the next page in Link', async () => {
+  const loc = await createLocation(owner);
+  const { token } = await mintKey(owner, loc.id);
+  for (let i = 0; i < 3; i++) {
+    const r = await fetch(`${base}/api/v1/locations/${loc.id}/faqs`, {
+      method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ question: `Q${i}?`, answer: `A${i}` }),
+    });
+    expect(r.status).toBe(201);
+  }
+  const res = await fetch(`${base}/api/v1/locations/${loc.id}/faqs?limit=2`, { headers: { authorization: `Bearer ${token}` } });
+  expect(res.status).toBe(200);
+  expect(res.headers.get('content-type')).toBe('application/json; charset=utf-8');
+  const body = (await res.json()) as any;
+  expect(Object.keys(body)).toEqual(['data']);
+  expect(body.data.map((f: { question: string }) => f.question)).toEqual(['Q2?', 'Q1?']);
+  const next = /<([^>]+)>; rel="next"/.exec(res.headers.get('link') ?? '')![1];
+  const second = (await (await fetch(`${base}${next}`, { headers: { authorization: `Bearer ${token}` } })).json()) as any;
+  expect(second.data.map((f: { question: string }) => f.question)).toEqual(['Q0?']);
+});

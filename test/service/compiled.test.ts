@@ -1,0 +1,95 @@
+/**
+ * `npm start` runs the JavaScript that `npm install` compiles (prepare → tsc → dist/), not the
+ * TypeScript sources: the build succeeds, and the compiled service finds migrations/ from dist,
+ * serves the API, and its worker runs tasks loaded from dist/tasks.
+ */
+import { execFile, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import pg from 'pg';
+import { projectRoot } from '../../src/db/migrate.js';
+import { createTestDatabase } from '../support/db.js';
+import { childEnv, freePort } from '../support/spawn.js';
+
+const run = promisify(execFile);
+
+/** Command lines of a process and its descendants (Linux /proc). */
+function tree(pid: number): { pid: number; cmd: string }[] {
+  const out: { pid: number; cmd: string }[] = [];
+  const todo = [pid];
+  while (todo.length) {
+    const p = todo.pop()!;
+    try {
+      out.push({ pid: p, cmd: fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0').join(' ') });
+    } catch {
+      continue;
+    }
+    for (const e of fs.readdirSync('/proc')) {
+      if (!/^\d+$/.test(e)) continue;
+      try {
+        const stat = fs.readFileSync(`/proc/${e}/stat`, 'utf8');
+        if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === p) todo.push(Number(e));
+      } catch {
+        /* gone */
+      }
+    }
+  }
+  return out;
+}
+
+test('npm start runs the compiled service: API up, migrations found, a job runs with the compiled task', async () => {
+  await run('npm', ['run', '-s', 'build'], { cwd: projectRoot, env: process.env });
+  expect(fs.existsSync(path.join(projectRoot, 'dist', 'src', 'main.js'))).toBe(true);
+  expect(fs.existsSync(path.join(projectRoot, 'dist', 'tasks', 'finalize_call.js'))).toBe(true);
+
+  const db = await createTestDatabase();
+  const owner = new pg.Client({ connectionString: db.url });
+  await owner.connect();
+  const port = await freePort();
+  const child = spawn('npm', ['start', '--silent'], {
+    cwd: projectRoot,
+    detached: true,
+    env: childEnv({ DATABASE_URL: db.url, HOST: '127.0.0.1', PORT: String(port), ADMIN_PORT: String(await freePort()), DATA_DIR: path.join(projectRoot, '.test-data', 'unused') }),
+  });
+  let out = '';
+  child.stdout!.on('data', (d) => (out += d));
+  child.stderr!.on('data', (d) => (out += d));
+  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  try {
+    const until = async (what: () => Promise<boolean>, label: string) => {
+      for (const deadline = Date.now() + 60_000; Date.now() < deadline && child.exitCode === null; ) {
+        if (await what().catch(() => false)) return;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      throw new Error(`${label} did not happen:\n${out}`);
+    };
+    await until(async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200 && /worker started/.test(out), 'start');
+
+    // The service is node running dist/, with no TypeScript loader in its process tree.
+    const procs = tree(child.pid!);
+    const main = procs.find((p) => p.cmd.includes('dist/src/main.js') && !p.cmd.startsWith('sh '));
+    expect(main).toBeDefined();
+    expect(procs.some((p) => /tsx/.test(p.cmd))).toBe(false);
+
+    // A finalize_call job for an unknown call: the compiled task runs it (a no-op) and logs it.
+    await owner.query(`select graphile_worker.add_job('finalize_call', json_build_object('call_id', gen_random_uuid()))`);
+    await until(async () => /finalize_call done/.test(out), 'finalize_call');
+    expect(out).toMatch(/"reason":"missing"/);
+
+    // SIGTERM to the service: it stops cleanly and npm exits with its status.
+    process.kill(main!.pid, 'SIGTERM');
+    expect(await exited).toBe(0);
+    expect(out).toMatch(/"msg":"stopped"/);
+  } finally {
+    if (child.exitCode === null) {
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        /* already gone */
+      }
+    }
+    await owner.end();
+    await db.drop();
+  }
+}, 180_000);
