@@ -36,6 +36,8 @@ const schema = z.object({
   WEBHOOK_RETRY_DELAYS: delays.default([60, 300, 1800, 7200, 21600]),
   WEBHOOK_TIMEOUT_MS: z.coerce.number().int().positive().default(10000),
   WEBHOOK_ALLOW_PRIVATE_TARGETS: bool.default(false),
+  WEBHOOK_DISABLE_AFTER_FAILURES: z.coerce.number().int().min(1).max(1_000_000).default(20),
+  WEBHOOK_DISABLE_AFTER_SECONDS: z.coerce.number().int().min(0).max(10 * 365 * 86400).default(259200),
   DELIVERY_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(30),
   WEBHOOK_CONCURRENCY: z.coerce.number().int().min(1).max(10000).default(32),
   WEBHOOK_ENDPOINT_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(2),

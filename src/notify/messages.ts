@@ -43,6 +43,48 @@ function urgency(v: unknown): string | null {
 
 const humanize = (s: string) => s.replace(/_/g, ' ');
 
+/** An API timestamp as "2026-11-20 08:00 UTC" (null when absent). */
+function utcMinute(v: unknown): string | null {
+  const t = str(v);
+  const m = t && /^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2})/.exec(t);
+  return m ? `${m[1]} ${m[2]} UTC` : t;
+}
+
+/** Seconds as the largest whole unit: "3 days", "1 hour", "90 seconds". */
+export function duration(secs: number): string {
+  const units: Array<[number, string]> = [[86400, 'day'], [3600, 'hour'], [60, 'minute'], [1, 'second']];
+  const [size, name] = units.find(([u]) => secs % u === 0 && secs >= u) ?? [1, 'second'];
+  const n = secs / size;
+  return `${n} ${name}${n === 1 ? '' : 's'}`;
+}
+
+/**
+ * The receiver's host only: a webhook URL's path or query often carries a token, and these
+ * messages go to chat rooms. The label, host and endpoint id identify it.
+ */
+function host(v: unknown): string | null {
+  try {
+    return new URL(String(v)).host || null;
+  } catch {
+    return null;
+  }
+}
+
+/** The facts both endpoint-health notices share. */
+function endpointFacts(d: Record<string, unknown>): Array<[string, string | null]> {
+  const status = typeof d.last_response_status === 'number' ? `HTTP ${d.last_response_status}` : null;
+  return [
+    ['Endpoint', str(d.label) ?? host(d.url)],
+    ['Host', str(d.label) ? host(d.url) : null],
+    ['Consecutive failures', str(d.failure_count)],
+    ['Failing since', utcMinute(d.failing_since)],
+    ['Last error', [status, str(d.last_error)].filter(Boolean).join(' — ') || null],
+  ];
+}
+
+/** The name a one-line text uses for an endpoint. */
+const endpointName = (d: Record<string, unknown>) => str(d.label) ?? host(d.url) ?? 'a webhook endpoint';
+
 export const SMS_MAX = 320;
 
 /** Cuts to `max` characters on a word boundary where possible, marking the cut with "…". */
@@ -108,6 +150,30 @@ export function renderMessage({ event, business, callbackPhone }: MessageInput):
       facts.push(['Caller', str(d.caller_phone)], ['Reason', str(d.reason) && humanize(String(d.reason))]);
       sms = `${business}: blocked a spam call from ${str(d.caller_phone) ?? 'an unknown number'}.`;
       break;
+    case 'webhook_endpoint.failing': {
+      const name = endpointName(d);
+      const limit = Number(d.disable_after_failures);
+      const secs = Number(d.disable_after_seconds);
+      const rule = Number.isFinite(limit) && Number.isFinite(secs)
+        ? `disabled once it has failed ${limit} times in a row${secs > 0 ? ` over at least ${duration(secs)}` : ''}`
+        : null;
+      title = `Webhook endpoint failing — ${business}`;
+      facts.push(...endpointFacts(d),
+        ['What happens next', rule && `Deliveries keep retrying; it will be ${rule}, unless a delivery succeeds first`],
+        ['Endpoint id', str(d.endpoint_id)]);
+      sms = `${business}: webhook endpoint ${name} has failed ${str(d.failure_count) ?? 'several'} times in a row${d.failing_since ? ` since ${utcMinute(d.failing_since)}` : ''}.${rule ? ` It will be ${rule}.` : ''}`;
+      break;
+    }
+    case 'webhook_endpoint.disabled': {
+      const name = endpointName(d);
+      title = `Webhook endpoint disabled — ${business}`;
+      facts.push(['Reason', str(d.disabled_reason)], ...endpointFacts(d),
+        ['What happens now', 'No deliveries are sent to it; its pending retries are held and new events are not queued for it'],
+        ['To re-enable', 'Fix the receiver, set active=true on the endpoint (PATCH webhook-endpoints/{id}), then re-send what it missed with POST webhook-endpoints/{id}/recover'],
+        ['Endpoint id', str(d.endpoint_id)]);
+      sms = `${business}: webhook endpoint ${name} was disabled${d.disabled_reason ? ` (${str(d.disabled_reason)})` : ''}. Nothing is sent to it until it is re-enabled (active=true).`;
+      break;
+    }
     default:
       title = `${event.event} — ${business}`;
       sms = `${business}: ${event.event}`;

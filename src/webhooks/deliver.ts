@@ -2,6 +2,7 @@
 import type { Config } from '../config.js';
 import type { ExtraCa } from '../net/ca.js';
 import { guardedPost, type PostResult } from '../net/post.js';
+import { retryAfterSeconds } from './retry-after.js';
 import { deliveryHeaders } from './sign.js';
 
 export { USER_AGENT } from './sign.js';
@@ -38,9 +39,18 @@ export interface SendOptions {
   signal?: AbortSignal;
 }
 
+/** One attempt's outcome, as app.webhook_record takes it. */
+export interface AttemptResult extends PostResult {
+  /**
+   * The answer's Retry-After header in seconds from when it arrived (src/webhooks/retry-after.ts),
+   * or null (absent, unparseable, not in the future). app.webhook_record applies it on 429/503.
+   */
+  retry_after_seconds: number | null;
+}
+
 /** POSTs one claimed attempt; resolves with its outcome (never rejects). */
-export function sendAttempt(claim: Claim, cfg: Pick<Config, 'WEBHOOK_TIMEOUT_MS' | 'WEBHOOK_ALLOW_PRIVATE_TARGETS'>, opts: SendOptions = {}): Promise<PostResult> {
-  return guardedPost({
+export async function sendAttempt(claim: Claim, cfg: Pick<Config, 'WEBHOOK_TIMEOUT_MS' | 'WEBHOOK_ALLOW_PRIVATE_TARGETS'>, opts: SendOptions = {}): Promise<AttemptResult> {
+  const result = await guardedPost({
     url: claim.url,
     body: claim.body,
     headers: attemptHeaders(claim),
@@ -49,4 +59,5 @@ export function sendAttempt(claim: Claim, cfg: Pick<Config, 'WEBHOOK_TIMEOUT_MS'
     ca: opts.ca,
     signal: opts.signal,
   });
+  return { ...result, retry_after_seconds: retryAfterSeconds(result.response_headers['retry-after']) };
 }

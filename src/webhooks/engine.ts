@@ -19,8 +19,7 @@ import type { Config } from '../config.js';
 import { callFn } from '../db/pools.js';
 import type { Logger } from '../log.js';
 import type { ExtraCa } from '../net/ca.js';
-import type { PostResult } from '../net/post.js';
-import { sendAttempt, type Claim } from './deliver.js';
+import { sendAttempt, type AttemptResult, type Claim } from './deliver.js';
 
 export const WAKE_CHANNEL = 'switchboard_webhooks';
 
@@ -47,7 +46,7 @@ export interface EngineOptions {
 interface Result {
   delivery_id: string;
   endpoint_id: string;
-  result: PostResult;
+  result: AttemptResult;
 }
 
 interface ClaimBatch {
@@ -224,17 +223,20 @@ export class WebhookEngine {
         this.log.warn({ err, count: release.length }, 'could not release webhook attempts; their leases will lapse');
       }
     }
+    // The record functions apply the schedule and the endpoint health rules with these settings.
+    const { WEBHOOK_RETRY_DELAYS, WEBHOOK_DISABLE_AFTER_FAILURES, WEBHOOK_DISABLE_AFTER_SECONDS } = this.deps.cfg;
+    const rules = [WEBHOOK_RETRY_DELAYS, WEBHOOK_DISABLE_AFTER_FAILURES, WEBHOOK_DISABLE_AFTER_SECONDS];
     while (this.results.length) {
       const batch = this.results.splice(0, RECORD_BATCH);
       try {
-        await callFn(this.deps.pool, 'app.webhook_record_batch', [JSON.stringify(batch), this.deps.cfg.WEBHOOK_RETRY_DELAYS]);
+        await callFn(this.deps.pool, 'app.webhook_record_batch', [JSON.stringify(batch), ...rules]);
       } catch (err) {
         // One bad outcome must not lose the others: record them one by one. One that still fails
         // keeps its lease; the sweeper re-queues it when the lease lapses (at-least-once).
         this.log.warn({ err, count: batch.length }, 'webhook record batch failed; recording one by one');
         for (const r of batch) {
           try {
-            await callFn(this.deps.pool, 'app.webhook_record', [r.delivery_id, r.result, this.deps.cfg.WEBHOOK_RETRY_DELAYS]);
+            await callFn(this.deps.pool, 'app.webhook_record', [r.delivery_id, r.result, ...rules]);
           } catch (e) {
             this.log.error({ err: e, delivery_id: r.delivery_id }, 'could not record a webhook attempt');
           }

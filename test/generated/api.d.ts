@@ -640,7 +640,7 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Update an endpoint; active=false pauses it (pending retries held), active=true resumes
+         * Update an endpoint; active=false pauses it (pending retries held), active=true resumes or re-enables it (clears disabled_at, disabled_reason, failure_count)
          * @description Requires scope `webhooks:write`.
          *
          *     Also enforced (400), not expressible in JSON Schema:
@@ -752,7 +752,7 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Update an endpoint; active=false pauses it (pending retries held), active=true resumes
+         * Update an endpoint; active=false pauses it (pending retries held), active=true resumes or re-enables it (clears disabled_at, disabled_reason, failure_count)
          * @description Requires scope `webhooks:write`.
          *
          *     Also enforced (400), not expressible in JSON Schema:
@@ -2786,7 +2786,7 @@ export interface operations {
                             email_recipients: string[];
                             /** Format: uuid */
                             location_id: string;
-                            /** @description { event type: [channels] }; an empty list sends nothing */
+                            /** @description { type: [channels] } for every event type and the operational types webhook_endpoint.failing / webhook_endpoint.disabled; an empty list sends nothing */
                             routes: {
                                 "booking.created": ("sms" | "email" | "chat" | "automation")[];
                                 "booking.updated": ("sms" | "email" | "chat" | "automation")[];
@@ -2795,6 +2795,8 @@ export interface operations {
                                 "lead.created": ("sms" | "email" | "chat" | "automation")[];
                                 "lead.updated": ("sms" | "email" | "chat" | "automation")[];
                                 "spam.blocked": ("sms" | "email" | "chat" | "automation")[];
+                                "webhook_endpoint.disabled": ("sms" | "email" | "chat" | "automation")[];
+                                "webhook_endpoint.failing": ("sms" | "email" | "chat" | "automation")[];
                             };
                             /** @description E.164 numbers texted besides the owner cell */
                             sms_recipients: string[];
@@ -2834,6 +2836,8 @@ export interface operations {
                         "lead.created"?: ("sms" | "email" | "chat" | "automation")[];
                         "lead.updated"?: ("sms" | "email" | "chat" | "automation")[];
                         "spam.blocked"?: ("sms" | "email" | "chat" | "automation")[];
+                        "webhook_endpoint.disabled"?: ("sms" | "email" | "chat" | "automation")[];
+                        "webhook_endpoint.failing"?: ("sms" | "email" | "chat" | "automation")[];
                     };
                     sms_recipients?: string[];
                 };
@@ -2852,7 +2856,7 @@ export interface operations {
                             email_recipients: string[];
                             /** Format: uuid */
                             location_id: string;
-                            /** @description { event type: [channels] }; an empty list sends nothing */
+                            /** @description { type: [channels] } for every event type and the operational types webhook_endpoint.failing / webhook_endpoint.disabled; an empty list sends nothing */
                             routes: {
                                 "booking.created": ("sms" | "email" | "chat" | "automation")[];
                                 "booking.updated": ("sms" | "email" | "chat" | "automation")[];
@@ -2861,6 +2865,8 @@ export interface operations {
                                 "lead.created": ("sms" | "email" | "chat" | "automation")[];
                                 "lead.updated": ("sms" | "email" | "chat" | "automation")[];
                                 "spam.blocked": ("sms" | "email" | "chat" | "automation")[];
+                                "webhook_endpoint.disabled": ("sms" | "email" | "chat" | "automation")[];
+                                "webhook_endpoint.failing": ("sms" | "email" | "chat" | "automation")[];
                             };
                             /** @description E.164 numbers texted besides the owner cell */
                             sms_recipients: string[];
@@ -2911,7 +2917,9 @@ export interface operations {
                             channel: "sms" | "email" | "chat" | "automation";
                             /** @description ISO 8601 UTC with milliseconds */
                             created_at: string;
+                            /** @description The event type, or an operational type (webhook_endpoint.failing, webhook_endpoint.disabled) */
                             event: string;
+                            /** @description The event notified about; null for an operational notification */
                             event_id: string | null;
                             /** Format: uuid */
                             id: string;
@@ -3345,10 +3353,18 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
+                            /** @description false: paused by you or disabled automatically (see disabled_at); pending attempts are held */
                             active: boolean;
                             /** @description ISO 8601 UTC with milliseconds */
                             created_at: string;
+                            /** @description When it was disabled automatically (too many failures for too long, or a 410 Gone answer); null while enabled. PATCH active=true clears it */
+                            disabled_at: string | null;
+                            /** @description Why it was disabled; null while enabled */
+                            disabled_reason: string | null;
                             events: string[];
+                            /** @description When the current run of consecutive failures began; null while failure_count is 0 */
+                            failing_since: string | null;
+                            /** @description Consecutive failed attempts; any 2xx resets it */
                             failure_count: number;
                             /** Format: uuid */
                             id: string;
@@ -3401,10 +3417,18 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
+                            /** @description false: paused by you or disabled automatically (see disabled_at); pending attempts are held */
                             active: boolean;
                             /** @description ISO 8601 UTC with milliseconds */
                             created_at: string;
+                            /** @description When it was disabled automatically (too many failures for too long, or a 410 Gone answer); null while enabled. PATCH active=true clears it */
+                            disabled_at: string | null;
+                            /** @description Why it was disabled; null while enabled */
+                            disabled_reason: string | null;
                             events: string[];
+                            /** @description When the current run of consecutive failures began; null while failure_count is 0 */
+                            failing_since: string | null;
+                            /** @description Consecutive failed attempts; any 2xx resets it */
                             failure_count: number;
                             /** Format: uuid */
                             id: string;
@@ -3453,10 +3477,18 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
+                            /** @description false: paused by you or disabled automatically (see disabled_at); pending attempts are held */
                             active: boolean;
                             /** @description ISO 8601 UTC with milliseconds */
                             created_at: string;
+                            /** @description When it was disabled automatically (too many failures for too long, or a 410 Gone answer); null while enabled. PATCH active=true clears it */
+                            disabled_at: string | null;
+                            /** @description Why it was disabled; null while enabled */
+                            disabled_reason: string | null;
                             events: string[];
+                            /** @description When the current run of consecutive failures began; null while failure_count is 0 */
+                            failing_since: string | null;
+                            /** @description Consecutive failed attempts; any 2xx resets it */
                             failure_count: number;
                             /** Format: uuid */
                             id: string;
@@ -3500,10 +3532,18 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
+                            /** @description false: paused by you or disabled automatically (see disabled_at); pending attempts are held */
                             active: boolean;
                             /** @description ISO 8601 UTC with milliseconds */
                             created_at: string;
+                            /** @description When it was disabled automatically (too many failures for too long, or a 410 Gone answer); null while enabled. PATCH active=true clears it */
+                            disabled_at: string | null;
+                            /** @description Why it was disabled; null while enabled */
+                            disabled_reason: string | null;
                             events: string[];
+                            /** @description When the current run of consecutive failures began; null while failure_count is 0 */
+                            failing_since: string | null;
+                            /** @description Consecutive failed attempts; any 2xx resets it */
                             failure_count: number;
                             /** Format: uuid */
                             id: string;
@@ -3558,10 +3598,18 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
+                            /** @description false: paused by you or disabled automatically (see disabled_at); pending attempts are held */
                             active: boolean;
                             /** @description ISO 8601 UTC with milliseconds */
                             created_at: string;
+                            /** @description When it was disabled automatically (too many failures for too long, or a 410 Gone answer); null while enabled. PATCH active=true clears it */
+                            disabled_at: string | null;
+                            /** @description Why it was disabled; null while enabled */
+                            disabled_reason: string | null;
                             events: string[];
+                            /** @description When the current run of consecutive failures began; null while failure_count is 0 */
+                            failing_since: string | null;
+                            /** @description Consecutive failed attempts; any 2xx resets it */
                             failure_count: number;
                             /** Format: uuid */
                             id: string;
@@ -3618,7 +3666,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
-                            /** @description More missed events remain (at most 1000 per call): call again with the same since */
+                            /** @description More missed events remain (at most 10000 per call): call again with the same since */
                             has_more: boolean;
                             /** @description New first attempts queued */
                             queued: number;
@@ -3657,10 +3705,18 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
+                            /** @description false: paused by you or disabled automatically (see disabled_at); pending attempts are held */
                             active: boolean;
                             /** @description ISO 8601 UTC with milliseconds */
                             created_at: string;
+                            /** @description When it was disabled automatically (too many failures for too long, or a 410 Gone answer); null while enabled. PATCH active=true clears it */
+                            disabled_at: string | null;
+                            /** @description Why it was disabled; null while enabled */
+                            disabled_reason: string | null;
                             events: string[];
+                            /** @description When the current run of consecutive failures began; null while failure_count is 0 */
+                            failing_since: string | null;
+                            /** @description Consecutive failed attempts; any 2xx resets it */
                             failure_count: number;
                             /** Format: uuid */
                             id: string;
@@ -3839,10 +3895,18 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
+                            /** @description false: paused by you or disabled automatically (see disabled_at); pending attempts are held */
                             active: boolean;
                             /** @description ISO 8601 UTC with milliseconds */
                             created_at: string;
+                            /** @description When it was disabled automatically (too many failures for too long, or a 410 Gone answer); null while enabled. PATCH active=true clears it */
+                            disabled_at: string | null;
+                            /** @description Why it was disabled; null while enabled */
+                            disabled_reason: string | null;
                             events: string[];
+                            /** @description When the current run of consecutive failures began; null while failure_count is 0 */
+                            failing_since: string | null;
+                            /** @description Consecutive failed attempts; any 2xx resets it */
                             failure_count: number;
                             /** Format: uuid */
                             id: string;
@@ -3885,10 +3949,18 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
+                            /** @description false: paused by you or disabled automatically (see disabled_at); pending attempts are held */
                             active: boolean;
                             /** @description ISO 8601 UTC with milliseconds */
                             created_at: string;
+                            /** @description When it was disabled automatically (too many failures for too long, or a 410 Gone answer); null while enabled. PATCH active=true clears it */
+                            disabled_at: string | null;
+                            /** @description Why it was disabled; null while enabled */
+                            disabled_reason: string | null;
                             events: string[];
+                            /** @description When the current run of consecutive failures began; null while failure_count is 0 */
+                            failing_since: string | null;
+                            /** @description Consecutive failed attempts; any 2xx resets it */
                             failure_count: number;
                             /** Format: uuid */
                             id: string;
@@ -3942,10 +4014,18 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
+                            /** @description false: paused by you or disabled automatically (see disabled_at); pending attempts are held */
                             active: boolean;
                             /** @description ISO 8601 UTC with milliseconds */
                             created_at: string;
+                            /** @description When it was disabled automatically (too many failures for too long, or a 410 Gone answer); null while enabled. PATCH active=true clears it */
+                            disabled_at: string | null;
+                            /** @description Why it was disabled; null while enabled */
+                            disabled_reason: string | null;
                             events: string[];
+                            /** @description When the current run of consecutive failures began; null while failure_count is 0 */
+                            failing_since: string | null;
+                            /** @description Consecutive failed attempts; any 2xx resets it */
                             failure_count: number;
                             /** Format: uuid */
                             id: string;
@@ -4001,7 +4081,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
-                            /** @description More missed events remain (at most 1000 per call): call again with the same since */
+                            /** @description More missed events remain (at most 10000 per call): call again with the same since */
                             has_more: boolean;
                             /** @description New first attempts queued */
                             queued: number;
@@ -4039,10 +4119,18 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
+                            /** @description false: paused by you or disabled automatically (see disabled_at); pending attempts are held */
                             active: boolean;
                             /** @description ISO 8601 UTC with milliseconds */
                             created_at: string;
+                            /** @description When it was disabled automatically (too many failures for too long, or a 410 Gone answer); null while enabled. PATCH active=true clears it */
+                            disabled_at: string | null;
+                            /** @description Why it was disabled; null while enabled */
+                            disabled_reason: string | null;
                             events: string[];
+                            /** @description When the current run of consecutive failures began; null while failure_count is 0 */
+                            failing_since: string | null;
+                            /** @description Consecutive failed attempts; any 2xx resets it */
                             failure_count: number;
                             /** Format: uuid */
                             id: string;

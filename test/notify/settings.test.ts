@@ -12,7 +12,7 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-test('a new location starts with the DESIGN defaults', async () => {
+test('a new location starts with the defaults (endpoint health: e-mail and chat)', async () => {
   const res = await request(t.baseUrl, 'GET', url(), { token });
   expect(res.status).toBe(200);
   expect(res.body.data).toEqual({
@@ -25,6 +25,8 @@ test('a new location starts with the DESIGN defaults', async () => {
       'booking.created': ['email', 'chat'],
       'booking.updated': ['email', 'chat'],
       'spam.blocked': [],
+      'webhook_endpoint.failing': ['email', 'chat'],
+      'webhook_endpoint.disabled': ['email', 'chat'],
     },
     sms_recipients: [],
     email_recipients: [],
@@ -36,7 +38,7 @@ test('PATCH merges routes per event type and replaces recipient lists, normalisi
   const res = await request(t.baseUrl, 'PATCH', url(), {
     token,
     body: {
-      routes: { 'spam.blocked': ['chat'], 'lead.created': ['email', 'automation'] },
+      routes: { 'spam.blocked': ['chat'], 'lead.created': ['email', 'automation'], 'webhook_endpoint.failing': ['sms'] },
       sms_recipients: ['(212) 555-0199', '+442071838750'],
       email_recipients: ['dispatch@sparks.test'],
     },
@@ -44,6 +46,7 @@ test('PATCH merges routes per event type and replaces recipient lists, normalisi
   expect(res.status).toBe(200);
   expect(res.body.data.routes).toMatchObject({
     'spam.blocked': ['chat'], 'lead.created': ['email', 'automation'], 'call.emergency': ['sms', 'email', 'chat'],
+    'webhook_endpoint.failing': ['sms'], 'webhook_endpoint.disabled': ['email', 'chat'],
   });
   expect(res.body.data.sms_recipients).toEqual(['+12125550199', '+442071838750']);
   expect(res.body.data.email_recipients).toEqual(['dispatch@sparks.test']);
@@ -72,6 +75,7 @@ test.each<[unknown, string]>([
   [{}, 'empty body'],
   [{ routes: { 'call.emergency': ['pager'] } }, 'unknown channel'],
   [{ routes: { 'call.exploded': ['sms'] } }, 'unknown event type'],
+  [{ routes: { 'webhook_endpoint.exploded': ['sms'] } }, 'unknown operational type'],
   [{ routes: { 'call.emergency': ['sms', 'sms'] } }, 'repeated channel'],
   [{ routes: { 'call.emergency': 'sms' } }, 'channels not a list'],
   [{ sms_recipients: ['not a phone'] }, 'bad phone'],

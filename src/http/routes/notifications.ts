@@ -6,6 +6,10 @@ import { e164, patchOf, timestamp } from '../schemas.js';
 export const eventTypes = [
   'call.ended', 'call.emergency', 'lead.created', 'lead.updated', 'booking.created', 'booking.updated', 'spam.blocked',
 ] as const;
+/** Operational notifications (not events, never webhooks): an endpoint failing, one disabled. */
+export const operationalTypes = ['webhook_endpoint.failing', 'webhook_endpoint.disabled'] as const;
+/** Every type notification-settings routes. */
+export const notificationTypes = [...eventTypes, ...operationalTypes] as const;
 export const notificationChannels = ['sms', 'email', 'chat', 'automation'] as const;
 
 const Channel = z.enum(notificationChannels);
@@ -15,14 +19,14 @@ const ChannelList = z
   .refine((l) => new Set(l).size === l.length, 'Channels must not repeat')
   .meta({ uniqueItems: true });
 
-const routesShape = Object.fromEntries(eventTypes.map((t) => [t, ChannelList])) as Record<
-  (typeof eventTypes)[number],
+const routesShape = Object.fromEntries(notificationTypes.map((t) => [t, ChannelList])) as Record<
+  (typeof notificationTypes)[number],
   typeof ChannelList
 >;
 
 export const NotificationSettings = z.object({
   location_id: z.string().uuid(),
-  routes: z.object(routesShape).describe('{ event type: [channels] }; an empty list sends nothing'),
+  routes: z.object(routesShape).describe('{ type: [channels] } for every event type and the operational types webhook_endpoint.failing / webhook_endpoint.disabled; an empty list sends nothing'),
   sms_recipients: z.array(z.string()).describe('E.164 numbers texted besides the owner cell'),
   email_recipients: z.array(z.string()).describe('Addresses e-mailed besides owner and admin members'),
   updated_at: timestamp,
@@ -47,8 +51,8 @@ const LogEntry = z.object({
 export const Notification = z.object({
   id: z.string().uuid(),
   location_id: z.string().uuid(),
-  event_id: z.string().uuid().nullable(),
-  event: z.string(),
+  event_id: z.string().uuid().nullable().describe('The event notified about; null for an operational notification'),
+  event: z.string().describe('The event type, or an operational type (webhook_endpoint.failing, webhook_endpoint.disabled)'),
   channel: Channel,
   provider: z.string(),
   recipient: z.string().nullable(),
