@@ -21,7 +21,7 @@ if (subscribableEvents.join() !== eventTypes.join()) throw new Error('event cata
  * Most events one recover call queues (oldest first); `has_more` says when to call again. A new
  * attempt is only a row (the delivery engine's queue) plus one wake-up for the whole call, and the
  * check for what the endpoint already has is one hash anti join: measured with
- * bench/recover-plan.ts, 10,000 events take 0.33–0.66 s in one call, with or without 10,000
+ * bench/recover-plan.ts, 10,000 events take 0.3–0.7 s in one call, with or without 10,000
  * delivered attempts beside them (docs/webhooks.md), far inside the 15 s statement time-out.
  */
 export const RECOVER_MAX_EVENTS = 10_000;
