@@ -36,13 +36,9 @@ import { callFn, createOwnerPool } from '../src/db/pools.js';
 import { createLogger } from '../src/log.js';
 import { makePki, type TestPki } from '../test/support/https.js';
 
-export interface BenchRow {
-  name: string;
-  value: number;
-  unit: string;
-  baseline?: number;
-  ratio?: number;
-}
+// One row shape for every bench module: bench/run.ts prints them (a type-only import: nothing runs).
+import type { BenchRow } from './run.js';
+export type { BenchRow };
 
 export interface DeliveryBenchOptions {
   /** Deliveries queued for the drain figure (default 3000). */
