@@ -55,21 +55,13 @@ const URL_REST =
 export const HTTPS_URL_PATTERN = `^https://${URL_REST}`;
 export const HTTP_URL_PATTERN = `^https?://${URL_REST}`;
 
-const parses = (u: string) => {
-  try {
-    new URL(u);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 const urlOf = (pattern: string, message: string, description: string) =>
   z
     .string()
     .max(2048)
     .regex(new RegExp(pattern), message)
-    .refine(parses, 'Not a valid URL')
+    .refine((u) => URL.canParse(u), 'Not a valid URL')
     .meta({ pattern, description });
 
 /** A URL we POST to: https only (its host is checked against the SSRF rule by the route). */
