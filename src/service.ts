@@ -6,6 +6,7 @@ import type { Config } from './config.js';
 import { resolveDatabase, type Database } from './db/connection.js';
 import { migrateDatabase } from './db/migrate.js';
 import { createApiPool, createOwnerPool } from './db/pools.js';
+import { DeferredWakeups } from './db/wakeups.js';
 import type { Logger } from './log.js';
 import { startWorker, type Worker } from './worker/index.js';
 
@@ -16,6 +17,8 @@ export interface Service {
   api?: { server: Server; port: number };
   admin?: StaffServer;
   worker?: Worker;
+  /** Post-commit wake-ups of voice ingestion (API modes). */
+  wakeups?: DeferredWakeups;
   stop(): Promise<void>;
 }
 
@@ -37,7 +40,9 @@ export async function startService(cfg: Config, log: Logger, mode: Mode = 'all')
       const apiPool = createApiPool(db.url);
       const ownerPool = createOwnerPool(db.url);
       pools.push(apiPool, ownerPool);
-      const app = createApp({ cfg, log, apiPool, ownerPool });
+      const wakeups = new DeferredWakeups(ownerPool, log);
+      svc.wakeups = wakeups;
+      const app = createApp({ cfg, log, apiPool, ownerPool, wakeups });
       const server = createServer(app);
       server.keepAliveTimeout = 5000;
       await new Promise<void>((resolve, reject) => {
@@ -80,6 +85,8 @@ export async function startService(cfg: Config, log: Logger, mode: Mode = 'all')
         ? svc.worker.stop().catch((err) => log.error({ err }, 'worker stop failed'))
         : Promise.resolve();
       await Promise.all([closed, svc.admin?.close(), worker]);
+      // Requests are done: hand their parked jobs over before the pools close.
+      await svc.wakeups?.idle();
       await Promise.allSettled(pools.map((p) => p.end()));
       await db.stop();
       log.info('stopped');

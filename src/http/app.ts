@@ -10,6 +10,7 @@ import { RateLimiter } from './rate-limit.js';
 import { requestLog } from './request-log.js';
 import { mountRoutes } from './route.js';
 import { routes } from './routes/index.js';
+import { DeferredWakeups } from '../db/wakeups.js';
 
 export interface AppDeps {
   cfg: Config;
@@ -18,6 +19,8 @@ export interface AppDeps {
   apiPool: pg.Pool;
   /** Owner connections, for platform routes that must route by phone number or Stripe id. */
   ownerPool: pg.Pool;
+  /** Post-commit wake-ups of voice ingestion (made from ownerPool when not given). */
+  wakeups?: DeferredWakeups;
 }
 
 const JSON_TYPE = /^application\/([a-z0-9.+-]*\+)?json\s*(;|$)/i;
@@ -27,6 +30,7 @@ function hasBody(req: Request): boolean {
 }
 
 export function createApp(deps: AppDeps): express.Express {
+  deps.wakeups ??= new DeferredWakeups(deps.ownerPool, deps.log);
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', false);

@@ -17,6 +17,8 @@ export interface SweepResult {
 }
 
 export async function sweep(deps: Pick<TaskDeps, 'pool'>, graceSeconds = SWEEP_GRACE_SECONDS): Promise<SweepResult> {
+  // Jobs a deferring transaction parked and its process never handed over (src/db/wakeups.ts).
+  await callFn<number>(deps.pool, 'app.flush_deferred_jobs', []);
   const webhooks = await callFn<number>(deps.pool, 'app.webhook_sweep', [graceSeconds]);
   const notifications = await callFn<number>(deps.pool, 'app.notification_sweep', [graceSeconds]);
   return { webhooks, notifications };

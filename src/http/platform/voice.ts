@@ -39,7 +39,11 @@ export function voiceRouter(deps: AppDeps): Router {
       res.json({ data: { status: 'ignored', event: payload.event } });
       return;
     }
-    res.json({ data: await callFn(deps.ownerPool, 'app.voice_post_call', [payload]) });
+    // Deferred wake-ups: the transaction sends no NOTIFY (see src/db/wakeups.ts); once it has
+    // committed, a flush shared with concurrent requests hands its jobs to the workers.
+    const data = await callFn(deps.ownerPool, 'app.voice_post_call', [payload, true]);
+    await deps.wakeups!.flush();
+    res.json({ data });
   });
 
   router.all(['/voice/inbound', '/voice/post-call'], onlyPost());
