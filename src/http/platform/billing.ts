@@ -8,7 +8,7 @@ import { Router } from 'express';
 import Stripe from 'stripe';
 import { z } from 'zod';
 import { callFn } from '../../db/pools.js';
-import type { AppDeps } from '../app.js';
+import type { AppDeps } from '../deps.js';
 import { assertJsonDepth } from '../body.js';
 import { ApiError } from '../errors.js';
 import { bodyBytes, invalidSignature, notConfigured, onlyPost, rawBody, validate } from './raw.js';

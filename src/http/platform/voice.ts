@@ -6,7 +6,7 @@
 import { Router, type Request } from 'express';
 import { verify } from 'retell-sdk';
 import { callFn } from '../../db/pools.js';
-import type { AppDeps } from '../app.js';
+import type { AppDeps } from '../deps.js';
 import { bodyBytes, invalidSignature, notConfigured, onlyPost, parseSigned, rawBody } from './raw.js';
 import { InboundWebhook, POST_CALL_EVENTS, PostCallWebhook } from './voice-payloads.js';
 
