@@ -1,5 +1,5 @@
 /**
- * Operator CLI: `npm run -s cli -- <command>`. Session-only operations (DESIGN.md §4).
+ * Operator CLI: `npm run -s cli -- <command>`. Session-only operations (docs/api-contract.md §4).
  * stdout carries exactly one JSON value; logs and progress go to stderr. Errors print
  * `{ "error": { code, message, details } }` on stdout and exit non-zero.
  */

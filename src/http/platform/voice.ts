@@ -1,5 +1,5 @@
 /**
- * Voice platform webhooks (Retell-compatible, DESIGN.md §6). Order per request: secret set (503),
+ * Voice platform webhooks (Retell-compatible, docs/api-contract.md §6). Order per request: secret set (503),
  * raw body read, signature verified (401), JSON parsed and validated (400), then ONE SQL function
  * that routes the call to its location and does all the work in one transaction.
  */
