@@ -23,7 +23,7 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { ensureDatabase, startEmbedded } from '../src/db/embedded.js';
 import { migrateDatabase } from '../src/db/migrate.js';
-import { hashToken } from '../src/http/route.js';
+import { hashToken } from '../src/auth/tokens.js';
 import { createLogger } from '../src/log.js';
 
 const N = Number(process.argv[2] ?? 1_000_000);

@@ -39,7 +39,7 @@ import { verify } from 'retell-sdk';
 import { SMTPServer } from 'smtp-server';
 import { startEmbedded } from '../src/db/embedded.js';
 import { migrateDatabase, projectRoot } from '../src/db/migrate.js';
-import { hashToken } from '../src/http/route.js';
+import { hashToken } from '../src/auth/tokens.js';
 import { createLogger } from '../src/log.js';
 import { makePki } from '../test/support/https.js';
 

@@ -23,7 +23,7 @@ const delays = z
   .regex(/^\s*\d+(\s*,\s*\d+)*\s*$/, 'comma-separated seconds')
   .transform((s) => s.split(',').map((x) => Number(x.trim())));
 
-/** Every environment variable the service reads, with the defaults of DESIGN.md §3. */
+/** Every environment variable the service reads, with the defaults of docs/api-contract.md §3. */
 const schema = z.object({
   DATABASE_URL: z.string().min(1).optional(),
   DATA_DIR: z.string().default('./.data'),

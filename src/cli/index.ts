@@ -1,19 +1,18 @@
 /**
- * Operator CLI: `npm run -s cli -- <command>`. Session-only operations (DESIGN.md §4).
+ * Operator CLI: `npm run -s cli -- <command>`. Session-only operations (docs/api-contract.md §4).
  * stdout carries exactly one JSON value; logs and progress go to stderr. Errors print
  * `{ "error": { code, message, details } }` on stdout and exit non-zero.
  */
-import { randomUUID } from 'node:crypto';
 import { writeSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
 import { SingleBar, Presets } from 'cli-progress';
 import type pg from 'pg';
+import { mintToken } from '../auth/tokens.js';
 import { loadConfig } from '../config.js';
 import { resolveDatabase } from '../db/connection.js';
 import { migrateDatabase } from '../db/migrate.js';
 import { callFn, createOwnerPool } from '../db/pools.js';
 import { ApiError, toApiError } from '../http/errors.js';
-import { hashToken } from '../http/route.js';
 import { e164, industries, timezone } from '../http/schemas.js';
 import { createLogger } from '../log.js';
 
@@ -89,10 +88,8 @@ key
       const scopes: string[] = o.scopes === ALL
         ? ((await pool.query('select app.known_scopes() as s')).rows[0].s as string[])
         : String(o.scopes).split(',').map((s: string) => s.trim()).filter(Boolean);
-      const token = randomUUID();
-      const record = await callFn<Record<string, unknown>>(pool, 'admin.key_create', [
-        o.location, o.label, scopes, hashToken(token), token.slice(0, 8),
-      ]);
+      const { token, hash, prefix } = mintToken();
+      const record = await callFn<Record<string, unknown>>(pool, 'admin.key_create', [o.location, o.label, scopes, hash, prefix]);
       return { ...record, token };
     }),
   );

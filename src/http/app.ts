@@ -1,8 +1,7 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
-import type pg from 'pg';
-import type { Config } from '../config.js';
-import type { Logger } from '../log.js';
+import { DeferredWakeups } from '../db/wakeups.js';
 import { assertJsonDepth } from './body.js';
+import type { AppDeps } from './deps.js';
 import { ApiError, errorHandler, sendError } from './errors.js';
 import { openApiRouter } from './openapi.js';
 import { platformRouter } from './platform/index.js';
@@ -10,18 +9,6 @@ import { RateLimiter } from './rate-limit.js';
 import { requestLog } from './request-log.js';
 import { mountRoutes } from './route.js';
 import { routes } from './routes/index.js';
-import { DeferredWakeups } from '../db/wakeups.js';
-
-export interface AppDeps {
-  cfg: Config;
-  log: Logger;
-  /** Connections as switchboard_api (RLS applies). */
-  apiPool: pg.Pool;
-  /** Owner connections, for platform routes that must route by phone number or Stripe id. */
-  ownerPool: pg.Pool;
-  /** Post-commit wake-ups of voice ingestion (made from ownerPool when not given). */
-  wakeups?: DeferredWakeups;
-}
 
 const JSON_TYPE = /^application\/([a-z0-9.+-]*\+)?json\s*(;|$)/i;
 

@@ -1,7 +1,7 @@
-import { createHash } from 'node:crypto';
 import type { Request, Response, Router } from 'express';
 import type pg from 'pg';
 import { z, type ZodType } from 'zod';
+import { bearerToken, hashToken } from '../auth/tokens.js';
 import { callFn, callJsonText, callPageText, type PageText } from '../db/pools.js';
 import { ApiError, fromZod } from './errors.js';
 import type { RateLimiter } from './rate-limit.js';
@@ -55,17 +55,11 @@ export function defineRoute<P, Q, B>(spec: RouteSpec<P, Q, B>): RouteSpec<P, Q, 
   return spec;
 }
 
-const BEARER = /^Bearer ([0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12})$/i;
-
-export function hashToken(token: string): string {
-  return createHash('sha256').update(token.toLowerCase()).digest('hex');
-}
-
 /** The bearer token's hash, or 401 without touching the database when it is absent or malformed. */
 export function tokenHashOf(req: Request): string {
-  const m = BEARER.exec(req.headers.authorization ?? '');
-  if (!m) throw new ApiError(401, 'unauthorized', 'Missing, malformed, unknown or revoked bearer token');
-  return hashToken(m[1]);
+  const token = bearerToken(req.headers.authorization);
+  if (!token) throw new ApiError(401, 'unauthorized', 'Missing, malformed, unknown or revoked bearer token');
+  return hashToken(token);
 }
 
 /**

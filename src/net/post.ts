@@ -13,7 +13,7 @@
 import https from 'node:https';
 import tls from 'node:tls';
 import { trustedCa, type ExtraCa } from './ca.js';
-import { assertConnectTarget, guardedLookup, SsrfError, type Resolver } from './ssrf.js';
+import { assertTarget, guardedLookup, SsrfError, type Resolver } from './ssrf.js';
 
 export const MAX_RESPONSE_BYTES = 16 * 1024;
 
@@ -96,7 +96,7 @@ function keptHeaders(h: Record<string, string | string[] | undefined>): Record<s
 }
 
 /** POSTs the exact body; resolves (never rejects) with the outcome. */
-export function guardedPost(opts: PostOptions): Promise<PostResult> {
+export async function guardedPost(opts: PostOptions): Promise<PostResult> {
   const started = Date.now();
   const attempted_at = new Date(started).toISOString();
   type Outcome = Pick<PostResult, 'ok' | 'response_status' | 'response_body' | 'error'> & Partial<PostResult>;
@@ -107,6 +107,13 @@ export function guardedPost(opts: PostOptions): Promise<PostResult> {
     aborted: r.aborted ?? (!r.complete && !!opts.signal?.aborted),
     duration_ms: Date.now() - started, attempted_at,
   });
+  let url: URL;
+  try {
+    // The shared SSRF assertion; host names are judged by the guarded lookup as they are dialled.
+    url = await assertTarget(opts.url, { allowPrivate: opts.allowPrivate, resolve: 'at-connect' });
+  } catch (err) {
+    return done({ ok: false, blocked: err instanceof SsrfError, response_status: null, response_body: null, error: (err as Error).message });
+  }
   return new Promise((resolve) => {
     let settled = false;
     let current: ReturnType<typeof https.request> | null = null;
@@ -121,14 +128,6 @@ export function guardedPost(opts: PostOptions): Promise<PostResult> {
       opts.signal?.removeEventListener('abort', onAbort);
       resolve(r);
     };
-    let url: URL;
-    try {
-      url = new URL(opts.url);
-      assertConnectTarget(url, opts.allowPrivate);
-    } catch (err) {
-      finish(done({ ok: false, blocked: err instanceof SsrfError, response_status: null, response_body: null, error: (err as Error).message }));
-      return;
-    }
     if (opts.signal?.aborted) {
       finish(done({ ok: false, aborted: true, response_status: null, response_body: null, error: 'Aborted by the worker (shutting down)', error_code: 'ABORT_ERR' }));
       return;

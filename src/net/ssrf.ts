@@ -1,15 +1,16 @@
 /**
  * SSRF guard for every outbound call to a URL a tenant chose (webhook endpoints, integrations and
  * the notifications sent through them). One rule, `addressProblem`, decides whether an address may
- * be dialled; every entry point uses it:
+ * be dialled, and one assertion, `assertTarget`, applies it to a URL; every entry point uses them:
  *
- * - registration (webhook endpoint create/patch, integration create): `checkTargetUrl` →
- *   `targetProblem` on the URL (IP literal, or every address its host resolves to);
- * - send time (webhook deliveries and notifications, both through src/net/post.ts):
- *   `assertConnectTarget` for IP-literal hosts (Node skips `lookup` for those) and `guardedLookup`
- *   as the socket's `lookup`, so the address actually dialled is checked and a DNS answer that
- *   changes after registration (rebinding) is still refused. Notifications also run
- *   `targetProblem` before sending (src/notify/outbound.ts).
+ * - registration (webhook endpoint create/patch, integration create): `assertTarget` resolving the
+ *   host now (IP literal, or every address its host resolves to), through one route helper that
+ *   turns a refusal into a 400 naming the field (src/http/routes/rest-common.ts);
+ * - send time (webhook deliveries and notifications, both through `guardedPost`, src/net/post.ts):
+ *   `assertTarget` with `resolve: 'at-connect'` before the request (https, credentials, IP-literal
+ *   hosts, which Node dials without `lookup`) and `guardedLookup` as the socket's `lookup`, so the
+ *   address actually dialled is checked and a DNS answer that changes after registration
+ *   (rebinding) is still refused.
  *
  * The rule (docs/webhooks.md "Which targets are allowed"):
  * - IPv4: refused when inside any entry of the IANA IPv4 Special-Purpose Address Registry (all of
@@ -36,8 +37,14 @@ import dns from 'node:dns';
 import net from 'node:net';
 import ipaddr from 'ipaddr.js';
 
+/** A target the guard refuses. `unresolved`: only name resolution failed (it may pass later). */
 export class SsrfError extends Error {
   readonly code = 'ESSRF';
+  readonly unresolved: boolean;
+  constructor(message: string, { unresolved = false }: { unresolved?: boolean } = {}) {
+    super(message);
+    this.unresolved = unresolved;
+  }
 }
 
 type Range = [cidr: string, name: string];
@@ -185,12 +192,6 @@ export function hostOf(url: URL): string {
   return url.hostname.replace(/^\[(.*)\]$/, '$1');
 }
 
-/** Why a target URL is refused; `unresolved` when only DNS failed (it may pass later). */
-export interface TargetProblem {
-  reason: string;
-  unresolved: boolean;
-}
-
 /** Resolves a host to all its addresses (dns.lookup's shape; injectable for tests). */
 export type Resolver = (
   hostname: string,
@@ -205,51 +206,63 @@ const resolveAll = (resolve: Resolver, host: string) =>
     resolve(host, { all: true, verbatim: true }, (err, addrs) => (err ? fail(err) : ok(addrs)));
   });
 
+export interface TargetCheck {
+  /** `WEBHOOK_ALLOW_PRIVATE_TARGETS`: lifts the address rule (tests only); https always holds. */
+  allowPrivate: boolean;
+  /**
+   * How a host name is judged. A resolver (the system's by default) resolves it now and every
+   * address must be public: registration, where the client deserves a 400 naming the address.
+   * `'at-connect'` leaves names to `guardedLookup`, which judges the address the socket actually
+   * dials: sending, where resolving here too would cost a second lookup per attempt and still
+   * not stop rebinding.
+   */
+  resolve?: Resolver | 'at-connect';
+}
+
 /**
- * The URL check before any request: https only, no credentials, and every address the host
- * resolves to must be public. Null when allowed.
+ * The SSRF assertion: every outbound target a tenant chose passes it before anything is sent or
+ * stored. https only, no credentials in the URL, and an IP-literal host (or, when resolving,
+ * every address the host name resolves to) must be public by `addressProblem`. Returns the
+ * parsed URL; throws SsrfError, with `unresolved` set when only name resolution failed (the
+ * caller decides whether that is a refusal or a transient error).
  */
-export async function targetProblem(raw: string, allowPrivate: boolean, resolve: Resolver = systemResolver): Promise<TargetProblem | null> {
-  const refuse = (reason: string, unresolved = false): TargetProblem => ({ reason, unresolved });
+export async function assertTarget(raw: string, { allowPrivate, resolve = systemResolver }: TargetCheck): Promise<URL> {
   let url: URL;
   try {
     url = new URL(raw);
   } catch {
-    return refuse('Not a valid URL');
+    throw new SsrfError('Not a valid URL');
   }
-  if (url.protocol !== 'https:') return refuse('URL must start with https://');
-  if (url.username || url.password) return refuse('URL must not contain credentials');
-  if (allowPrivate) return null;
+  if (url.protocol !== 'https:') throw new SsrfError('URL must start with https://');
+  if (url.username || url.password) throw new SsrfError('URL must not contain credentials');
+  if (allowPrivate) return url;
   const host = hostOf(url);
   if (net.isIP(host)) {
     const why = addressProblem(host);
-    return why ? refuse(`Address ${why}`) : null;
+    if (why) throw new SsrfError(`Address ${why}`);
+    return url;
   }
+  if (resolve === 'at-connect') return url;
   let addrs: dns.LookupAddress[];
   try {
     addrs = await resolveAll(resolve, host);
   } catch {
-    return refuse(`Host ${host} does not resolve`, true);
+    addrs = [];
   }
-  if (addrs.length === 0) return refuse(`Host ${host} does not resolve`, true);
+  if (addrs.length === 0) throw new SsrfError(`Host ${host} does not resolve`, { unresolved: true });
   for (const a of addrs) {
     const why = addressProblem(a.address);
-    if (why) return refuse(`Host ${host} resolves to a non-public address: ${why}`);
+    if (why) throw new SsrfError(`Host ${host} resolves to a non-public address: ${why}`);
   }
-  return null;
-}
-
-/** Registration-time check (webhook endpoints, integrations): the reason when refused, else null. */
-export async function checkTargetUrl(raw: string, allowPrivate: boolean, resolve?: Resolver): Promise<string | null> {
-  return (await targetProblem(raw, allowPrivate, resolve))?.reason ?? null;
+  return url;
 }
 
 type LookupCb = (err: NodeJS.ErrnoException | null, address: string | dns.LookupAddress[], family?: number) => void;
 
 /**
  * A `lookup` for net/tls/https: resolves, then refuses the connection when any resolved address
- * is not public. Node does not call `lookup` for IP-literal hosts: callers check those first
- * (see `assertConnectTarget`).
+ * is not public. Node does not call `lookup` for IP-literal hosts: `assertTarget` judges those
+ * before the request is made.
  */
 export function guardedLookup(allowPrivate: boolean, resolve: Resolver = systemResolver) {
   return (hostname: string, options: dns.LookupOptions, callback: LookupCb): void => {
@@ -264,12 +277,4 @@ export function guardedLookup(allowPrivate: boolean, resolve: Resolver = systemR
       return callback(null, list[0].address, list[0].family);
     });
   };
-}
-
-/** Connect-time check for IP-literal hosts (which skip `lookup`). Throws SsrfError. */
-export function assertConnectTarget(url: URL, allowPrivate: boolean): void {
-  if (url.protocol !== 'https:') throw new SsrfError('Refused: only https:// targets are allowed');
-  const host = hostOf(url);
-  const why = !allowPrivate && net.isIP(host) ? addressProblem(host) : null;
-  if (why) throw new SsrfError(`Refused to connect: ${why}`);
 }

@@ -1,17 +1,15 @@
 /**
- * Outbound HTTP for notifications (Slack, automation hooks, the SMS API) behind the shared SSRF
- * guard (src/net/ssrf.ts): https only, and no loopback/private/link-local/CGNAT/multicast/metadata
- * target — checked on the URL before sending and again on every address the socket actually
- * connects to, so a name that re-resolves to a private address in between is still refused.
+ * Outbound HTTP for notifications (Slack, automation hooks, the SMS API) through the guarded POST
+ * webhooks use (src/net/post.ts), so the one SSRF assertion of src/net/ssrf.ts applies: https
+ * only, no credentials, and no loopback/private/link-local/CGNAT/multicast/metadata target — an
+ * IP literal is refused before dialling and a host name on every address the socket actually
+ * connects to, so a name that re-resolves to a private address after registration is refused.
  * `WEBHOOK_ALLOW_PRIVATE_TARGETS=true` lifts the address rule (tests only); https always holds.
  * Unlike webhook registration, a name that does not resolve here is a transient failure (retried).
  */
 import type { Config } from '../config.js';
 import type { ExtraCa } from '../net/ca.js';
 import { guardedPost } from '../net/post.js';
-import { isPublicAddress, targetProblem } from '../net/ssrf.js';
-
-export { isPublicAddress };
 
 type GuardConfig = Pick<Config, 'WEBHOOK_ALLOW_PRIVATE_TARGETS'>;
 
@@ -23,15 +21,6 @@ export class BlockedTargetError extends Error {
 /** The worker gave the request up (shutting down): not an outcome of the try. */
 export class AbortedError extends Error {
   readonly code = 'ABORT_ERR';
-}
-
-/** Refuses a URL that is not https or that names (or resolves to) a non-public address. */
-export async function assertPublicUrl(url: string, cfg: GuardConfig): Promise<URL> {
-  const problem = await targetProblem(url, cfg.WEBHOOK_ALLOW_PRIVATE_TARGETS);
-  // Resolution failure is a transient network error, not a verdict on the target.
-  if (problem?.unresolved) throw Object.assign(new Error(problem.reason), { code: 'ENOTFOUND' });
-  if (problem) throw new BlockedTargetError(problem.reason);
-  return new URL(url);
 }
 
 export interface OutboundRequest {
@@ -58,7 +47,6 @@ export interface OutboundResponse {
  * (BlockedTargetError), an abort (AbortedError), a connection error or the time-out.
  */
 export async function postOutbound(url: string, req: OutboundRequest, cfg: GuardConfig, opts: OutboundOptions): Promise<OutboundResponse> {
-  await assertPublicUrl(url, cfg);
   const r = await guardedPost({
     url,
     body: req.body,

@@ -10,7 +10,7 @@
 import type { JobHelpers, Task } from 'graphile-worker';
 import nodemailer from 'nodemailer';
 import { callFn } from '../db/pools.js';
-import type { TaskDeps } from '../worker/index.js';
+import type { TaskDeps } from '../worker/task.js';
 import { emailContent, renderMessage, slackPayload, type EventBody } from './messages.js';
 import { AbortedError, BlockedTargetError, postOutbound, type OutboundResponse } from './outbound.js';
 

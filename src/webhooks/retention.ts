@@ -1,7 +1,13 @@
-/** Retention of delivery history (DELIVERY_RETENTION_DAYS): the prune_deliveries task's loop. */
+/**
+ * Retention of delivery history (DELIVERY_RETENTION_DAYS): the prune_deliveries task (worker
+ * crontab, hourly) deletes delivery attempts, notifications with their log, and settled events
+ * older than the window, 1,000 rows per statement. Each batch is its own short transaction (one
+ * autocommitted call of app.retention_prune), so no lock is held for long and a large backlog
+ * drains in many small steps. See docs/webhooks.md.
+ */
 import type { Task } from 'graphile-worker';
 import { callFn } from '../db/pools.js';
-import type { TaskDeps } from '../worker/index.js';
+import type { TaskDeps } from '../worker/task.js';
 
 /** Rows per statement. */
 export const PRUNE_BATCH = 1000;

@@ -7,34 +7,17 @@
  *   only send_notification, so webhook traffic never occupies it; emergencies carry a higher job
  *   priority and go first.
  * - Jobs: a small graphile-worker runner for everything else in tasks/ (finalize_call, the cron
- *   sweeper).
+ *   sweeper and pruning).
+ *
+ * Every file in tasks/ is a thin adapter over code in src/ (src/worker/task.ts).
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { run, Logger as WorkerLogger, type Runner, type RunnerOptions, type Task, type TaskList } from 'graphile-worker';
-import type pg from 'pg';
-import type { Config } from '../config.js';
 import type { Logger } from '../log.js';
 import { WebhookEngine, type EngineOptions } from '../webhooks/engine.js';
-
-/** What every task factory receives. */
-export interface TaskDeps {
-  cfg: Config;
-  log: Logger;
-  /** Owner pool; tasks call SQL functions that set the tenant themselves. */
-  pool: pg.Pool;
-  /**
-   * Extra CA certificates (PEM) to trust for outbound HTTPS, on top of the public roots. Tests
-   * pass their throwaway CA; production leaves it unset and relies on NODE_EXTRA_CA_CERTS.
-   */
-  ca?: string;
-  /** A try's lease lasts WEBHOOK_TIMEOUT_MS + this (default 30 s); tests shorten it. */
-  leaseGraceMs?: number;
-}
-
-/** A file in tasks/ default-exports one of these; the file name is the task identifier. */
-export type TaskFactory = (deps: TaskDeps) => Task;
+import type { TaskDeps, TaskFactory } from './task.js';
 
 /** tasks/ beside this module's tree: the .ts sources from src/, the compiled .js from dist/. */
 export const tasksFolder = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'tasks');

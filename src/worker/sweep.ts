@@ -6,7 +6,7 @@
  */
 import type { Task } from 'graphile-worker';
 import { callFn } from '../db/pools.js';
-import type { TaskDeps } from './index.js';
+import type { TaskDeps } from './task.js';
 
 /** Extra time past a lapsed lease before the sweeper acts (the lease already includes 30 s). */
 export const SWEEP_GRACE_SECONDS = 0;

@@ -1,6 +1,6 @@
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
 import { runCli } from '../support/spawn.js';
-import { hashToken } from '../../src/http/route.js';
+import { hashToken } from '../../src/auth/tokens.js';
 import pg from 'pg';
 
 let db: TestDatabase;

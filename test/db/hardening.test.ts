@@ -3,7 +3,7 @@
  */
 import dns from 'node:dns';
 import { callFn } from '../../src/db/pools.js';
-import { hashToken } from '../../src/http/route.js';
+import { hashToken } from '../../src/auth/tokens.js';
 import { isPublicAddress } from '../../src/net/ssrf.js';
 import { callRow, events, postVoice, types, VOICE_SECRET, voiceFixture, voiceLocation } from '../platform/support.js';
 import { createLocation, mintKey, request, startTestApi, type TestApi, type TestLocation } from '../support/harness.js';

@@ -6,7 +6,7 @@
  */
 import type dns from 'node:dns';
 import { guardedPost } from '../../src/net/post.js';
-import { addressProblem, checkTargetUrl, guardedLookup, type Resolver, SsrfError } from '../../src/net/ssrf.js';
+import { addressProblem, assertTarget, guardedLookup, type Resolver, SsrfError } from '../../src/net/ssrf.js';
 import { postOutbound } from '../../src/notify/outbound.js';
 import { createLocation, mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
 import { makePki, startHttpsReceiver, type HttpsReceiver, type TestPki } from '../support/https.js';
@@ -89,6 +89,12 @@ const allowed = ['8.8.8.8', '93.184.215.14', '::ffff:8.8.8.8', '64:ff9b::8.8.8.8
 const bracket = (ip: string) => (ip.includes(':') ? `[${ip}]` : ip);
 /** A resolver that answers every name with `ip` (the "resolved address" of the connect-time check). */
 const answering = (ip: string): Resolver => (_host, _opts, cb) => cb(null, [{ address: ip, family: ip.includes(':') ? 6 : 4 }]);
+/** The registration-time refusal reason (null when allowed), from the shared assertion. */
+const refusal = (url: string, resolve?: Resolver) =>
+  assertTarget(url, { allowPrivate: false, resolve }).then(() => null, (e: SsrfError) => {
+    expect(e).toBeInstanceOf(SsrfError);
+    return e.message;
+  });
 const normalised = (ip: string) => new URL(`https://${bracket(ip)}/`).hostname.replace(/^\[|\]$/g, '');
 
 describe('the rule', () => {
@@ -105,7 +111,7 @@ describe('the rule', () => {
 
   test('IPv4 literal spellings the URL parser accepts are normalised before the check', async () => {
     for (const u of ['https://2130706433/', 'https://0x7f.1/', 'https://127.1/', 'https://0177.0.0.1/']) {
-      expect(await checkTargetUrl(u, false)).toMatch(/127\.0\.0\.1 is not public \(loopback/);
+      expect(await refusal(u)).toMatch(/127\.0\.0\.1 is not public \(loopback/);
     }
   });
 });
@@ -141,11 +147,11 @@ describe('at registration', () => {
 
   test('a host name is judged by every address it resolves to', async () => {
     for (const { ip, names } of refused) {
-      expect(await checkTargetUrl('https://hooks.example.com/x', false, answering(ip))).toMatch(names);
+      expect(await refusal('https://hooks.example.com/x', answering(ip))).toMatch(names);
     }
-    for (const ip of allowed) expect(await checkTargetUrl('https://hooks.example.com/x', false, answering(ip))).toBeNull();
+    for (const ip of allowed) expect(await refusal('https://hooks.example.com/x', answering(ip))).toBeNull();
     const mixed: Resolver = (_h, _o, cb) => cb(null, [{ address: '8.8.8.8', family: 4 }, { address: '::ffff:10.0.0.1', family: 6 }]);
-    expect(await checkTargetUrl('https://hooks.example.com/x', false, mixed)).toMatch(/embeds 10\.0\.0\.1/);
+    expect(await refusal('https://hooks.example.com/x', mixed)).toMatch(/embeds 10\.0\.0\.1/);
   });
 
   test('public forms are accepted (201)', async () => {

@@ -1,27 +1,29 @@
-import { assertPublicUrl, isPublicAddress } from '../../src/notify/outbound.js';
+import { assertTarget, isPublicAddress } from '../../src/net/ssrf.js';
 import { clip, renderMessage, slackPayload, SMS_MAX } from '../../src/notify/messages.js';
+import { postOutbound } from '../../src/notify/outbound.js';
 
 const strict = { WEBHOOK_ALLOW_PRIVATE_TARGETS: false };
 const lax = { WEBHOOK_ALLOW_PRIVATE_TARGETS: true };
+const send = (url: string, cfg = strict) => postOutbound(url, { headers: {}, body: '{}' }, cfg, { timeoutMs: 5000 });
 
-describe('SSRF guard', () => {
+describe('SSRF guard (the shared assertion, as notifications meet it)', () => {
   test.each([
     'http://93.184.216.34/hook', 'ftp://93.184.216.34/', 'https://127.0.0.1/x', 'https://10.1.2.3/', 'https://192.168.0.10/',
     'https://172.16.5.4/', 'https://169.254.169.254/latest/meta-data', 'https://100.64.0.1/', 'https://[::1]/',
     'https://[fd00::1]/', 'https://[::ffff:127.0.0.1]/', 'https://0.0.0.0/', 'https://224.0.0.1/', 'https://localhost/',
     'https://user:pw@93.184.216.34/', 'not a url',
-  ])('refuses %s', async (u) => {
-    await expect(assertPublicUrl(u, strict)).rejects.toMatchObject({ code: 'EBLOCKEDTARGET' });
+  ])('refuses %s before anything is sent, as a target never worth retrying', async (u) => {
+    await expect(send(u)).rejects.toMatchObject({ code: 'EBLOCKEDTARGET' });
   });
 
   test('accepts a public https address', async () => {
-    await expect(assertPublicUrl('https://93.184.216.34/services/T/B/X', strict)).resolves.toBeInstanceOf(URL);
+    await expect(assertTarget('https://93.184.216.34/services/T/B/X', { allowPrivate: false })).resolves.toBeInstanceOf(URL);
     expect(isPublicAddress('2606:4700::1111')).toBe(true);
   });
 
   test('WEBHOOK_ALLOW_PRIVATE_TARGETS lifts the address rule but never the https rule', async () => {
-    await expect(assertPublicUrl('https://127.0.0.1:8443/x', lax)).resolves.toBeInstanceOf(URL);
-    await expect(assertPublicUrl('http://127.0.0.1:8443/x', lax)).rejects.toMatchObject({ code: 'EBLOCKEDTARGET' });
+    await expect(assertTarget('https://127.0.0.1:8443/x', { allowPrivate: true })).resolves.toBeInstanceOf(URL);
+    await expect(send('http://127.0.0.1:8443/x', lax)).rejects.toMatchObject({ code: 'EBLOCKEDTARGET' });
   });
 });
 
@@ -68,7 +70,6 @@ describe('messages', () => {
 describe('postOutbound', () => {
   test('a receiver that never answers fails the try at the deadline', async () => {
     const { makePki, silence, startHttpsReceiver } = await import('../support/https.js');
-    const { postOutbound } = await import('../../src/notify/outbound.js');
     const pki = makePki();
     const rx = await startHttpsReceiver(pki);
     rx.respond(silence);

@@ -17,7 +17,7 @@
 import fc from 'fast-check';
 import type pg from 'pg';
 import { callFn } from '../../src/db/pools.js';
-import { hashToken } from '../../src/http/route.js';
+import { hashToken } from '../../src/auth/tokens.js';
 import { createLocation, mintKey, startTestApi, type TestApi } from '../support/harness.js';
 
 let t: TestApi;

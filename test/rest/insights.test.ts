@@ -1,4 +1,4 @@
-/** Insights (DESIGN.md §10) against a hand-computed fixture in America/Chicago. */
+/** Insights (docs/api-contract.md §10) against a hand-computed fixture in America/Chicago. */
 import { ALL_SCOPES, createLocation, mintKey, request, startTestApi, type TestApi, type TestLocation } from '../support/harness.js';
 
 let t: TestApi;

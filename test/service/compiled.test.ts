@@ -1,7 +1,8 @@
 /**
  * `npm start` runs the JavaScript that `npm install` compiles (prepare → tsc → dist/), not the
  * TypeScript sources: the build succeeds, and the compiled service finds migrations/ from dist,
- * serves the API, and its worker runs tasks loaded from dist/tasks.
+ * serves the API and the staff GraphQL (its preset compiled from graphile.config.ts at the top
+ * level), and its worker runs tasks loaded from dist/tasks.
  */
 import { execFile, spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -38,19 +39,20 @@ function tree(pid: number): { pid: number; cmd: string }[] {
   return out;
 }
 
-test('npm start runs the compiled service: API up, migrations found, a job runs with the compiled task', async () => {
+test('npm start runs the compiled service: API and staff GraphQL up, migrations found, a job runs with the compiled task', async () => {
   await run('npm', ['run', '-s', 'build'], { cwd: projectRoot, env: process.env });
   expect(fs.existsSync(path.join(projectRoot, 'dist', 'src', 'main.js'))).toBe(true);
+  expect(fs.existsSync(path.join(projectRoot, 'dist', 'graphile.config.js'))).toBe(true);
   expect(fs.existsSync(path.join(projectRoot, 'dist', 'tasks', 'finalize_call.js'))).toBe(true);
 
   const db = await createTestDatabase();
   const owner = new pg.Client({ connectionString: db.url });
   await owner.connect();
-  const port = await freePort();
+  const [port, adminPort] = [await freePort(), await freePort()];
   const child = spawn('npm', ['start', '--silent'], {
     cwd: projectRoot,
     detached: true,
-    env: childEnv({ DATABASE_URL: db.url, HOST: '127.0.0.1', PORT: String(port), ADMIN_PORT: String(await freePort()), DATA_DIR: path.join(projectRoot, '.test-data', 'unused') }),
+    env: childEnv({ DATABASE_URL: db.url, HOST: '127.0.0.1', PORT: String(port), ADMIN_PORT: String(adminPort), DATA_DIR: path.join(projectRoot, '.test-data', 'unused') }),
   });
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
@@ -71,6 +73,15 @@ test('npm start runs the compiled service: API up, migrations found, a job runs 
     const main = procs.find((p) => p.cmd.includes('dist/src/main.js') && !p.cmd.startsWith('sh '));
     expect(main).toBeDefined();
     expect(procs.some((p) => /tsx/.test(p.cmd))).toBe(false);
+
+    // The staff GraphQL, built from the compiled graphile.config.js (pg-aggregates included).
+    const staff = await fetch(`http://127.0.0.1:${adminPort}/graphql`, {
+      method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ query: '{ allLocations { totalCount aggregates { distinctCount { slug } } } }' }),
+    });
+    expect(staff.status).toBe(200);
+    const gql = (await staff.json()) as { data: { allLocations: { totalCount: number; aggregates: unknown } } };
+    expect(gql.data.allLocations).toEqual({ totalCount: 0, aggregates: { distinctCount: { slug: '0' } } });
 
     // A finalize_call job for an unknown call: the compiled task runs it (a no-op) and logs it.
     await owner.query(`select graphile_worker.add_job('finalize_call', json_build_object('call_id', gen_random_uuid()))`);

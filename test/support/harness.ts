@@ -9,7 +9,7 @@ import pg from 'pg';
 import { loadConfig, type Config } from '../../src/config.js';
 import { callFn, createApiPool, createOwnerPool } from '../../src/db/pools.js';
 import { createApp } from '../../src/http/app.js';
-import { hashToken } from '../../src/http/route.js';
+import { hashToken } from '../../src/auth/tokens.js';
 import { createLogger } from '../../src/log.js';
 import { createTestDatabase, type TestDatabase } from './db.js';
 

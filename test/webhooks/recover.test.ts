@@ -3,7 +3,7 @@
  * periods, dead deliveries), never what it already has or has pending; bounds, errors, scopes.
  */
 import { callFn } from '../../src/db/pools.js';
-import { hashToken } from '../../src/http/route.js';
+import { hashToken } from '../../src/auth/tokens.js';
 import { createLocation, mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
 import { makePki, reply, startHttpsReceiver, type HttpsReceiver, type TestPki } from '../support/https.js';
 import { deliveriesOf, emit, startTestWorker, waitFor } from './support.js';

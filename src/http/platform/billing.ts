@@ -1,5 +1,5 @@
 /**
- * Stripe billing webhook (DESIGN.md §7): the stripe library verifies Stripe-Signature on the raw
+ * Stripe billing webhook (docs/api-contract.md §7): the stripe library verifies Stripe-Signature on the raw
  * bytes before anything is parsed; one SQL function applies the event once. The signed timestamp
  * must be within 5 minutes of now either way: the library only refuses old ones, and a signature
  * dated in the future would otherwise stay replayable for as long as its date is ahead.
@@ -8,7 +8,7 @@ import { Router } from 'express';
 import Stripe from 'stripe';
 import { z } from 'zod';
 import { callFn } from '../../db/pools.js';
-import type { AppDeps } from '../app.js';
+import type { AppDeps } from '../deps.js';
 import { assertJsonDepth } from '../body.js';
 import { ApiError } from '../errors.js';
 import { bodyBytes, invalidSignature, notConfigured, onlyPost, rawBody, validate } from './raw.js';

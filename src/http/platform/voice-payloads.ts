@@ -1,5 +1,5 @@
 /**
- * Shapes of the voice platform's webhooks (Retell format, DESIGN.md §6). The platform's own
+ * Shapes of the voice platform's webhooks (Retell format, docs/api-contract.md §6). The platform's own
  * fields are validated strictly (a malformed call object is a 400); the fields an LLM extracted
  * into `custom_analysis_data` are normalised leniently: a value we cannot use is dropped rather
  * than failing the whole webhook, because the platform would only retry the same bytes.

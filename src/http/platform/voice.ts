@@ -1,12 +1,12 @@
 /**
- * Voice platform webhooks (Retell-compatible, DESIGN.md §6). Order per request: secret set (503),
+ * Voice platform webhooks (Retell-compatible, docs/api-contract.md §6). Order per request: secret set (503),
  * raw body read, signature verified (401), JSON parsed and validated (400), then ONE SQL function
  * that routes the call to its location and does all the work in one transaction.
  */
 import { Router, type Request } from 'express';
 import { verify } from 'retell-sdk';
 import { callFn } from '../../db/pools.js';
-import type { AppDeps } from '../app.js';
+import type { AppDeps } from '../deps.js';
 import { bodyBytes, invalidSignature, notConfigured, onlyPost, parseSigned, rawBody } from './raw.js';
 import { InboundWebhook, POST_CALL_EVENTS, PostCallWebhook } from './voice-payloads.js';
 

@@ -1,10 +1,7 @@
 import { z } from 'zod';
-import type { Config } from '../../config.js';
-import { checkTargetUrl } from '../../net/ssrf.js';
-import { ApiError } from '../errors.js';
 import { defineRoute, locationParam, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
 import { httpsUrl } from '../schemas.js';
-import { ts, tsNull, uuid } from './rest-common.js';
+import { assertTargetField, ts, tsNull, uuid } from './rest-common.js';
 
 export const webhookProviders = ['slack', 'zapier', 'make', 'n8n', 'calcom'] as const;
 export const oauthProviders = ['google_calendar', 'outlook', 'jobber', 'housecall_pro', 'servicetitan', 'hubspot'] as const;
@@ -62,15 +59,8 @@ export const integrationRoutes: RouteSpec[] = [
     summary: 'Connect a webhook-style integration (slack, zapier, make, n8n, calcom)',
     params: LocationParams, body: IntegrationCreate, response: Integration, rules: ['ipv6_literal', 'public_target'],
     handler: async ({ call, token, params, body, req }) => {
-      // The same registration-time SSRF check as webhook endpoints: IP literals and hostnames
-      // that resolve to a non-public address are refused (send time checks again).
-      const cfg = req.app.locals.cfg as Config | undefined;
-      const reason = await checkTargetUrl(body.webhook_url, cfg?.WEBHOOK_ALLOW_PRIVATE_TARGETS ?? false);
-      if (reason) {
-        throw new ApiError(400, 'validation_error', 'Request validation failed', {
-          issues: [{ path: 'webhook_url', message: reason }],
-        });
-      }
+      // The same registration-time SSRF check as webhook endpoints (send time checks again).
+      await assertTargetField(req, 'webhook_url', body.webhook_url);
       return call('api.integration_create', token, params.locationId, body);
     },
   }),

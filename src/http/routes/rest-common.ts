@@ -1,5 +1,9 @@
-/** Field pieces shared by the resource routes. */
+/** Field pieces and checks shared by the resource routes. */
+import type { Request } from 'express';
 import { z } from 'zod';
+import type { Config } from '../../config.js';
+import { assertTarget, SsrfError } from '../../net/ssrf.js';
+import { ApiError } from '../errors.js';
 import { text, timestamp } from '../schemas.js';
 
 export { text };
@@ -9,3 +13,19 @@ export const money = z.number().min(0).max(100_000_000);
 export const uuid = z.string().uuid();
 export const ts = timestamp;
 export const tsNull = timestamp.nullable();
+
+/**
+ * Registration-time SSRF check of a URL a tenant gives us to call (webhook endpoint `url`,
+ * integration `webhook_url`): the shared assertion of src/net/ssrf.ts, resolving the host now, and
+ * a refusal becomes 400 validation_error naming the field. Sending checks again (src/net/post.ts).
+ */
+export async function assertTargetField(req: Request, field: string, url: string | undefined): Promise<void> {
+  if (url === undefined) return;
+  const cfg = req.app.locals.cfg as Config;
+  try {
+    await assertTarget(url, { allowPrivate: cfg.WEBHOOK_ALLOW_PRIVATE_TARGETS });
+  } catch (err) {
+    if (!(err instanceof SsrfError)) throw err;
+    throw new ApiError(400, 'validation_error', 'Request validation failed', { issues: [{ path: field, message: err.message }] });
+  }
+}

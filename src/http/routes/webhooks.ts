@@ -3,14 +3,12 @@
  * handler is one SQL call; the only work done here is the SSRF check of a registered URL, which
  * needs DNS, and picking a catalog example for a test send.
  */
-import type { Request } from 'express';
 import { z } from 'zod';
 import type { Config } from '../../config.js';
-import { checkTargetUrl } from '../../net/ssrf.js';
 import { catalogEntry, eventTypes, publishedCatalog } from '../../webhooks/events.js';
-import { ApiError } from '../errors.js';
 import { defineRoute, locAnd, LocationParams, page, pageQuery, type RouteSpec, uuidParam } from '../route.js';
 import { httpsUrl, patchOf, timestamp } from '../schemas.js';
+import { assertTargetField } from './rest-common.js';
 
 export const subscribableEvents = [
   'call.ended', 'call.emergency', 'lead.created', 'lead.updated', 'booking.created', 'booking.updated', 'spam.blocked',
@@ -105,16 +103,6 @@ export const EventTypeInfo = z.object({
   example: z.object({ event: z.string(), location_id: z.string(), created_at: z.string(), data: z.record(z.string(), z.unknown()) }),
 });
 
-/** 400 validation_error when the URL is not an allowed target (registration-time SSRF check). */
-async function assertTarget(req: Request, url: string | undefined): Promise<void> {
-  if (url === undefined) return;
-  const cfg = req.app.locals.cfg as Config;
-  const reason = await checkTargetUrl(url, cfg.WEBHOOK_ALLOW_PRIVATE_TARGETS);
-  if (reason) {
-    throw new ApiError(400, 'validation_error', 'Request validation failed', { issues: [{ path: 'url', message: reason }] });
-  }
-}
-
 /** The same operation under /webhook-endpoints/{id} (token's location) and /locations/{loc}/webhook-endpoints/{id}. */
 function both<B>(
   spec: Omit<RouteSpec<{ locationId?: string; id: string }, unknown, B>, 'path' | 'params'> & { suffix?: string },
@@ -132,7 +120,7 @@ export const webhookRoutes: RouteSpec[] = [
     summary: 'Register a webhook endpoint (the response is the only one that shows its secret)',
     params: LocationParams, body: EndpointCreate, response: WebhookEndpointWithSecret, rules: ['ipv6_literal', 'public_target'],
     handler: async ({ call, token, params, body, req }) => {
-      await assertTarget(req, body.url);
+      await assertTargetField(req, 'url', body.url);
       return call('api.webhook_endpoints_create', token, params.locationId, body);
     },
   }),
@@ -151,7 +139,7 @@ export const webhookRoutes: RouteSpec[] = [
     summary: 'Update an endpoint; active=false pauses it (pending retries held), active=true resumes or re-enables it (clears disabled_at, disabled_reason, failure_count)',
     body: EndpointPatch, response: WebhookEndpoint, rules: ['ipv6_literal', 'public_target'],
     handler: async ({ call, token, params, body, req }) => {
-      await assertTarget(req, (body as z.infer<typeof EndpointPatch>).url);
+      await assertTargetField(req, 'url', (body as z.infer<typeof EndpointPatch>).url);
       return call('api.webhook_endpoint_patch', token, params.locationId ?? null, params.id, body);
     },
   }),

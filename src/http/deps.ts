@@ -1,0 +1,19 @@
+/**
+ * What the HTTP app is built from. Its own module so that the routers the app mounts
+ * (src/http/platform/*) can name it without importing src/http/app.ts, which imports them.
+ */
+import type pg from 'pg';
+import type { Config } from '../config.js';
+import type { DeferredWakeups } from '../db/wakeups.js';
+import type { Logger } from '../log.js';
+
+export interface AppDeps {
+  cfg: Config;
+  log: Logger;
+  /** Connections as switchboard_api (RLS applies). */
+  apiPool: pg.Pool;
+  /** Owner connections, for platform routes that must route by phone number or Stripe id. */
+  ownerPool: pg.Pool;
+  /** Post-commit wake-ups of voice ingestion (made from ownerPool when not given). */
+  wakeups?: DeferredWakeups;
+}
