@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pg from 'pg';
+import { scopes } from '../../src/allowed-values.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { callFn, createApiPool, createOwnerPool } from '../../src/db/pools.js';
 import { createApp } from '../../src/http/app.js';
@@ -70,13 +71,8 @@ export async function createLocation(owner: pg.Pool, attrs: Record<string, unkno
   return callFn<TestLocation>(owner, 'admin.location_create', [{ name: `Test Location ${seq}`, slug, ...attrs }]);
 }
 
-export const ALL_SCOPES: string[] = [
-  'locations:read', 'locations:write', 'api_keys:read', 'calls:read', 'transcripts:read',
-  'recordings:read', 'leads:read', 'leads:write', 'bookings:read', 'bookings:write',
-  'insights:read', 'faqs:read', 'faqs:write', 'pricebook:read', 'pricebook:write',
-  'settings:read', 'settings:write', 'integrations:read', 'integrations:write',
-  'webhooks:read', 'webhooks:write', 'notifications:read', 'members:read',
-];
+/** Every scope (src/allowed-values.ts, equal to app.known_scopes()). */
+export const ALL_SCOPES: string[] = [...scopes];
 
 /** Mints a key the way the CLI does; returns the plaintext token and the listing record. */
 export async function mintKey(owner: pg.Pool, location: string, scopes: string[] = ALL_SCOPES, label = 'test key') {
