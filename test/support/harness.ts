@@ -12,6 +12,7 @@ import { callFn, createApiPool, createOwnerPool } from '../../src/db/pools.js';
 import { createApp } from '../../src/http/app.js';
 import { hashToken } from '../../src/http/route.js';
 import { createLogger } from '../../src/log.js';
+import { assertConforms } from './contract.js';
 import { createTestDatabase, type TestDatabase } from './db.js';
 
 export interface TestApi {
@@ -89,7 +90,11 @@ export interface Res<T = any> {
   headers: Headers;
 }
 
-/** fetch wrapper: JSON in, JSON out; `raw` sends a body string as is. */
+/**
+ * fetch wrapper: JSON in, JSON out; `raw` sends a body string as is. Every answer of the token API
+ * is checked against the OpenAPI document (test/support/contract.ts): a response that does not
+ * match its declared schema fails the calling test.
+ */
 export async function request<T = any>(
   baseUrl: string,
   method: string,
@@ -112,5 +117,6 @@ export async function request<T = any>(
   } catch {
     /* leave as text: tests assert it is JSON where it must be */
   }
+  assertConforms(method, path, res.status, parsed, res.headers.get('content-type'));
   return { status: res.status, body: parsed as T, headers: res.headers };
 }
