@@ -7,7 +7,6 @@ import { defineRoute, locationParam, LocationParams, page, pageQuery, type Route
 import { httpsUrl } from '../schemas.js';
 import { ts, tsNull, uuid } from './rest-common.js';
 
-
 export const Integration = z.object({
   id: uuid,
   location_id: uuid,
