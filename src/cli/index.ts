@@ -13,7 +13,8 @@ import { resolveDatabase } from '../db/connection.js';
 import { migrateDatabase } from '../db/migrate.js';
 import { callFn, createOwnerPool } from '../db/pools.js';
 import { ApiError, toApiError } from '../http/errors.js';
-import { e164, industries, timezone } from '../http/schemas.js';
+import { industries, memberRoles } from '../allowed-values.js';
+import { e164, timezone } from '../http/schemas.js';
 import { createLogger } from '../log.js';
 
 const ALL = 'all';
@@ -112,7 +113,7 @@ program
   .requiredOption('--location <id-or-slug>')
   .requiredOption('--email <email>')
   .option('--name <name>')
-  .addOption(new Option('--role <role>').choices(['owner', 'admin', 'member']).default('member'))
+  .addOption(new Option('--role <role>').choices([...memberRoles]).default('member'))
   .action((o) => withDb((pool) => callFn(pool, 'admin.member_invite', [o.location, o.email, o.role, o.name ?? null])));
 
 program

@@ -69,7 +69,12 @@ export function buildOpenApi(routes: RouteSpec[]): Json {
         content: { 'application/json': { schema: { type: 'object', properties: { data: dataSchema }, required: ['data'], additionalProperties: false } } },
       },
     };
-    const errs = [400, ...(auth ? [401, 403] : []), 404, ...(['post', 'patch', 'put', 'delete'].includes(spec.method) ? [409] : []), ...(spec.body ? [413, 415] : []), ...(auth ? [429] : [])];
+    // 403 only where a scope is required, 404 only where the path names something (a location or
+    // a record), 409 only where the route says it can conflict: test/rest/contract.test.ts provokes
+    // every documented status of every operation.
+    const named = /:[A-Za-z]/.test(spec.path);
+    const errs = [400, ...(auth ? [401] : []), ...(spec.scope ? [403] : []), ...(named ? [404] : []),
+      ...(spec.conflict ? [409] : []), ...(spec.body ? [413, 415] : []), ...(auth ? [429] : [])];
     for (const e of errs) responses[String(e)] = errorRef(e);
     responses.default = { $ref: '#/components/responses/ErrorDefault' };
     const scopeText = spec.scope ? `Requires scope \`${spec.scope}\`.` : auth ? 'Any valid token (no scope).' : 'No authentication.';
@@ -119,10 +124,12 @@ export function buildOpenApi(routes: RouteSpec[]): Json {
         Error: {
           type: 'object',
           required: ['error'],
+          additionalProperties: false,
           properties: {
             error: {
               type: 'object',
               required: ['code', 'message', 'details'],
+              additionalProperties: false,
               properties: {
                 code: { type: 'string', examples: ['validation_error', 'forbidden', 'not_found'] },
                 message: { type: 'string' },

@@ -46,6 +46,8 @@ export interface RouteSpec<P = any, Q = any, B = any> {
   status?: number;
   /** Rules of the body that JSON Schema cannot state (src/http/rules.ts); listed in the document. */
   rules?: RuleId[];
+  /** The operation can answer 409 (a status move not allowed, a unique value taken, a record in the wrong state). */
+  conflict?: boolean;
   /** The SQL result is `{ data, next_cursor }`: data is sent, the cursor becomes a Link header. */
   list?: boolean;
   handler: (ctx: Ctx<P, Q, B>) => Promise<unknown>;

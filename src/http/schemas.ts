@@ -5,6 +5,7 @@
  */
 import { parsePhoneNumberFromString } from 'libphonenumber-js';
 import { z, type ZodRawShape } from 'zod';
+import { industries } from '../allowed-values.js';
 import { TIME_ZONES } from './timezones.js';
 
 /** A PATCH body: strict (unknown fields are a 400), every field optional, at least one present. */
@@ -78,17 +79,12 @@ export const webUrl = urlOf(
   'http(s):// URL (ASCII host: a DNS name in punycode, an IPv4 address or an [IPv6] literal)',
 );
 
-export const timestamp = z.string().describe('ISO 8601 UTC with milliseconds');
+export const timestamp = z.iso.datetime().describe('ISO 8601 UTC with milliseconds');
 
 /** An IANA time-zone name from the published list (src/http/timezones.ts). */
 export const timezone = z.enum(TIME_ZONES, { error: 'Unknown IANA time zone' }).describe(
   'IANA time-zone name (Area/Location, or UTC), exactly as listed',
 );
-
-export const industries = [
-  'hvac', 'plumbing', 'electrical', 'roofing', 'appliance_repair', 'garage_door', 'pest_control',
-  'landscaping', 'cleaning', 'general_contractor', 'other',
-] as const;
 
 export const Location = z.object({
   id: z.string().uuid(),

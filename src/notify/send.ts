@@ -9,6 +9,7 @@
  */
 import type { JobHelpers, Task } from 'graphile-worker';
 import nodemailer from 'nodemailer';
+import { notificationChannels, notificationStatuses } from '../allowed-values.js';
 import { callFn } from '../db/pools.js';
 import type { TaskDeps } from '../worker/task.js';
 import { emailContent, renderMessage, slackPayload, type EventBody } from './messages.js';
@@ -36,10 +37,10 @@ export const NOTIFY_LEASE_GRACE_MS = 30_000;
 export interface NotificationToSend {
   id: string;
   location_id: string;
-  channel: 'sms' | 'email' | 'chat' | 'automation';
+  channel: (typeof notificationChannels)[number];
   provider: string;
   recipient: string | null;
-  status: 'pending' | 'sent' | 'failed' | 'skipped';
+  status: (typeof notificationStatuses)[number];
   attempts: number;
   target_url: string | null;
   integration_status: string | null;

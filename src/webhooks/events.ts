@@ -2,93 +2,28 @@
  * The event catalog: one zod schema per webhook event type describing the whole delivery body
  * `{ event, location_id, created_at, data }`, a description and a realistic example. This is the
  * one source of `GET /event-types`, of the OpenAPI document's `webhooks` section and of the
- * examples `POST webhook-endpoints/{id}/test { event_type }` sends. The shapes mirror the SQL
- * that writes event data (app.call_summary_json, app.lead_json, app.booking_json and the
- * emitters); test/webhooks/catalog.test.ts validates every body the system emits against them.
+ * examples `POST webhook-endpoints/{id}/test { event_type }` sends. Call, lead and booking data
+ * are the REST records themselves (src/http/routes/records.ts, one schema each, built in SQL by
+ * app.call_summary_json, app.lead_json, app.booking_json); test/webhooks/catalog.test.ts validates
+ * every body the system emits against the catalog, the REST tests every response against the
+ * OpenAPI document.
  */
 import { z } from 'zod';
+import { bookingStatuses, eventTypes, leadStatuses, type EventType } from '../allowed-values.js';
+import { Booking, CallSummary, Lead } from '../http/routes/records.js';
 
 const uuid = z.uuid();
 const ts = z.iso.datetime().describe('ISO 8601 UTC with milliseconds');
 const date = z.iso.date().describe('YYYY-MM-DD');
 const hhmm = z.string().regex(/^([01][0-9]|2[0-3]):[0-5][0-9]$/).describe('HH:MM, location time');
 const maskedPhone = z.string().regex(/^\*\*\*-\*\*\*-[0-9]{4}$/).describe('Masked: ***-***-NNNN');
-const e164 = z.string().regex(/^\+[1-9][0-9]{6,14}$/).describe('E.164');
-const urgency = z.number().int().min(0).max(5);
-const money = z.number().min(0);
 
-export const callOutcomes = ['booked', 'transferred', 'lead', 'spam', 'dropped', 'other'] as const;
-export const leadStatuses = ['new', 'contacted', 'booked', 'closed', 'lost'] as const;
-export const bookingStatuses = ['scheduled', 'confirmed', 'completed', 'cancelled', 'no_show'] as const;
-
-/** The call summary of call.* events (no transcript, recording or cost; caller phone masked). */
-export const CallSummaryData = z.strictObject({
-  id: uuid,
-  location_id: uuid,
-  customer_id: uuid.nullable(),
-  direction: z.enum(['inbound', 'outbound']),
-  caller_phone: maskedPhone.nullable(),
-  caller_name: z.string().nullable(),
-  caller_address: z.string().nullable(),
-  outcome: z.enum(callOutcomes),
-  urgency_level: urgency,
-  is_emergency: z.boolean(),
-  is_returning_customer: z.boolean(),
-  started_at: ts.nullable(),
-  ended_at: ts.nullable(),
-  duration_sec: z.number().int().min(0).nullable(),
-  service_type: z.string().nullable(),
-  issue_summary: z.string().nullable(),
-  detected_intent: z.string().nullable(),
-  estimated_value: money.nullable(),
-  appointment_date: date.nullable(),
-  appointment_time: z.string().nullable().describe('As the voice agent captured it, e.g. 10:00'),
-  disconnection_reason: z.string().nullable(),
-  created_at: ts,
-});
-
-export const LeadData = z.strictObject({
-  id: uuid,
-  location_id: uuid,
-  call_id: uuid.nullable().describe('null for a lead created through the API'),
-  customer_id: uuid.nullable(),
-  name: z.string().max(200).nullable(),
-  phone: e164.nullable().describe('E.164 (not masked)'),
-  email: z.string().max(320).nullable(),
-  address: z.string().max(500).nullable(),
-  service_type: z.string().max(200).nullable(),
-  urgency_level: urgency,
-  estimated_value: money.nullable(),
-  status: z.enum(leadStatuses),
-  status_changed_at: ts,
-  assigned_to: uuid.nullable(),
-  notes: z.string().max(10000).nullable(),
-  created_at: ts,
-  updated_at: ts,
-});
-
-export const BookingData = z.strictObject({
-  id: uuid,
-  location_id: uuid,
-  call_id: uuid.nullable(),
-  lead_id: uuid.nullable(),
-  customer_id: uuid.nullable(),
-  status: z.enum(bookingStatuses),
-  scheduled_date: date.describe('YYYY-MM-DD, location time'),
-  scheduled_time: hhmm.nullable(),
-  service_type: z.string().nullable(),
-  address: z.string().nullable(),
-  notes: z.string().max(10000).nullable(),
-  created_at: ts,
-  updated_at: ts,
-});
-
-const EmergencyData = CallSummaryData.extend({
+const EmergencyData = CallSummary.extend({
   reason: z.enum(['urgency', 'warm_transfer']).describe('urgency: urgency level 5; warm_transfer: the agent transferred the caller'),
   lead_id: uuid.nullable().describe('The lead created from the call; null when fired at transfer time, before analysis'),
 });
-const LeadUpdatedData = LeadData.extend({ previous_status: z.enum(leadStatuses) });
-const BookingUpdatedData = BookingData.extend({
+const LeadUpdatedData = Lead.extend({ previous_status: z.enum(leadStatuses) });
+const BookingUpdatedData = Booking.extend({
   previous: z.strictObject({ status: z.enum(bookingStatuses), scheduled_date: date, scheduled_time: hhmm.nullable() })
     .describe('The values before the change'),
 });
@@ -117,7 +52,7 @@ const LEAD = 'c4d5e6f7-a8b9-4c0d-8e1f-2a3b4c5d6e7f';
 const BOOKING = 'e1f2a3b4-c5d6-4e7f-a8b9-c0d1e2f3a4b5';
 const AT = '2026-11-21T15:04:05.123Z';
 
-const exampleCall: z.infer<typeof CallSummaryData> = {
+const exampleCall: z.infer<typeof CallSummary> = {
   id: CALL, location_id: LOC, customer_id: CUSTOMER, direction: 'inbound', caller_phone: '***-***-0142',
   caller_name: 'Maria Gonzalez', caller_address: '1842 Oak Ridge Dr, Austin, TX 78704', outcome: 'booked',
   urgency_level: 3, is_emergency: false, is_returning_customer: false,
@@ -126,13 +61,13 @@ const exampleCall: z.infer<typeof CallSummaryData> = {
   detected_intent: 'book_service', estimated_value: 450, appointment_date: '2026-11-22', appointment_time: '10:00',
   disconnection_reason: 'user_hangup', created_at: '2026-11-21T15:00:12.456Z',
 };
-const exampleLead: z.infer<typeof LeadData> = {
+const exampleLead: z.infer<typeof Lead> = {
   id: LEAD, location_id: LOC, call_id: CALL, customer_id: CUSTOMER, name: 'Maria Gonzalez', phone: '+15125550142',
   email: null, address: '1842 Oak Ridge Dr, Austin, TX 78704', service_type: 'AC repair', urgency_level: 3,
   estimated_value: 450, status: 'new', status_changed_at: AT, assigned_to: null,
   notes: 'Upstairs AC blowing warm air since this morning; unit is about 12 years old.', created_at: AT, updated_at: AT,
 };
-const exampleBooking: z.infer<typeof BookingData> = {
+const exampleBooking: z.infer<typeof Booking> = {
   id: BOOKING, location_id: LOC, call_id: CALL, lead_id: LEAD, customer_id: CUSTOMER, status: 'scheduled',
   scheduled_date: '2026-11-22', scheduled_time: '10:00', service_type: 'AC repair',
   address: '1842 Oak Ridge Dr, Austin, TX 78704', notes: 'Gate code 4411; dog in the back yard.', created_at: AT, updated_at: AT,
@@ -141,7 +76,7 @@ const exampleBooking: z.infer<typeof BookingData> = {
 const body = (event: string, data: Record<string, unknown>) => ({ event, location_id: LOC, created_at: AT, data });
 
 export interface EventTypeEntry {
-  type: string;
+  type: EventType;
   description: string;
   schema: z.ZodType;
   example: { event: string; location_id: string; created_at: string; data: Record<string, unknown> };
@@ -152,7 +87,7 @@ export const eventCatalog: EventTypeEntry[] = [
   {
     type: 'call.ended',
     description: 'A call was finalised (after the voice platform\'s analysis, or from its disconnection reason when none came). Data: the call summary.',
-    schema: bodyOf('call.ended', CallSummaryData),
+    schema: bodyOf('call.ended', CallSummary),
     example: body('call.ended', exampleCall),
   },
   {
@@ -169,7 +104,7 @@ export const eventCatalog: EventTypeEntry[] = [
   {
     type: 'lead.created',
     description: 'A lead was captured from a call, or created through the API (call_id null). Data: the lead.',
-    schema: bodyOf('lead.created', LeadData),
+    schema: bodyOf('lead.created', Lead),
     example: body('lead.created', exampleLead),
   },
   {
@@ -181,7 +116,7 @@ export const eventCatalog: EventTypeEntry[] = [
   {
     type: 'booking.created',
     description: 'An appointment was booked, by the voice agent or through the API. Data: the booking.',
-    schema: bodyOf('booking.created', BookingData),
+    schema: bodyOf('booking.created', Booking),
     example: body('booking.created', exampleBooking),
   },
   {
@@ -201,9 +136,10 @@ export const eventCatalog: EventTypeEntry[] = [
   },
 ];
 
-export const eventTypes = eventCatalog.map((e) => e.type) as [string, ...string[]];
+// The catalog describes exactly the SQL list of event types (src/allowed-values.ts), in its order.
+if (eventCatalog.map((e) => e.type).join() !== eventTypes.join()) throw new Error('the event catalog and eventTypes differ');
 
-const byType = new Map(eventCatalog.map((e) => [e.type, e]));
+const byType = new Map<string, EventTypeEntry>(eventCatalog.map((e) => [e.type, e]));
 export const catalogEntry = (type: string): EventTypeEntry | undefined => byType.get(type);
 
 /** JSON Schema (2020-12) of one event type's delivery body; `$schema` kept unless `bare`. */

@@ -1115,8 +1115,6 @@ export interface operations {
             };
             400: components["responses"]["Error400"];
             401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
@@ -1143,7 +1141,10 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             /** Format: uuid */
                             id: string;
@@ -1158,7 +1159,10 @@ export interface operations {
                             slug: string;
                             timezone: string;
                             travel_radius_miles: number | null;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                             website_url: string | null;
                             zip_codes: string[];
@@ -1169,7 +1173,6 @@ export interface operations {
             400: components["responses"]["Error400"];
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
@@ -1193,7 +1196,10 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             /** Format: uuid */
                             id: string;
@@ -1208,7 +1214,10 @@ export interface operations {
                             slug: string;
                             timezone: string;
                             travel_radius_miles: number | null;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                             website_url: string | null;
                             zip_codes: string[];
@@ -1264,7 +1273,10 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             /** Format: uuid */
                             id: string;
@@ -1279,7 +1291,10 @@ export interface operations {
                             slug: string;
                             timezone: string;
                             travel_radius_miles: number | null;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                             website_url: string | null;
                             zip_codes: string[];
@@ -1324,7 +1339,10 @@ export interface operations {
                             /** Format: uuid */
                             location_id: string;
                             transfer_number: string | null;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                         };
                     };
@@ -1375,7 +1393,10 @@ export interface operations {
                             /** Format: uuid */
                             location_id: string;
                             transfer_number: string | null;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                         };
                     };
@@ -1385,7 +1406,6 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
             429: components["responses"]["Error429"];
@@ -1416,7 +1436,10 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             /** Format: uuid */
                             id: string;
@@ -1466,7 +1489,10 @@ export interface operations {
                         data: {
                             address: string | null;
                             call_id: string | null;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             customer_id: string | null;
                             /** Format: uuid */
@@ -1475,14 +1501,20 @@ export interface operations {
                             /** Format: uuid */
                             location_id: string;
                             notes: string | null;
-                            /** @description YYYY-MM-DD, location time */
+                            /**
+                             * Format: date
+                             * @description YYYY-MM-DD, location time
+                             */
                             scheduled_date: string;
                             /** @description HH:MM, location time */
                             scheduled_time: string | null;
                             service_type: string | null;
                             /** @enum {string} */
                             status: "scheduled" | "confirmed" | "completed" | "cancelled" | "no_show";
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                         }[];
                     };
@@ -1518,7 +1550,10 @@ export interface operations {
                         data: {
                             address: string | null;
                             call_id: string | null;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             customer_id: string | null;
                             /** Format: uuid */
@@ -1527,14 +1562,20 @@ export interface operations {
                             /** Format: uuid */
                             location_id: string;
                             notes: string | null;
-                            /** @description YYYY-MM-DD, location time */
+                            /**
+                             * Format: date
+                             * @description YYYY-MM-DD, location time
+                             */
                             scheduled_date: string;
                             /** @description HH:MM, location time */
                             scheduled_time: string | null;
                             service_type: string | null;
                             /** @enum {string} */
                             status: "scheduled" | "confirmed" | "completed" | "cancelled" | "no_show";
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                         };
                     };
@@ -1586,7 +1627,10 @@ export interface operations {
                         data: {
                             address: string | null;
                             call_id: string | null;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             customer_id: string | null;
                             /** Format: uuid */
@@ -1595,14 +1639,20 @@ export interface operations {
                             /** Format: uuid */
                             location_id: string;
                             notes: string | null;
-                            /** @description YYYY-MM-DD, location time */
+                            /**
+                             * Format: date
+                             * @description YYYY-MM-DD, location time
+                             */
                             scheduled_date: string;
                             /** @description HH:MM, location time */
                             scheduled_time: string | null;
                             service_type: string | null;
                             /** @enum {string} */
                             status: "scheduled" | "confirmed" | "completed" | "cancelled" | "no_show";
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                         };
                     };
@@ -1694,7 +1744,6 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
             429: components["responses"]["Error429"];
@@ -1732,7 +1781,10 @@ export interface operations {
                             location_id: string;
                             /** @enum {string} */
                             mode: "replace" | "no_answer" | "busy" | "after_hours" | "off";
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                         };
                     };
@@ -1785,7 +1837,10 @@ export interface operations {
                             location_id: string;
                             /** @enum {string} */
                             mode: "replace" | "no_answer" | "busy" | "after_hours" | "off";
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                         };
                     };
@@ -1795,7 +1850,6 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
             429: components["responses"]["Error429"];
@@ -1834,12 +1888,15 @@ export interface operations {
                         data: {
                             /** @description YYYY-MM-DD */
                             appointment_date: string | null;
+                            /** @description As the voice agent captured it, e.g. 10:00 */
                             appointment_time: string | null;
                             caller_address: string | null;
                             caller_name: string | null;
-                            /** @description Masked: ***-***-NNNN */
                             caller_phone: string | null;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             customer_id: string | null;
                             detected_intent: string | null;
@@ -1895,13 +1952,16 @@ export interface operations {
                         data: {
                             /** @description YYYY-MM-DD */
                             appointment_date: string | null;
+                            /** @description As the voice agent captured it, e.g. 10:00 */
                             appointment_time: string | null;
                             call_summary: string | null;
                             caller_address: string | null;
                             caller_name: string | null;
-                            /** @description Masked: ***-***-NNNN */
                             caller_phone: string | null;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             customer_id: string | null;
                             detected_intent: string | null;
@@ -1978,7 +2038,10 @@ export interface operations {
                         data: {
                             answer: string;
                             asked_count: number;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             /** Format: uuid */
                             id: string;
@@ -1986,7 +2049,10 @@ export interface operations {
                             location_id: string;
                             position: number;
                             question: string;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                         }[];
                     };
@@ -2029,7 +2095,10 @@ export interface operations {
                         data: {
                             answer: string;
                             asked_count: number;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             /** Format: uuid */
                             id: string;
@@ -2037,7 +2106,10 @@ export interface operations {
                             location_id: string;
                             position: number;
                             question: string;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                         };
                     };
@@ -2047,7 +2119,6 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
             429: components["responses"]["Error429"];
@@ -2076,7 +2147,10 @@ export interface operations {
                         data: {
                             answer: string;
                             asked_count: number;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             /** Format: uuid */
                             id: string;
@@ -2084,7 +2158,10 @@ export interface operations {
                             location_id: string;
                             position: number;
                             question: string;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                         };
                     };
@@ -2120,7 +2197,10 @@ export interface operations {
                         data: {
                             answer: string;
                             asked_count: number;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             /** Format: uuid */
                             id: string;
@@ -2128,7 +2208,10 @@ export interface operations {
                             location_id: string;
                             position: number;
                             question: string;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                         };
                     };
@@ -2138,7 +2221,6 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
@@ -2173,7 +2255,10 @@ export interface operations {
                         data: {
                             answer: string;
                             asked_count: number;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             /** Format: uuid */
                             id: string;
@@ -2181,7 +2266,10 @@ export interface operations {
                             location_id: string;
                             position: number;
                             question: string;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                         };
                     };
@@ -2191,7 +2279,6 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
             429: components["responses"]["Error429"];
@@ -2288,7 +2375,10 @@ export interface operations {
                                 [key: string]: unknown;
                             };
                             connected_at: string | null;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             disconnected_at: string | null;
                             expires_at: string | null;
@@ -2304,7 +2394,10 @@ export interface operations {
                             provider: "slack" | "zapier" | "make" | "n8n" | "calcom" | "google_calendar" | "outlook" | "jobber" | "housecall_pro" | "servicetitan" | "hubspot";
                             /** @enum {string} */
                             status: "connected" | "disconnected" | "error" | "expired";
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                         }[];
                     };
@@ -2357,7 +2450,10 @@ export interface operations {
                                 [key: string]: unknown;
                             };
                             connected_at: string | null;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             disconnected_at: string | null;
                             expires_at: string | null;
@@ -2373,7 +2469,10 @@ export interface operations {
                             provider: "slack" | "zapier" | "make" | "n8n" | "calcom" | "google_calendar" | "outlook" | "jobber" | "housecall_pro" | "servicetitan" | "hubspot";
                             /** @enum {string} */
                             status: "connected" | "disconnected" | "error" | "expired";
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                         };
                     };
@@ -2414,7 +2513,10 @@ export interface operations {
                                 [key: string]: unknown;
                             };
                             connected_at: string | null;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             disconnected_at: string | null;
                             expires_at: string | null;
@@ -2430,7 +2532,10 @@ export interface operations {
                             provider: "slack" | "zapier" | "make" | "n8n" | "calcom" | "google_calendar" | "outlook" | "jobber" | "housecall_pro" | "servicetitan" | "hubspot";
                             /** @enum {string} */
                             status: "connected" | "disconnected" | "error" | "expired";
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                         };
                     };
@@ -2440,7 +2545,6 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
@@ -2472,8 +2576,12 @@ export interface operations {
                         data: {
                             address: string | null;
                             assigned_to: string | null;
+                            /** @description null for a lead created through the API */
                             call_id: string | null;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             customer_id: string | null;
                             email: string | null;
@@ -2489,9 +2597,15 @@ export interface operations {
                             service_type: string | null;
                             /** @enum {string} */
                             status: "new" | "contacted" | "booked" | "closed" | "lost";
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             status_changed_at: string;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                             urgency_level: number;
                         }[];
@@ -2543,8 +2657,12 @@ export interface operations {
                         data: {
                             address: string | null;
                             assigned_to: string | null;
+                            /** @description null for a lead created through the API */
                             call_id: string | null;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             customer_id: string | null;
                             email: string | null;
@@ -2560,9 +2678,15 @@ export interface operations {
                             service_type: string | null;
                             /** @enum {string} */
                             status: "new" | "contacted" | "booked" | "closed" | "lost";
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             status_changed_at: string;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                             urgency_level: number;
                         };
@@ -2573,7 +2697,6 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
             429: components["responses"]["Error429"];
@@ -2602,8 +2725,12 @@ export interface operations {
                         data: {
                             address: string | null;
                             assigned_to: string | null;
+                            /** @description null for a lead created through the API */
                             call_id: string | null;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             customer_id: string | null;
                             email: string | null;
@@ -2619,9 +2746,15 @@ export interface operations {
                             service_type: string | null;
                             /** @enum {string} */
                             status: "new" | "contacted" | "booked" | "closed" | "lost";
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             status_changed_at: string;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                             urgency_level: number;
                         };
@@ -2679,8 +2812,12 @@ export interface operations {
                         data: {
                             address: string | null;
                             assigned_to: string | null;
+                            /** @description null for a lead created through the API */
                             call_id: string | null;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             customer_id: string | null;
                             email: string | null;
@@ -2696,9 +2833,15 @@ export interface operations {
                             service_type: string | null;
                             /** @enum {string} */
                             status: "new" | "contacted" | "booked" | "closed" | "lost";
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             status_changed_at: string;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                             urgency_level: number;
                         };
@@ -2743,7 +2886,10 @@ export interface operations {
                             email: string;
                             /** Format: uuid */
                             id: string;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             invited_at: string;
                             joined_at: string | null;
                             /** Format: uuid */
@@ -2800,7 +2946,10 @@ export interface operations {
                             };
                             /** @description E.164 numbers texted besides the owner cell */
                             sms_recipients: string[];
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                         };
                     };
@@ -2870,7 +3019,10 @@ export interface operations {
                             };
                             /** @description E.164 numbers texted besides the owner cell */
                             sms_recipients: string[];
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                         };
                     };
@@ -2880,7 +3032,6 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
             429: components["responses"]["Error429"];
@@ -2915,10 +3066,16 @@ export interface operations {
                             attempts: number;
                             /** @enum {string} */
                             channel: "sms" | "email" | "chat" | "automation";
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
-                            /** @description The event type, or an operational type (webhook_endpoint.failing, webhook_endpoint.disabled) */
-                            event: string;
+                            /**
+                             * @description The event type, or an operational type (webhook_endpoint.failing, webhook_endpoint.disabled)
+                             * @enum {string}
+                             */
+                            event: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "webhook_endpoint.failing" | "webhook_endpoint.disabled";
                             /** @description The event notified about; null for an operational notification */
                             event_id: string | null;
                             /** Format: uuid */
@@ -2927,18 +3084,25 @@ export interface operations {
                             location_id: string;
                             /** @description Only with include=log: each try, oldest first */
                             log?: {
-                                /** @description ISO 8601 UTC with milliseconds */
+                                /**
+                                 * Format: date-time
+                                 * @description ISO 8601 UTC with milliseconds
+                                 */
                                 at: string;
                                 detail: string | null;
                                 response_status: number | null;
                                 /** @enum {string} */
                                 status: "pending" | "sent" | "failed" | "skipped";
                             }[];
-                            provider: string;
+                            /** @enum {string} */
+                            provider: "twilio" | "smtp" | "slack" | "zapier" | "make" | "n8n" | "calcom" | "automation";
                             recipient: string | null;
                             /** @enum {string} */
                             status: "pending" | "sent" | "failed" | "skipped";
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                         }[];
                     };
@@ -2976,7 +3140,10 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             /** Format: uuid */
                             id: string;
@@ -2987,7 +3154,10 @@ export interface operations {
                             /** @description Free text such as "$89-$149" */
                             price: string;
                             service_name: string;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                         }[];
                     };
@@ -3030,7 +3200,10 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             /** Format: uuid */
                             id: string;
@@ -3041,7 +3214,10 @@ export interface operations {
                             /** @description Free text such as "$89-$149" */
                             price: string;
                             service_name: string;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                         };
                     };
@@ -3051,7 +3227,6 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
             429: components["responses"]["Error429"];
@@ -3078,7 +3253,10 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             /** Format: uuid */
                             id: string;
@@ -3089,7 +3267,10 @@ export interface operations {
                             /** @description Free text such as "$89-$149" */
                             price: string;
                             service_name: string;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                         };
                     };
@@ -3123,7 +3304,10 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             /** Format: uuid */
                             id: string;
@@ -3134,7 +3318,10 @@ export interface operations {
                             /** @description Free text such as "$89-$149" */
                             price: string;
                             service_name: string;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                         };
                     };
@@ -3144,7 +3331,6 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
@@ -3179,7 +3365,10 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             /** Format: uuid */
                             id: string;
@@ -3190,7 +3379,10 @@ export interface operations {
                             /** @description Free text such as "$89-$149" */
                             price: string;
                             service_name: string;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                         };
                     };
@@ -3200,7 +3392,6 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
             429: components["responses"]["Error429"];
@@ -3238,12 +3429,16 @@ export interface operations {
                         data: {
                             attempt: number;
                             attempted_at: string | null;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             duration_ms: number | null;
                             endpoint_id: string | null;
                             error: string | null;
-                            event: string;
+                            /** @enum {string} */
+                            event: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "webhook.test";
                             /**
                              * Format: uuid
                              * @description The svc-event-id header; the same for every attempt
@@ -3294,12 +3489,16 @@ export interface operations {
                         data: {
                             attempt: number;
                             attempted_at: string | null;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             duration_ms: number | null;
                             endpoint_id: string | null;
                             error: string | null;
-                            event: string;
+                            /** @enum {string} */
+                            event: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "webhook.test";
                             /**
                              * Format: uuid
                              * @description The svc-event-id header; the same for every attempt
@@ -3355,13 +3554,16 @@ export interface operations {
                         data: {
                             /** @description false: paused by you or disabled automatically (see disabled_at); pending attempts are held */
                             active: boolean;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             /** @description When it was disabled automatically (too many failures for too long, or a 410 Gone answer); null while enabled. PATCH active=true clears it */
                             disabled_at: string | null;
                             /** @description Why it was disabled; null while enabled */
                             disabled_reason: string | null;
-                            events: string[];
+                            events: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked")[];
                             /** @description When the current run of consecutive failures began; null while failure_count is 0 */
                             failing_since: string | null;
                             /** @description Consecutive failed attempts; any 2xx resets it */
@@ -3373,7 +3575,10 @@ export interface operations {
                             last_success_at: string | null;
                             /** Format: uuid */
                             location_id: string;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                             url: string;
                         }[];
@@ -3419,13 +3624,16 @@ export interface operations {
                         data: {
                             /** @description false: paused by you or disabled automatically (see disabled_at); pending attempts are held */
                             active: boolean;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             /** @description When it was disabled automatically (too many failures for too long, or a 410 Gone answer); null while enabled. PATCH active=true clears it */
                             disabled_at: string | null;
                             /** @description Why it was disabled; null while enabled */
                             disabled_reason: string | null;
-                            events: string[];
+                            events: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked")[];
                             /** @description When the current run of consecutive failures began; null while failure_count is 0 */
                             failing_since: string | null;
                             /** @description Consecutive failed attempts; any 2xx resets it */
@@ -3439,7 +3647,10 @@ export interface operations {
                             location_id: string;
                             /** @description whsec_ + 32 random bytes in standard base64 (the Standard Webhooks form). Shown only here. */
                             secret: string;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                             url: string;
                         };
@@ -3450,7 +3661,6 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
             429: components["responses"]["Error429"];
@@ -3479,13 +3689,16 @@ export interface operations {
                         data: {
                             /** @description false: paused by you or disabled automatically (see disabled_at); pending attempts are held */
                             active: boolean;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             /** @description When it was disabled automatically (too many failures for too long, or a 410 Gone answer); null while enabled. PATCH active=true clears it */
                             disabled_at: string | null;
                             /** @description Why it was disabled; null while enabled */
                             disabled_reason: string | null;
-                            events: string[];
+                            events: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked")[];
                             /** @description When the current run of consecutive failures began; null while failure_count is 0 */
                             failing_since: string | null;
                             /** @description Consecutive failed attempts; any 2xx resets it */
@@ -3497,7 +3710,10 @@ export interface operations {
                             last_success_at: string | null;
                             /** Format: uuid */
                             location_id: string;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                             url: string;
                         };
@@ -3534,13 +3750,16 @@ export interface operations {
                         data: {
                             /** @description false: paused by you or disabled automatically (see disabled_at); pending attempts are held */
                             active: boolean;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             /** @description When it was disabled automatically (too many failures for too long, or a 410 Gone answer); null while enabled. PATCH active=true clears it */
                             disabled_at: string | null;
                             /** @description Why it was disabled; null while enabled */
                             disabled_reason: string | null;
-                            events: string[];
+                            events: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked")[];
                             /** @description When the current run of consecutive failures began; null while failure_count is 0 */
                             failing_since: string | null;
                             /** @description Consecutive failed attempts; any 2xx resets it */
@@ -3552,7 +3771,10 @@ export interface operations {
                             last_success_at: string | null;
                             /** Format: uuid */
                             location_id: string;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                             url: string;
                         };
@@ -3563,7 +3785,6 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
@@ -3600,13 +3821,16 @@ export interface operations {
                         data: {
                             /** @description false: paused by you or disabled automatically (see disabled_at); pending attempts are held */
                             active: boolean;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             /** @description When it was disabled automatically (too many failures for too long, or a 410 Gone answer); null while enabled. PATCH active=true clears it */
                             disabled_at: string | null;
                             /** @description Why it was disabled; null while enabled */
                             disabled_reason: string | null;
-                            events: string[];
+                            events: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked")[];
                             /** @description When the current run of consecutive failures began; null while failure_count is 0 */
                             failing_since: string | null;
                             /** @description Consecutive failed attempts; any 2xx resets it */
@@ -3618,7 +3842,10 @@ export interface operations {
                             last_success_at: string | null;
                             /** Format: uuid */
                             location_id: string;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                             url: string;
                         };
@@ -3629,7 +3856,6 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
             429: components["responses"]["Error429"];
@@ -3707,13 +3933,16 @@ export interface operations {
                         data: {
                             /** @description false: paused by you or disabled automatically (see disabled_at); pending attempts are held */
                             active: boolean;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             /** @description When it was disabled automatically (too many failures for too long, or a 410 Gone answer); null while enabled. PATCH active=true clears it */
                             disabled_at: string | null;
                             /** @description Why it was disabled; null while enabled */
                             disabled_reason: string | null;
-                            events: string[];
+                            events: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked")[];
                             /** @description When the current run of consecutive failures began; null while failure_count is 0 */
                             failing_since: string | null;
                             /** @description Consecutive failed attempts; any 2xx resets it */
@@ -3727,7 +3956,10 @@ export interface operations {
                             location_id: string;
                             /** @description whsec_ + 32 random bytes in standard base64 (the Standard Webhooks form). Shown only here. */
                             secret: string;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                             url: string;
                         };
@@ -3738,7 +3970,6 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
@@ -3775,12 +4006,16 @@ export interface operations {
                         data: {
                             attempt: number;
                             attempted_at: string | null;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             duration_ms: number | null;
                             endpoint_id: string | null;
                             error: string | null;
-                            event: string;
+                            /** @enum {string} */
+                            event: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "webhook.test";
                             /**
                              * Format: uuid
                              * @description The svc-event-id header; the same for every attempt
@@ -3805,7 +4040,6 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
             429: components["responses"]["Error429"];
@@ -3830,7 +4064,10 @@ export interface operations {
                     "application/json": {
                         data: {
                             api_key: {
-                                /** @description ISO 8601 UTC with milliseconds */
+                                /**
+                                 * Format: date-time
+                                 * @description ISO 8601 UTC with milliseconds
+                                 */
                                 created_at: string;
                                 /** Format: uuid */
                                 id: string;
@@ -3843,7 +4080,10 @@ export interface operations {
                                 scopes: string[];
                             };
                             location: {
-                                /** @description ISO 8601 UTC with milliseconds */
+                                /**
+                                 * Format: date-time
+                                 * @description ISO 8601 UTC with milliseconds
+                                 */
                                 created_at: string;
                                 /** Format: uuid */
                                 id: string;
@@ -3858,7 +4098,10 @@ export interface operations {
                                 slug: string;
                                 timezone: string;
                                 travel_radius_miles: number | null;
-                                /** @description ISO 8601 UTC with milliseconds */
+                                /**
+                                 * Format: date-time
+                                 * @description ISO 8601 UTC with milliseconds
+                                 */
                                 updated_at: string;
                                 website_url: string | null;
                                 zip_codes: string[];
@@ -3870,8 +4113,6 @@ export interface operations {
             };
             400: components["responses"]["Error400"];
             401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
@@ -3897,13 +4138,16 @@ export interface operations {
                         data: {
                             /** @description false: paused by you or disabled automatically (see disabled_at); pending attempts are held */
                             active: boolean;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             /** @description When it was disabled automatically (too many failures for too long, or a 410 Gone answer); null while enabled. PATCH active=true clears it */
                             disabled_at: string | null;
                             /** @description Why it was disabled; null while enabled */
                             disabled_reason: string | null;
-                            events: string[];
+                            events: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked")[];
                             /** @description When the current run of consecutive failures began; null while failure_count is 0 */
                             failing_since: string | null;
                             /** @description Consecutive failed attempts; any 2xx resets it */
@@ -3915,7 +4159,10 @@ export interface operations {
                             last_success_at: string | null;
                             /** Format: uuid */
                             location_id: string;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                             url: string;
                         };
@@ -3951,13 +4198,16 @@ export interface operations {
                         data: {
                             /** @description false: paused by you or disabled automatically (see disabled_at); pending attempts are held */
                             active: boolean;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             /** @description When it was disabled automatically (too many failures for too long, or a 410 Gone answer); null while enabled. PATCH active=true clears it */
                             disabled_at: string | null;
                             /** @description Why it was disabled; null while enabled */
                             disabled_reason: string | null;
-                            events: string[];
+                            events: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked")[];
                             /** @description When the current run of consecutive failures began; null while failure_count is 0 */
                             failing_since: string | null;
                             /** @description Consecutive failed attempts; any 2xx resets it */
@@ -3969,7 +4219,10 @@ export interface operations {
                             last_success_at: string | null;
                             /** Format: uuid */
                             location_id: string;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                             url: string;
                         };
@@ -3980,7 +4233,6 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
@@ -4016,13 +4268,16 @@ export interface operations {
                         data: {
                             /** @description false: paused by you or disabled automatically (see disabled_at); pending attempts are held */
                             active: boolean;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             /** @description When it was disabled automatically (too many failures for too long, or a 410 Gone answer); null while enabled. PATCH active=true clears it */
                             disabled_at: string | null;
                             /** @description Why it was disabled; null while enabled */
                             disabled_reason: string | null;
-                            events: string[];
+                            events: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked")[];
                             /** @description When the current run of consecutive failures began; null while failure_count is 0 */
                             failing_since: string | null;
                             /** @description Consecutive failed attempts; any 2xx resets it */
@@ -4034,7 +4289,10 @@ export interface operations {
                             last_success_at: string | null;
                             /** Format: uuid */
                             location_id: string;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                             url: string;
                         };
@@ -4045,7 +4303,6 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
             429: components["responses"]["Error429"];
@@ -4121,13 +4378,16 @@ export interface operations {
                         data: {
                             /** @description false: paused by you or disabled automatically (see disabled_at); pending attempts are held */
                             active: boolean;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             /** @description When it was disabled automatically (too many failures for too long, or a 410 Gone answer); null while enabled. PATCH active=true clears it */
                             disabled_at: string | null;
                             /** @description Why it was disabled; null while enabled */
                             disabled_reason: string | null;
-                            events: string[];
+                            events: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked")[];
                             /** @description When the current run of consecutive failures began; null while failure_count is 0 */
                             failing_since: string | null;
                             /** @description Consecutive failed attempts; any 2xx resets it */
@@ -4141,7 +4401,10 @@ export interface operations {
                             location_id: string;
                             /** @description whsec_ + 32 random bytes in standard base64 (the Standard Webhooks form). Shown only here. */
                             secret: string;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             updated_at: string;
                             url: string;
                         };
@@ -4152,7 +4415,6 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
@@ -4188,12 +4450,16 @@ export interface operations {
                         data: {
                             attempt: number;
                             attempted_at: string | null;
-                            /** @description ISO 8601 UTC with milliseconds */
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
                             created_at: string;
                             duration_ms: number | null;
                             endpoint_id: string | null;
                             error: string | null;
-                            event: string;
+                            /** @enum {string} */
+                            event: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "webhook.test";
                             /**
                              * Format: uuid
                              * @description The svc-event-id header; the same for every attempt
@@ -4218,7 +4484,6 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
             429: components["responses"]["Error429"];
@@ -4279,6 +4544,7 @@ export interface operations {
                          * @description YYYY-MM-DD, location time
                          */
                         scheduled_date: string;
+                        /** @description HH:MM, location time */
                         scheduled_time: string | null;
                         service_type: string | null;
                         /** @enum {string} */
@@ -4371,6 +4637,7 @@ export interface operations {
                          * @description YYYY-MM-DD, location time
                          */
                         scheduled_date: string;
+                        /** @description HH:MM, location time */
                         scheduled_time: string | null;
                         service_type: string | null;
                         /** @enum {string} */
@@ -4433,6 +4700,7 @@ export interface operations {
                      */
                     created_at: string;
                     data: {
+                        /** @description YYYY-MM-DD */
                         appointment_date: string | null;
                         /** @description As the voice agent captured it, e.g. 10:00 */
                         appointment_time: string | null;
@@ -4524,6 +4792,7 @@ export interface operations {
                      */
                     created_at: string;
                     data: {
+                        /** @description YYYY-MM-DD */
                         appointment_date: string | null;
                         /** @description As the voice agent captured it, e.g. 10:00 */
                         appointment_time: string | null;

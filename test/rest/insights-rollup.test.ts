@@ -16,6 +16,7 @@
  */
 import fc from 'fast-check';
 import type pg from 'pg';
+import { callOutcomes } from '../../src/allowed-values.js';
 import { callFn } from '../../src/db/pools.js';
 import { hashToken } from '../../src/auth/tokens.js';
 import { createLocation, mintKey, startTestApi, type TestApi } from '../support/harness.js';
@@ -39,7 +40,7 @@ const ZONES = [
 // Windows around DST changes in most of the zones above (UTC noon).
 const ANCHORS = ['2025-11-05T12:00:00Z', '2025-03-12T12:00:00Z', '2025-10-08T12:00:00Z'].map(Date.parse);
 const DAY = 86_400_000;
-const OUTCOMES = ['booked', 'transferred', 'lead', 'spam', 'dropped', 'other'];
+const OUTCOMES = [...callOutcomes];
 const SERVICES = ['AC repair', 'Furnace', 'Water heater'];
 const BLOCKED = '+13125550666';
 

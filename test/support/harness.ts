@@ -6,11 +6,13 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pg from 'pg';
+import { scopes } from '../../src/allowed-values.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { callFn, createApiPool, createOwnerPool } from '../../src/db/pools.js';
 import { createApp } from '../../src/http/app.js';
 import { hashToken } from '../../src/auth/tokens.js';
 import { createLogger } from '../../src/log.js';
+import { assertConforms } from './contract.js';
 import { createTestDatabase, type TestDatabase } from './db.js';
 
 export interface TestApi {
@@ -70,13 +72,8 @@ export async function createLocation(owner: pg.Pool, attrs: Record<string, unkno
   return callFn<TestLocation>(owner, 'admin.location_create', [{ name: `Test Location ${seq}`, slug, ...attrs }]);
 }
 
-export const ALL_SCOPES: string[] = [
-  'locations:read', 'locations:write', 'api_keys:read', 'calls:read', 'transcripts:read',
-  'recordings:read', 'leads:read', 'leads:write', 'bookings:read', 'bookings:write',
-  'insights:read', 'faqs:read', 'faqs:write', 'pricebook:read', 'pricebook:write',
-  'settings:read', 'settings:write', 'integrations:read', 'integrations:write',
-  'webhooks:read', 'webhooks:write', 'notifications:read', 'members:read',
-];
+/** Every scope (src/allowed-values.ts, equal to app.known_scopes()). */
+export const ALL_SCOPES: string[] = [...scopes];
 
 /** Mints a key the way the CLI does; returns the plaintext token and the listing record. */
 export async function mintKey(owner: pg.Pool, location: string, scopes: string[] = ALL_SCOPES, label = 'test key') {
@@ -93,7 +90,11 @@ export interface Res<T = any> {
   headers: Headers;
 }
 
-/** fetch wrapper: JSON in, JSON out; `raw` sends a body string as is. */
+/**
+ * fetch wrapper: JSON in, JSON out; `raw` sends a body string as is. Every answer of the token API
+ * is checked against the OpenAPI document (test/support/contract.ts): a response that does not
+ * match its declared schema fails the calling test.
+ */
 export async function request<T = any>(
   baseUrl: string,
   method: string,
@@ -116,5 +117,6 @@ export async function request<T = any>(
   } catch {
     /* leave as text: tests assert it is JSON where it must be */
   }
+  assertConforms(method, path, res.status, parsed, res.headers.get('content-type'));
   return { status: res.status, body: parsed as T, headers: res.headers };
 }

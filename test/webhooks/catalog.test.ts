@@ -6,6 +6,7 @@
  */
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
+import { eventTypes } from '../../src/allowed-values.js';
 import finalizeCall from '../../tasks/finalize_call.js';
 import { createLocation, mintKey, request, startTestApi, testLog, type TestApi } from '../support/harness.js';
 import { makePki, startHttpsReceiver, type HttpsReceiver, type TestPki } from '../support/https.js';
@@ -25,7 +26,7 @@ const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormat
 const ajv = new Ajv2020({ strict: true, allErrors: true });
 addFormats(ajv);
 
-const TYPES = ['call.ended', 'call.emergency', 'lead.created', 'lead.updated', 'booking.created', 'booking.updated', 'spam.blocked'];
+const TYPES: string[] = [...eventTypes];
 
 beforeAll(async () => {
   pki = makePki();

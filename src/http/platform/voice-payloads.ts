@@ -6,6 +6,7 @@
  */
 import { parsePhoneNumberFromString } from 'libphonenumber-js';
 import { z } from 'zod';
+import { callDirections, callOutcomes } from '../../allowed-values.js';
 
 /** E.164 if the value is a valid phone number, else null (anonymous caller, web call). */
 export function looseE164(v: string | null | undefined): string | null {
@@ -72,10 +73,9 @@ const hhmm = lenient((v): string | undefined => {
 const email = lenient((v): string | undefined =>
   typeof v === 'string' && /^[^@\s]+@[^@\s]+\.[^@\s]+$/.test(v.trim()) && v.trim().length <= 320 ? v.trim() : undefined);
 
-export const OUTCOMES = ['booked', 'transferred', 'lead', 'spam', 'dropped', 'other'] as const;
 const outcome = lenient((v) => {
   const o = typeof v === 'string' ? v.trim().toLowerCase() : undefined;
-  return (OUTCOMES as readonly string[]).includes(o ?? '') ? (o as (typeof OUTCOMES)[number]) : undefined;
+  return (callOutcomes as readonly string[]).includes(o ?? '') ? (o as (typeof callOutcomes)[number]) : undefined;
 });
 
 export const CustomAnalysisData = z.object({
@@ -149,7 +149,7 @@ export const VoiceCall = z.object({
   call_id: z.string().min(1).max(200),
   call_type: z.string().max(50).nullish(),
   agent_id: z.string().max(200).nullish(),
-  direction: z.enum(['inbound', 'outbound']).nullish(),
+  direction: z.enum(callDirections).nullish(),
   from_number: phone,
   to_number: phone,
   call_status: z.string().max(50).nullish(),

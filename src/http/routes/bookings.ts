@@ -1,25 +1,9 @@
 import { z } from 'zod';
 import { defineRoute, locAnd, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
-import { hhmm, text, ts, uuid } from './rest-common.js';
+import { hhmm, text } from './rest-common.js';
+import { bookingStatuses } from '../../allowed-values.js';
 import { patchOf } from '../schemas.js';
-
-export const bookingStatuses = ['scheduled', 'confirmed', 'completed', 'cancelled', 'no_show'] as const;
-
-export const Booking = z.object({
-  id: uuid,
-  location_id: uuid,
-  call_id: uuid.nullable(),
-  lead_id: uuid.nullable(),
-  customer_id: uuid.nullable(),
-  status: z.enum(bookingStatuses),
-  scheduled_date: z.string().describe('YYYY-MM-DD, location time'),
-  scheduled_time: z.string().nullable().describe('HH:MM, location time'),
-  service_type: z.string().nullable(),
-  address: z.string().nullable(),
-  notes: z.string().nullable(),
-  created_at: ts,
-  updated_at: ts,
-});
+import { Booking } from './records.js';
 
 export const BookingPatch = patchOf({
   status: z.enum(bookingStatuses).describe(
@@ -47,7 +31,7 @@ export const bookingRoutes: RouteSpec[] = [
   defineRoute({
     method: 'patch', path: '/locations/:locationId/bookings/:bookingId', tag: 'Bookings', scope: 'bookings:write',
     summary: 'Change a booking (status, date, time; fires booking.updated)',
-    params: locAnd('bookingId'), body: BookingPatch, response: Booking,
+    params: locAnd('bookingId'), body: BookingPatch, response: Booking, conflict: true,
     handler: ({ call, token, params, body }) => call('api.booking_patch', token, params.locationId, params.bookingId, body),
   }),
 ];

@@ -1,33 +1,7 @@
 import { z } from 'zod';
 import { defineRoute, locAnd, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
-import { ts, tsNull, uuid } from './rest-common.js';
-
-export const outcomes = ['booked', 'transferred', 'lead', 'spam', 'dropped', 'other'] as const;
-
-export const CallSummary = z.object({
-  id: uuid,
-  location_id: uuid,
-  customer_id: uuid.nullable(),
-  direction: z.enum(['inbound', 'outbound']),
-  caller_phone: z.string().nullable().describe('Masked: ***-***-NNNN'),
-  caller_name: z.string().nullable(),
-  caller_address: z.string().nullable(),
-  outcome: z.enum(outcomes),
-  urgency_level: z.number().int().min(0).max(5),
-  is_emergency: z.boolean(),
-  is_returning_customer: z.boolean(),
-  started_at: tsNull,
-  ended_at: tsNull,
-  duration_sec: z.number().int().nullable(),
-  service_type: z.string().nullable(),
-  issue_summary: z.string().nullable(),
-  detected_intent: z.string().nullable(),
-  estimated_value: z.number().nullable(),
-  appointment_date: z.string().nullable().describe('YYYY-MM-DD'),
-  appointment_time: z.string().nullable(),
-  disconnection_reason: z.string().nullable(),
-  created_at: ts,
-});
+import { callOutcomes } from '../../allowed-values.js';
+import { CallSummary } from './records.js';
 
 export const TranscriptTurn = z.object({
   role: z.string(),
@@ -47,7 +21,7 @@ export const CallDetail = CallSummary.extend({
 
 const CallsQuery = z.object({
   ...pageQuery,
-  outcome: z.enum(outcomes).optional(),
+  outcome: z.enum(callOutcomes).optional(),
   from: z.iso.datetime({ offset: true }).optional().describe('started_at at or after (ISO 8601)'),
   to: z.iso.datetime({ offset: true }).optional().describe('started_at before (ISO 8601, exclusive)'),
   is_emergency: z.enum(['true', 'false']).transform((v) => v === 'true').optional(),

@@ -24,7 +24,7 @@ export const coreRoutes: RouteSpec[] = [
   }),
   defineRoute({
     method: 'patch', path: '/locations/:locationId', tag: 'Locations', scope: 'locations:write',
-    summary: 'Update the location profile', params: LocationParams, body: LocationPatch,
+    summary: 'Update the location profile', params: LocationParams, body: LocationPatch, conflict: true,
     rules: ['phone_valid', 'timezone_known', 'ipv6_literal'], response: Location,
     handler: ({ call, token, params, body }) => call('api.location_patch', token, params.locationId, body),
   }),

@@ -1,17 +1,14 @@
 import { z } from 'zod';
+import { integrationProviders, integrationStatuses, oauthProviders, webhookProviders } from '../../allowed-values.js';
 import { defineRoute, locationParam, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
 import { httpsUrl } from '../schemas.js';
 import { assertTargetField, ts, tsNull, uuid } from './rest-common.js';
 
-export const webhookProviders = ['slack', 'zapier', 'make', 'n8n', 'calcom'] as const;
-export const oauthProviders = ['google_calendar', 'outlook', 'jobber', 'housecall_pro', 'servicetitan', 'hubspot'] as const;
-const allProviders = [...webhookProviders, ...oauthProviders] as const;
-
 export const Integration = z.object({
   id: uuid,
   location_id: uuid,
-  provider: z.enum(allProviders),
-  status: z.enum(['connected', 'disconnected', 'error', 'expired']),
+  provider: z.enum(integrationProviders),
+  status: z.enum(integrationStatuses),
   label: z.string().nullable(),
   external_id: z.string().nullable(),
   expires_at: tsNull,
@@ -57,7 +54,7 @@ export const integrationRoutes: RouteSpec[] = [
   defineRoute({
     method: 'post', path: '/locations/:locationId/integrations', tag: 'Integrations', scope: 'integrations:write', status: 201,
     summary: 'Connect a webhook-style integration (slack, zapier, make, n8n, calcom)',
-    params: LocationParams, body: IntegrationCreate, response: Integration, rules: ['ipv6_literal', 'public_target'],
+    params: LocationParams, body: IntegrationCreate, response: Integration, conflict: true, rules: ['ipv6_literal', 'public_target'],
     handler: async ({ call, token, params, body, req }) => {
       // The same registration-time SSRF check as webhook endpoints (send time checks again).
       await assertTargetField(req, 'webhook_url', body.webhook_url);
@@ -67,7 +64,7 @@ export const integrationRoutes: RouteSpec[] = [
   defineRoute({
     method: 'delete', path: '/locations/:locationId/integrations/:provider', tag: 'Integrations', scope: 'integrations:write',
     summary: 'Disconnect the provider (returns the disconnected record)',
-    params: z.object({ locationId: locationParam, provider: z.enum(allProviders) }), response: Integration,
+    params: z.object({ locationId: locationParam, provider: z.enum(integrationProviders) }), response: Integration,
     handler: ({ call, token, params }) => call('api.integration_delete', token, params.locationId, params.provider),
   }),
 ];

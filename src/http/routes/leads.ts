@@ -1,29 +1,9 @@
 import { z } from 'zod';
 import { defineRoute, locAnd, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
 import { e164, patchOf } from '../schemas.js';
-import { money, text, ts, urgency, uuid } from './rest-common.js';
-
-export const leadStatuses = ['new', 'contacted', 'booked', 'closed', 'lost'] as const;
-
-export const Lead = z.object({
-  id: uuid,
-  location_id: uuid,
-  call_id: uuid.nullable(),
-  customer_id: uuid.nullable(),
-  name: z.string().nullable(),
-  phone: z.string().nullable().describe('E.164 (not masked)'),
-  email: z.string().nullable(),
-  address: z.string().nullable(),
-  service_type: z.string().nullable(),
-  urgency_level: z.number().int(),
-  estimated_value: z.number().nullable(),
-  status: z.enum(leadStatuses),
-  status_changed_at: ts,
-  assigned_to: uuid.nullable(),
-  notes: z.string().nullable(),
-  created_at: ts,
-  updated_at: ts,
-});
+import { money, text, urgency, uuid } from './rest-common.js';
+import { leadStatuses } from '../../allowed-values.js';
+import { Lead } from './records.js';
 
 const fields = {
   name: text(200),
@@ -76,7 +56,7 @@ export const leadRoutes: RouteSpec[] = [
   defineRoute({
     method: 'patch', path: '/locations/:locationId/leads/:leadId', tag: 'Leads', scope: 'leads:write',
     summary: 'Update a lead or move its status (fires lead.updated on a move)',
-    params: locAnd('leadId'), body: LeadPatch, response: Lead, rules: ['phone_valid', 'member_reference'],
+    params: locAnd('leadId'), body: LeadPatch, response: Lead, conflict: true, rules: ['phone_valid', 'member_reference'],
     handler: ({ call, token, params, body }) => call('api.lead_patch', token, params.locationId, params.leadId, body),
   }),
 ];

@@ -1,10 +1,11 @@
 import { z } from 'zod';
+import { memberRoles } from '../../allowed-values.js';
 import { defineRoute, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
 import { ts, tsNull, uuid } from './rest-common.js';
 
 export const Member = z.object({
   id: uuid, location_id: uuid, email: z.string(), name: z.string().nullable(),
-  role: z.enum(['owner', 'admin', 'member']), invited_at: ts, joined_at: tsNull,
+  role: z.enum(memberRoles), invited_at: ts, joined_at: tsNull,
 });
 
 export const memberRoutes: RouteSpec[] = [

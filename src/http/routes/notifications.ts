@@ -2,15 +2,7 @@ import { z } from 'zod';
 import { defineRoute, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
 import { e164, patchOf, timestamp } from '../schemas.js';
 
-
-export const eventTypes = [
-  'call.ended', 'call.emergency', 'lead.created', 'lead.updated', 'booking.created', 'booking.updated', 'spam.blocked',
-] as const;
-/** Operational notifications (not events, never webhooks): an endpoint failing, one disabled. */
-export const operationalTypes = ['webhook_endpoint.failing', 'webhook_endpoint.disabled'] as const;
-/** Every type notification-settings routes. */
-export const notificationTypes = [...eventTypes, ...operationalTypes] as const;
-export const notificationChannels = ['sms', 'email', 'chat', 'automation'] as const;
+import { notificationChannels, notificationProviders, notificationStatuses, notificationTypes } from '../../allowed-values.js';
 
 const Channel = z.enum(notificationChannels);
 const ChannelList = z
@@ -43,7 +35,7 @@ export const NotificationSettingsPatch = patchOf({
 
 const LogEntry = z.object({
   at: timestamp,
-  status: z.enum(['pending', 'sent', 'failed', 'skipped']),
+  status: z.enum(notificationStatuses),
   detail: z.string().nullable(),
   response_status: z.number().int().nullable(),
 });
@@ -52,11 +44,11 @@ export const Notification = z.object({
   id: z.string().uuid(),
   location_id: z.string().uuid(),
   event_id: z.string().uuid().nullable().describe('The event notified about; null for an operational notification'),
-  event: z.string().describe('The event type, or an operational type (webhook_endpoint.failing, webhook_endpoint.disabled)'),
+  event: z.enum(notificationTypes).describe('The event type, or an operational type (webhook_endpoint.failing, webhook_endpoint.disabled)'),
   channel: Channel,
-  provider: z.string(),
+  provider: z.enum(notificationProviders),
   recipient: z.string().nullable(),
-  status: z.enum(['pending', 'sent', 'failed', 'skipped']),
+  status: z.enum(notificationStatuses),
   attempts: z.number().int(),
   created_at: timestamp,
   updated_at: timestamp,

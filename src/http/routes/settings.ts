@@ -1,9 +1,8 @@
 import { z } from 'zod';
+import { forwardingModes } from '../../allowed-values.js';
 import { defineRoute, LocationParams, type RouteSpec } from '../route.js';
 import { e164, patchOf, text } from '../schemas.js';
 import { hhmm, ts, uuid } from './rest-common.js';
-
-export const forwardingModes = ['replace', 'no_answer', 'busy', 'after_hours', 'off'] as const;
 
 export const CallForwarding = z.object({
   location_id: uuid,

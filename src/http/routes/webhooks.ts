@@ -5,15 +5,11 @@
  */
 import { z } from 'zod';
 import type { Config } from '../../config.js';
-import { catalogEntry, eventTypes, publishedCatalog } from '../../webhooks/events.js';
+import { deliveryEventTypes, deliveryStatuses, eventTypes } from '../../allowed-values.js';
+import { catalogEntry, publishedCatalog } from '../../webhooks/events.js';
 import { defineRoute, locAnd, LocationParams, page, pageQuery, type RouteSpec, uuidParam } from '../route.js';
 import { httpsUrl, patchOf, timestamp } from '../schemas.js';
 import { assertTargetField } from './rest-common.js';
-
-export const subscribableEvents = [
-  'call.ended', 'call.emergency', 'lead.created', 'lead.updated', 'booking.created', 'booking.updated', 'spam.blocked',
-] as const;
-if (subscribableEvents.join() !== eventTypes.join()) throw new Error('event catalog and subscribable events differ');
 
 /**
  * Most events one recover call queues (oldest first); `has_more` says when to call again. A new
@@ -29,7 +25,7 @@ export const WebhookEndpoint = z.object({
   location_id: z.string().uuid(),
   label: z.string().nullable(),
   url: z.string(),
-  events: z.array(z.string()),
+  events: z.array(z.enum(eventTypes)),
   active: z.boolean().describe('false: paused by you or disabled automatically (see disabled_at); pending attempts are held'),
   failure_count: z.number().int().describe('Consecutive failed attempts; any 2xx resets it'),
   failing_since: timestamp.nullable().describe('When the current run of consecutive failures began; null while failure_count is 0'),
@@ -48,9 +44,9 @@ export const WebhookDelivery = z.object({
   id: z.string().uuid().describe('The svc-delivery-id header of this attempt'),
   event_id: z.string().uuid().describe('The svc-event-id header; the same for every attempt'),
   endpoint_id: z.string().uuid().nullable(),
-  event: z.string(),
+  event: z.enum(deliveryEventTypes),
   attempt: z.number().int(),
-  status: z.enum(['pending', 'delivered', 'failed', 'dead']),
+  status: z.enum(deliveryStatuses),
   url: z.string(),
   response_status: z.number().int().nullable(),
   response_body: z.string().nullable(),
@@ -61,7 +57,7 @@ export const WebhookDelivery = z.object({
   next_attempt_at: timestamp.nullable(),
 });
 
-const events = z.array(z.enum(subscribableEvents)).min(1).max(subscribableEvents.length * 2);
+const events = z.array(z.enum(eventTypes)).min(1).max(eventTypes.length * 2);
 const label = z.string().trim().max(200).nullable();
 
 const EndpointCreate = z.strictObject({
@@ -80,12 +76,12 @@ const DeliveriesQuery = z.strictObject({
   ...pageQuery,
   endpoint_id: z.string().uuid().optional(),
   event_id: z.string().uuid().optional(),
-  event: z.enum([...subscribableEvents, 'webhook.test']).optional().describe('Event type'),
-  status: z.enum(['pending', 'delivered', 'failed', 'dead']).optional(),
+  event: z.enum(deliveryEventTypes).optional().describe('Event type'),
+  status: z.enum(deliveryStatuses).optional(),
 });
 
 const TestBody = z.strictObject({
-  event_type: z.enum(subscribableEvents).optional().describe('Send this type\'s catalog example instead of webhook.test'),
+  event_type: z.enum(eventTypes).optional().describe('Send this type\'s catalog example instead of webhook.test'),
 }).optional();
 
 const RecoverBody = z.strictObject({
@@ -97,7 +93,7 @@ const RecoverResult = z.object({
 });
 
 export const EventTypeInfo = z.object({
-  type: z.enum(subscribableEvents),
+  type: z.enum(eventTypes),
   description: z.string(),
   schema: z.record(z.string(), z.unknown()).describe('JSON Schema (2020-12) of the whole delivery body'),
   example: z.object({ event: z.string(), location_id: z.string(), created_at: z.string(), data: z.record(z.string(), z.unknown()) }),
@@ -161,7 +157,7 @@ export const webhookRoutes: RouteSpec[] = [
   ...both({
     method: 'post', suffix: '/recover', tag: 'Webhooks', scope: 'webhooks:write', status: 202,
     summary: 'Re-send every subscribed event since `since` that has no delivered or pending attempt to this endpoint (paused and disabled periods included)',
-    body: RecoverBody, response: RecoverResult,
+    body: RecoverBody, response: RecoverResult, conflict: true,
     handler: ({ call, token, params, body, req }) => {
       const cfg = req.app.locals.cfg as Config;
       const { since } = body as z.infer<typeof RecoverBody>;
@@ -186,7 +182,7 @@ export const webhookRoutes: RouteSpec[] = [
   defineRoute({
     method: 'post', path: '/locations/:locationId/webhook-deliveries/:id/retry', tag: 'Webhooks', scope: 'webhooks:write', status: 202,
     summary: 'Re-send a failed or dead delivery as a new attempt (new id, same event id)',
-    params: DeliveryParams, response: WebhookDelivery,
+    params: DeliveryParams, response: WebhookDelivery, conflict: true,
     handler: ({ call, token, params }) => call('api.webhook_delivery_retry', token, params.locationId, params.id),
   }),
   defineRoute({
