@@ -540,7 +540,9 @@ try {
       note: `service node (API + worker) ${cpuPer.node.toFixed(2)} ms + postgres ${cpuPer.pg.toFixed(2)} ms; senders and receivers (this process) ${cpuPer.bench.toFixed(2)} ms` });
 
     // The backlog the load left (webhook attempts, notifications), drained by the worker.
-    const backlog = async () => Number((await owner.query('select count(*) n from graphile_worker.jobs')).rows[0].n);
+    // Webhook attempts are pending rows (the delivery engine's queue); notifications are jobs.
+    const backlog = async () => Number((await owner.query(
+      `select (select count(*) from graphile_worker.jobs) + (select count(*) from app.webhook_deliveries where status = 'pending') as n`)).rows[0].n);
     const left = await backlog();
     const drainStart = Date.now();
     let remaining = left;
@@ -556,7 +558,7 @@ try {
       ratio: baseRss / peak.total, target: '≤ 300 MB',
       note: `${peak.parts.map((p) => `${p.cmd.split(' ').slice(0, 2).join(' ')} ${p.mb.toFixed(0)}`).join(' + ')}; peak during the load ${underLoadPeak.toFixed(0)} MB; idle ${idleRss.total.toFixed(0)} MB; baseline: the bare baseline process` });
     const counts = Object.fromEntries(https.counts);
-    rows.push({ name: 'fan-out backlog after the load (jobs)', value: left, unit: 'jobs',
+    rows.push({ name: 'fan-out backlog after the load (jobs + pending webhook attempts)', value: left, unit: 'items',
       note: `${remaining === 0 ? `drained in ${drained.toFixed(0)} s` : `${remaining} left after ${DRAIN_SECONDS} s`}; received: webhooks ${(counts['/hook/bench-a'] ?? 0) + (counts['/hook/bench-b'] ?? 0)}, slack ${counts['/slack'] ?? 0}, sms ${counts['/sms'] ?? 0}, e-mail ${smtp.count()}` });
   }
 
