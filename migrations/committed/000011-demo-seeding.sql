@@ -1,16 +1,15 @@
---! Previous: sha1:c2c05df5a418d4d85e1d5e016974034f38da65c8
---! Hash: sha1:ece0554f60f4621d0c74e3e86f103ee4fb7e1943
---! Message: demo data seeding for the CLI
+--! Previous: sha1:b1949ef8ea8c0a90a1ae684fc4c6a13fe4340b58
+--! Hash: sha1:a46d41a5649f708cf4d4254aded62e6621f403bb
+--! Message: demo seeding
 
-/*
- * `demo seed` writes a realistic month of calls for a newcomer (and millions for benchmarks).
- * The CLI calls prepare once, batch repeatedly (progress bar), then finish. Seeded rows are
- * history, not live occurrences: app.seeding suppresses events, webhooks and notifications.
- */
-create function admin.demo_seed_prepare(location_ref text, customers int) returns jsonb
-  language plpgsql volatile security definer
-  set search_path to pg_catalog, public, pg_temp
-as $$
+-- Demo seeding for the CLI (`demo seed`): history, not live traffic (app.seeding suppresses events).
+
+create function admin.demo_seed_prepare(location_ref text, customers integer)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+AS $function$
 declare
   loc uuid := admin.resolve_location(location_ref);
   first_names text[] := array['Maria','James','Linda','Robert','Patricia','Michael','Jennifer','David','Susan','Carlos','Aisha','Wei','Priya','Tom','Grace','Diego'];
@@ -52,14 +51,16 @@ begin
   end if;
   return jsonb_build_object('location_id', loc, 'customers', customers);
 end
-$$;
-alter function admin.demo_seed_prepare(text, int) owner to switchboard_system;
-comment on function admin.demo_seed_prepare(text, int) is E'Demo seed, step 1: customers, FAQs, pricebook and business hours.';
+$function$;
+alter function admin.demo_seed_prepare(text,integer) owner to switchboard_system;
+comment on function admin.demo_seed_prepare(text,integer) is E'Demo seed, step 1: customers, FAQs, pricebook and business hours.';
 
-create function admin.demo_seed_calls(location_ref text, calls int, days int) returns jsonb
-  language plpgsql volatile security definer
-  set search_path to pg_catalog, public, pg_temp
-as $$
+create function admin.demo_seed_calls(location_ref text, calls integer, days integer)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+AS $function$
 declare
   loc uuid := admin.resolve_location(location_ref);
   tz text;
@@ -67,10 +68,12 @@ declare
   values_ numeric[] := array[350, 480, 1800, 240, 420, 149, 260, 520];
   cust uuid[];
   n int;
+  open_minutes int4multirange;
 begin
   perform set_config('app.location_id', loc::text, true);
   perform set_config('app.seeding', 'on', true);
   select timezone into tz from app.locations where id = loc;
+  open_minutes := app_private.open_minutes(loc);
   cust := array(select id from app.customers where location_id = loc);
   n := cardinality(cust);
   if n = 0 then perform app.raise('SB400', 'Run demo_seed_prepare first'); end if;
@@ -94,19 +97,21 @@ begin
            ((date_trunc('day', now() at time zone tz) - make_interval(days => day_ago)
              + make_interval(hours => hour, mins => minute, secs => second)) at time zone tz) as started
       from raw r
+  ), timed as (
+    select s.*, least(s.started, now() - interval '1 minute') as started_at from shaped s
   )
   insert into app.calls (location_id, platform_call_id, customer_id, direction, caller_phone, caller_name,
                          caller_address, outcome, urgency_level, is_emergency, is_returning_customer,
                          started_at, ended_at, duration_sec, service_type, issue_summary, detected_intent,
                          estimated_value, appointment_date, appointment_time, disconnection_reason,
-                         transcript, platform_status, finalized_at, created_at)
+                         transcript, platform_status, finalized_at, created_at, after_hours)
   select loc, 'demo_' || replace(gen_random_uuid()::text, '-', ''), s.customer_id, 'inbound', c.phone,
          case when s.outcome in ('spam', 'dropped') then null else c.name end,
          case when s.outcome in ('booked', 'lead') then c.address end,
          s.outcome, case when s.outcome = 'spam' then 0 else s.urgency end,
          s.outcome <> 'spam' and s.urgency = 5, random() < 0.35,
-         least(s.started, now() - interval '1 minute'),
-         least(s.started, now() - interval '1 minute') + make_interval(secs => (case when s.outcome = 'dropped' then 4 else 45 + s.r_len * 400 end)::int),
+         s.started_at,
+         s.started_at + make_interval(secs => (case when s.outcome = 'dropped' then 4 else 45 + s.r_len * 400 end)::int),
          (case when s.outcome = 'dropped' then 4 else 45 + s.r_len * 400 end)::int,
          case when s.outcome in ('spam', 'dropped') then null else services[s.svc] end,
          case when s.outcome in ('spam', 'dropped') then null else 'Caller needs help with ' || lower(services[s.svc]) end,
@@ -119,18 +124,21 @@ begin
                         when 'dropped' then 'user_hangup' else 'agent_hangup' end,
          case when s.outcome in ('spam', 'dropped') then null
               else 'Agent: Thanks for calling, how can I help?' || chr(10) || 'User: I need help with ' || lower(services[s.svc]) || '.' end,
-         'analyzed', least(s.started, now() - interval '1 minute'), least(s.started, now() - interval '1 minute')
-    from shaped s join app.customers c on c.id = s.customer_id;
+         'analyzed', s.started_at, s.started_at,
+         app_private.after_hours(open_minutes, s.started_at at time zone tz)
+    from timed s join app.customers c on c.id = s.customer_id;
   return jsonb_build_object('calls', calls);
 end
-$$;
-alter function admin.demo_seed_calls(text, int, int) owner to switchboard_system;
-comment on function admin.demo_seed_calls(text, int, int) is E'Demo seed, step 2 (repeated): a batch of finalised calls spread over the last `days` days.';
+$function$;
+alter function admin.demo_seed_calls(text,integer,integer) owner to switchboard_system;
+comment on function admin.demo_seed_calls(text,integer,integer) is E'Demo seed, step 2 (repeated): a batch of finalised calls spread over the last `days` days.';
 
-create function admin.demo_seed_finish(location_ref text) returns jsonb
-  language plpgsql volatile security definer
-  set search_path to pg_catalog, public, pg_temp
-as $$
+create function admin.demo_seed_finish(location_ref text)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+AS $function$
 declare
   loc uuid := admin.resolve_location(location_ref);
   n_leads int;
@@ -172,8 +180,12 @@ begin
     'calls', (select count(*) from app.calls where location_id = loc),
     'customers', (select count(*) from app.customers where location_id = loc));
 end
-$$;
+$function$;
 alter function admin.demo_seed_finish(text) owner to switchboard_system;
 comment on function admin.demo_seed_finish(text) is E'Demo seed, step 3: leads and bookings from the seeded calls, customer call statistics.';
 
-revoke execute on all functions in schema admin from public;
+-- Grants: the one place for this concern's privileges (tenant tables get theirs from
+-- app.secure_tenant_table above; only departures from it are here).
+revoke execute on function admin.demo_seed_prepare(text,integer) from public;
+revoke execute on function admin.demo_seed_calls(text,integer,integer) from public;
+revoke execute on function admin.demo_seed_finish(text) from public;
