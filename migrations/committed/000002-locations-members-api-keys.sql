@@ -1,5 +1,5 @@
 --! Previous: sha1:7e0d3683f18874bcff7fcb24e88517c09fc5011a
---! Hash: sha1:58e412c5345df8a81b6a4429489d933c4033e9c5
+--! Hash: sha1:d3cc988fde9707b75144dc375d0963372426d292
 --! Message: locations members api keys
 
 -- Locations (the tenant, a reference table when distributed), members, API keys (token look-up by
@@ -54,7 +54,7 @@ create table app.members (
   invited_at timestamp with time zone default now() not null,
   joined_at timestamp with time zone,
   created_at timestamp with time zone default now() not null,
-  constraint members_pkey PRIMARY KEY (id),
+  constraint members_pkey PRIMARY KEY (id, location_id),
   constraint members_email_check CHECK (((email ~ '^[^@\s]+@[^@\s]+\.[^@\s]+$'::text) AND (length(email) <= 320))),
   constraint members_name_check CHECK ((length(name) <= 200)),
   constraint members_role_check CHECK ((role = ANY (ARRAY['owner'::text, 'admin'::text, 'member'::text]))),

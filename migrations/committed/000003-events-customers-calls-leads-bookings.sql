@@ -1,5 +1,5 @@
---! Previous: sha1:58e412c5345df8a81b6a4429489d933c4033e9c5
---! Hash: sha1:1e7eb742a66a91b101799e6d08d7989dc1f9bf70
+--! Previous: sha1:d3cc988fde9707b75144dc375d0963372426d292
+--! Hash: sha1:54e8c67dda81bf7953632b7026165ff7680600bb
 --! Message: events customers calls leads bookings
 
 -- The events outbox and the records a call produces: customers, calls, leads, bookings; their
@@ -17,7 +17,7 @@ create table app.customers (
   call_count integer default 0 not null,
   created_at timestamp with time zone default now() not null,
   updated_at timestamp with time zone default now() not null,
-  constraint customers_pkey PRIMARY KEY (id),
+  constraint customers_pkey PRIMARY KEY (id, location_id),
   constraint customers_location_id_phone_key UNIQUE (location_id, phone),
   constraint customers_call_count_check CHECK ((call_count >= 0)),
   constraint customers_location_id_fkey FOREIGN KEY (location_id) REFERENCES app.locations(id) ON DELETE CASCADE
@@ -33,7 +33,7 @@ create table app.events (
   data jsonb not null,
   created_at timestamp with time zone default now() not null,
   body text,
-  constraint events_pkey PRIMARY KEY (id),
+  constraint events_pkey PRIMARY KEY (id, location_id),
   constraint events_type_check CHECK ((type = ANY ((app.event_types() || 'webhook.test'::text)))),
   constraint events_location_id_fkey FOREIGN KEY (location_id) REFERENCES app.locations(id) ON DELETE CASCADE
 );
@@ -92,7 +92,7 @@ create table app.calls (
   created_at timestamp with time zone default now() not null,
   updated_at timestamp with time zone default now() not null,
   after_hours boolean,
-  constraint calls_pkey PRIMARY KEY (id),
+  constraint calls_pkey PRIMARY KEY (id, location_id),
   constraint calls_location_id_platform_call_id_key UNIQUE (location_id, platform_call_id),
   constraint calls_platform_call_id_check CHECK (((length(platform_call_id) >= 1) AND (length(platform_call_id) <= 200))),
   constraint calls_direction_check CHECK ((direction = ANY (ARRAY['inbound'::text, 'outbound'::text]))),
@@ -103,7 +103,7 @@ create table app.calls (
   constraint calls_transcript_turns_check CHECK (((transcript_turns IS NULL) OR (jsonb_typeof(transcript_turns) = 'array'::text))),
   constraint calls_platform_status_check CHECK ((platform_status = ANY (ARRAY['started'::text, 'ended'::text, 'analyzed'::text, 'rejected'::text]))),
   constraint calls_location_id_fkey FOREIGN KEY (location_id) REFERENCES app.locations(id) ON DELETE CASCADE,
-  constraint calls_customer_id_fkey FOREIGN KEY (customer_id) REFERENCES app.customers(id) ON DELETE SET NULL
+  constraint calls_customer_id_fkey FOREIGN KEY (location_id, customer_id) REFERENCES app.customers(location_id, id) ON DELETE SET NULL (customer_id)
 );
 comment on table app.calls is E'One phone call answered for a location, from the voice platform''s webhooks.';
 comment on column app.calls.platform_call_id is E'The voice platform''s call_id; ingestion is idempotent on it.';
@@ -122,8 +122,8 @@ comment on column app.calls.after_hours is E'Started outside business hours, jud
 select app.secure_tenant_table('app.calls');
 create index calls_location_created_idx on app.calls (location_id, created_at DESC, id DESC);
 create index calls_location_started_idx on app.calls (location_id, started_at) INCLUDE (outcome, estimated_value, is_emergency, service_type);
-create index calls_customer_idx on app.calls (customer_id);
 create index calls_location_outcome_idx on app.calls (location_id, outcome, created_at DESC);
+create index calls_customer_idx on app.calls (customer_id, location_id);
 
 create table app.leads (
   id uuid default gen_random_uuid() not null,
@@ -143,7 +143,7 @@ create table app.leads (
   notes text,
   created_at timestamp with time zone default now() not null,
   updated_at timestamp with time zone default now() not null,
-  constraint leads_pkey PRIMARY KEY (id),
+  constraint leads_pkey PRIMARY KEY (id, location_id),
   constraint leads_name_check CHECK ((length(name) <= 200)),
   constraint leads_email_check CHECK (((email ~ '^[^@\s]+@[^@\s]+\.[^@\s]+$'::text) AND (length(email) <= 320))),
   constraint leads_address_check CHECK ((length(address) <= 500)),
@@ -153,9 +153,9 @@ create table app.leads (
   constraint leads_status_check CHECK ((status = ANY (ARRAY['new'::text, 'contacted'::text, 'booked'::text, 'closed'::text, 'lost'::text]))),
   constraint leads_notes_check CHECK ((length(notes) <= 10000)),
   constraint leads_location_id_fkey FOREIGN KEY (location_id) REFERENCES app.locations(id) ON DELETE CASCADE,
-  constraint leads_call_id_fkey FOREIGN KEY (call_id) REFERENCES app.calls(id) ON DELETE SET NULL,
-  constraint leads_customer_id_fkey FOREIGN KEY (customer_id) REFERENCES app.customers(id) ON DELETE SET NULL,
-  constraint leads_assigned_to_fkey FOREIGN KEY (assigned_to) REFERENCES app.members(id) ON DELETE SET NULL
+  constraint leads_call_id_fkey FOREIGN KEY (location_id, call_id) REFERENCES app.calls(location_id, id) ON DELETE SET NULL (call_id),
+  constraint leads_customer_id_fkey FOREIGN KEY (location_id, customer_id) REFERENCES app.customers(location_id, id) ON DELETE SET NULL (customer_id),
+  constraint leads_assigned_to_fkey FOREIGN KEY (location_id, assigned_to) REFERENCES app.members(location_id, id) ON DELETE SET NULL (assigned_to)
 );
 comment on table app.leads is E'A sales opportunity, from a call or entered through the API.';
 comment on column app.leads.status is E'new | contacted | booked | closed | lost; moves checked by app.lead_transition_allowed().';
@@ -164,9 +164,9 @@ comment on column app.leads.assigned_to is E'Member handling the lead.';
 select app.secure_tenant_table('app.leads');
 create index leads_location_created_idx on app.leads (location_id, created_at DESC, id DESC);
 create index leads_location_status_created_idx on app.leads (location_id, status, created_at DESC, id DESC);
-create index leads_call_idx on app.leads (call_id);
-create index leads_customer_idx on app.leads (customer_id);
-create index leads_assigned_to_idx on app.leads (assigned_to);
+create index leads_assigned_to_idx on app.leads (assigned_to, location_id);
+create index leads_call_idx on app.leads (call_id, location_id);
+create index leads_customer_idx on app.leads (customer_id, location_id);
 
 create function app.lead_allowed_moves(from_status text)
  RETURNS text[]
@@ -214,13 +214,13 @@ create table app.bookings (
   notes text,
   created_at timestamp with time zone default now() not null,
   updated_at timestamp with time zone default now() not null,
-  constraint bookings_pkey PRIMARY KEY (id),
+  constraint bookings_pkey PRIMARY KEY (id, location_id),
   constraint bookings_status_check CHECK ((status = ANY (ARRAY['scheduled'::text, 'confirmed'::text, 'completed'::text, 'cancelled'::text, 'no_show'::text]))),
   constraint bookings_notes_check CHECK ((length(notes) <= 10000)),
   constraint bookings_location_id_fkey FOREIGN KEY (location_id) REFERENCES app.locations(id) ON DELETE CASCADE,
-  constraint bookings_call_id_fkey FOREIGN KEY (call_id) REFERENCES app.calls(id) ON DELETE SET NULL,
-  constraint bookings_lead_id_fkey FOREIGN KEY (lead_id) REFERENCES app.leads(id) ON DELETE SET NULL,
-  constraint bookings_customer_id_fkey FOREIGN KEY (customer_id) REFERENCES app.customers(id) ON DELETE SET NULL
+  constraint bookings_call_id_fkey FOREIGN KEY (location_id, call_id) REFERENCES app.calls(location_id, id) ON DELETE SET NULL (call_id),
+  constraint bookings_lead_id_fkey FOREIGN KEY (location_id, lead_id) REFERENCES app.leads(location_id, id) ON DELETE SET NULL (lead_id),
+  constraint bookings_customer_id_fkey FOREIGN KEY (location_id, customer_id) REFERENCES app.customers(location_id, id) ON DELETE SET NULL (customer_id)
 );
 comment on table app.bookings is E'An appointment the agent (or a user) scheduled.';
 comment on column app.bookings.status is E'scheduled | confirmed | completed | cancelled | no_show.';
@@ -228,9 +228,9 @@ comment on column app.bookings.scheduled_date is E'Day of the appointment, locat
 comment on column app.bookings.scheduled_time is E'HH:MM, location time.';
 select app.secure_tenant_table('app.bookings');
 create index bookings_location_created_idx on app.bookings (location_id, created_at DESC, id DESC);
-create index bookings_call_idx on app.bookings (call_id);
-create index bookings_lead_idx on app.bookings (lead_id);
-create index bookings_customer_idx on app.bookings (customer_id);
+create index bookings_call_idx on app.bookings (call_id, location_id);
+create index bookings_customer_idx on app.bookings (customer_id, location_id);
+create index bookings_lead_idx on app.bookings (lead_id, location_id);
 
 create type app.call_summary_shape as (
   id uuid,

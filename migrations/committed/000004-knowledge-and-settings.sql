@@ -1,5 +1,5 @@
---! Previous: sha1:1e7eb742a66a91b101799e6d08d7989dc1f9bf70
---! Hash: sha1:cb5f4480436e23c04ebdab4e3ca103fdc9c57a86
+--! Previous: sha1:54e8c67dda81bf7953632b7026165ff7680600bb
+--! Hash: sha1:e6ba95f6e5ae1219b70c05e70291b12b1ba5f770
 --! Message: knowledge and settings
 
 -- What the agent knows and how it behaves: FAQs, pricebook, call forwarding, business hours,
@@ -14,7 +14,7 @@ create table app.faqs (
   position integer default 0 not null,
   created_at timestamp with time zone default now() not null,
   updated_at timestamp with time zone default now() not null,
-  constraint faqs_pkey PRIMARY KEY (id),
+  constraint faqs_pkey PRIMARY KEY (id, location_id),
   constraint faqs_question_check CHECK (((length(question) >= 1) AND (length(question) <= 1000))),
   constraint faqs_answer_check CHECK (((length(answer) >= 1) AND (length(answer) <= 5000))),
   constraint faqs_asked_count_check CHECK ((asked_count >= 0)),
@@ -36,7 +36,7 @@ create table app.pricebook_items (
   position integer default 0 not null,
   created_at timestamp with time zone default now() not null,
   updated_at timestamp with time zone default now() not null,
-  constraint pricebook_items_pkey PRIMARY KEY (id),
+  constraint pricebook_items_pkey PRIMARY KEY (id, location_id),
   constraint pricebook_items_service_name_check CHECK (((length(service_name) >= 1) AND (length(service_name) <= 200))),
   constraint pricebook_items_price_check CHECK (((length(price) >= 1) AND (length(price) <= 200))),
   constraint pricebook_items_note_check CHECK ((length(note) <= 2000)),
@@ -68,7 +68,7 @@ create table app.business_hours (
   day smallint not null,
   open app.hhmm not null,
   close app.hhmm not null,
-  constraint business_hours_pkey PRIMARY KEY (id),
+  constraint business_hours_pkey PRIMARY KEY (id, location_id),
   constraint business_hours_location_id_day_open_key UNIQUE (location_id, day, open),
   constraint business_hours_day_check CHECK (((day >= 0) AND (day <= 6))),
   constraint business_hours_check CHECK (((open)::text < (close)::text)),
@@ -113,7 +113,7 @@ create table app.integrations (
   last_error text,
   created_at timestamp with time zone default now() not null,
   updated_at timestamp with time zone default now() not null,
-  constraint integrations_pkey PRIMARY KEY (id),
+  constraint integrations_pkey PRIMARY KEY (id, location_id),
   constraint integrations_provider_check CHECK ((provider = ANY (ARRAY['slack'::text, 'zapier'::text, 'make'::text, 'n8n'::text, 'calcom'::text, 'google_calendar'::text, 'outlook'::text, 'jobber'::text, 'housecall_pro'::text, 'servicetitan'::text, 'hubspot'::text]))),
   constraint integrations_status_check CHECK ((status = ANY (ARRAY['connected'::text, 'disconnected'::text, 'error'::text, 'expired'::text]))),
   constraint integrations_label_check CHECK ((length(label) <= 200)),

@@ -1,5 +1,5 @@
---! Previous: sha1:cb5f4480436e23c04ebdab4e3ca103fdc9c57a86
---! Hash: sha1:8bb731cf9894b0a5d232e83f0b8ec9debfef2510
+--! Previous: sha1:e6ba95f6e5ae1219b70c05e70291b12b1ba5f770
+--! Hash: sha1:77bae2245b310e5943fde902b4b73b8e074c6b14
 --! Message: notification settings and log
 
 -- Notifications (docs/notifications.md): routing settings, one row per message with its log, the
@@ -105,13 +105,13 @@ create table app.notifications (
   lease_expires_at timestamp with time zone,
   lease_owner text,
   data jsonb,
-  constraint notifications_pkey PRIMARY KEY (id),
+  constraint notifications_pkey PRIMARY KEY (id, location_id),
   constraint notifications_channel_check CHECK ((channel = ANY (ARRAY['sms'::text, 'email'::text, 'chat'::text, 'automation'::text]))),
   constraint notifications_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'sent'::text, 'failed'::text, 'skipped'::text]))),
   constraint notifications_source_check CHECK (((event_id IS NOT NULL) OR (jsonb_typeof(data) = 'object'::text))),
   constraint notifications_location_id_fkey FOREIGN KEY (location_id) REFERENCES app.locations(id) ON DELETE CASCADE,
-  constraint notifications_event_id_fkey FOREIGN KEY (event_id) REFERENCES app.events(id) ON DELETE CASCADE,
-  constraint notifications_integration_id_fkey FOREIGN KEY (integration_id) REFERENCES app.integrations(id) ON DELETE SET NULL
+  constraint notifications_event_id_fkey FOREIGN KEY (location_id, event_id) REFERENCES app.events(location_id, id) ON DELETE CASCADE,
+  constraint notifications_integration_id_fkey FOREIGN KEY (location_id, integration_id) REFERENCES app.integrations(location_id, id) ON DELETE SET NULL (integration_id)
 );
 comment on table app.notifications is E'One message to a person or room (SMS, e-mail, chat, automation) derived from an event.';
 comment on column app.notifications.provider is E'twilio | smtp | slack | zapier | make | n8n | calcom.';
@@ -124,9 +124,9 @@ comment on column app.notifications.lease_owner is E'@behavior -filterBy -orderB
 comment on column app.notifications.data is E'@behavior -filterBy -orderBy\nWhat an operational notification (no event_id: webhook_endpoint.failing, webhook_endpoint.disabled) is about; null when the notification comes from an event (the event''s data is used).';
 select app.secure_tenant_table('app.notifications');
 create index notifications_location_created_idx on app.notifications (location_id, created_at DESC, id DESC);
-create index notifications_event_idx on app.notifications (event_id);
-create index notifications_integration_idx on app.notifications (integration_id);
 create index notifications_leased_idx on app.notifications (lease_expires_at) WHERE ((status = 'pending'::text) AND (lease_expires_at IS NOT NULL));
+create index notifications_event_idx on app.notifications (event_id, location_id);
+create index notifications_integration_idx on app.notifications (integration_id, location_id);
 
 create table app.notification_log (
   id uuid default gen_random_uuid() not null,
@@ -136,17 +136,17 @@ create table app.notification_log (
   status text not null,
   detail text,
   response_status integer,
-  constraint notification_log_pkey PRIMARY KEY (id),
+  constraint notification_log_pkey PRIMARY KEY (id, location_id),
   constraint notification_log_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'sent'::text, 'failed'::text, 'skipped'::text]))),
   constraint notification_log_location_id_fkey FOREIGN KEY (location_id) REFERENCES app.locations(id) ON DELETE CASCADE,
-  constraint notification_log_notification_id_fkey FOREIGN KEY (notification_id) REFERENCES app.notifications(id) ON DELETE CASCADE
+  constraint notification_log_notification_id_fkey FOREIGN KEY (location_id, notification_id) REFERENCES app.notifications(location_id, id) ON DELETE CASCADE
 );
 comment on table app.notification_log is E'Each try of a notification, with its outcome.';
 comment on column app.notification_log.detail is E'What happened: provider answer, error, or why it was skipped.';
 comment on column app.notification_log.response_status is E'HTTP status (or SMTP reply code) of the try, when there was one.';
 select app.secure_tenant_table('app.notification_log');
-create index notification_log_notification_idx on app.notification_log (notification_id, at);
 create index notification_log_location_idx on app.notification_log (location_id);
+create index notification_log_notification_idx on app.notification_log (notification_id, location_id, at);
 
 create function app.tg_events__notify()
  RETURNS trigger

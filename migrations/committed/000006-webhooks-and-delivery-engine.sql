@@ -1,5 +1,5 @@
---! Previous: sha1:8bb731cf9894b0a5d232e83f0b8ec9debfef2510
---! Hash: sha1:8c2f19c1ee0c297e5d9fb3713cbc22dba86ebcda
+--! Previous: sha1:77bae2245b310e5943fde902b4b73b8e074c6b14
+--! Hash: sha1:cb2668b7f8171ea0e00994ee7e6fed35bfe6e734
 --! Message: webhooks and delivery engine
 
 -- Outbound webhooks and the delivery engine (docs/webhooks.md, docs/delivery-engine.md):
@@ -24,7 +24,7 @@ create table app.webhook_endpoints (
   failing_since timestamp with time zone,
   disabled_at timestamp with time zone,
   disabled_reason text,
-  constraint webhook_endpoints_pkey PRIMARY KEY (id),
+  constraint webhook_endpoints_pkey PRIMARY KEY (id, location_id),
   constraint webhook_endpoints_label_check CHECK ((length(label) <= 200)),
   constraint webhook_endpoints_events_check CHECK (((cardinality(events) > 0) AND (events <@ app.event_types()))),
   constraint webhook_endpoints_failure_count_check CHECK ((failure_count >= 0)),
@@ -61,13 +61,13 @@ create table app.webhook_deliveries (
   next_attempt_at timestamp with time zone,
   lease_expires_at timestamp with time zone,
   lease_owner text,
-  constraint webhook_deliveries_pkey PRIMARY KEY (id),
+  constraint webhook_deliveries_pkey PRIMARY KEY (id, location_id),
   constraint webhook_deliveries_attempt_check CHECK ((attempt >= 1)),
   constraint webhook_deliveries_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'delivered'::text, 'failed'::text, 'dead'::text]))),
   constraint webhook_deliveries_response_body_check CHECK ((octet_length(response_body) <= 16384)),
   constraint webhook_deliveries_location_id_fkey FOREIGN KEY (location_id) REFERENCES app.locations(id) ON DELETE CASCADE,
-  constraint webhook_deliveries_event_id_fkey FOREIGN KEY (event_id) REFERENCES app.events(id) ON DELETE CASCADE,
-  constraint webhook_deliveries_endpoint_id_fkey FOREIGN KEY (endpoint_id) REFERENCES app.webhook_endpoints(id) ON DELETE SET NULL
+  constraint webhook_deliveries_event_id_fkey FOREIGN KEY (location_id, event_id) REFERENCES app.events(location_id, id) ON DELETE CASCADE,
+  constraint webhook_deliveries_endpoint_id_fkey FOREIGN KEY (location_id, endpoint_id) REFERENCES app.webhook_endpoints(location_id, id) ON DELETE SET NULL (endpoint_id)
 );
 comment on table app.webhook_deliveries is E'One row per delivery attempt; its id is the svc-delivery-id header.';
 comment on column app.webhook_deliveries.endpoint_id is E'null once the endpoint is deleted (history kept, pending attempts discarded).';
@@ -80,12 +80,12 @@ comment on column app.webhook_deliveries.lease_expires_at is E'@behavior -filter
 comment on column app.webhook_deliveries.lease_owner is E'@behavior -filterBy -orderBy\nThe delivery engine (worker process) that holds the lease.';
 select app.secure_tenant_table('app.webhook_deliveries');
 create index webhook_deliveries_location_created_idx on app.webhook_deliveries (location_id, created_at DESC, id DESC);
-create index webhook_deliveries_endpoint_idx on app.webhook_deliveries (endpoint_id, status);
-create index webhook_deliveries_event_idx on app.webhook_deliveries (event_id);
 create index webhook_deliveries_ready_idx on app.webhook_deliveries (next_attempt_at, id) WHERE ((status = 'pending'::text) AND (lease_expires_at IS NULL));
 create index webhook_deliveries_leased_idx on app.webhook_deliveries (lease_expires_at) INCLUDE (endpoint_id) WHERE ((status = 'pending'::text) AND (lease_expires_at IS NOT NULL));
 create index webhook_deliveries_location_status_created_idx on app.webhook_deliveries (location_id, status, created_at DESC, id DESC);
 create index webhook_deliveries_location_event_created_idx on app.webhook_deliveries (location_id, event, created_at DESC, id DESC);
+create index webhook_deliveries_endpoint_idx on app.webhook_deliveries (endpoint_id, location_id, status);
+create index webhook_deliveries_event_idx on app.webhook_deliveries (event_id, location_id);
 
 create function app.tg_events__body()
  RETURNS trigger

@@ -1,5 +1,5 @@
---! Previous: sha1:8c2f19c1ee0c297e5d9fb3713cbc22dba86ebcda
---! Hash: sha1:35c1c8a305edaa27ded1ef7ac8c89991fde7b762
+--! Previous: sha1:cb2668b7f8171ea0e00994ee7e6fed35bfe6e734
+--! Hash: sha1:e0caa1dde7141ceafed8dfb3f1fbfdb4dbf23a45
 --! Message: voice ingestion
 
 -- Voice platform ingestion (docs/voice-integration.md): inbound routing by service phone, post-call

@@ -1,5 +1,5 @@
---! Previous: sha1:35c1c8a305edaa27ded1ef7ac8c89991fde7b762
---! Hash: sha1:4eab746e2fed3e2719fe18cdc2b56401c65a31c5
+--! Previous: sha1:e0caa1dde7141ceafed8dfb3f1fbfdb4dbf23a45
+--! Hash: sha1:a22a43e83292976c6db113f8c7a6035fa7201856
 --! Message: billing
 
 -- Billing (Stripe sync): schema billing, which the API role cannot see; staff read it.

@@ -1,5 +1,5 @@
---! Previous: sha1:4eab746e2fed3e2719fe18cdc2b56401c65a31c5
---! Hash: sha1:de81082936d7db19cd78836ecc8c7d23d6460ece
+--! Previous: sha1:a22a43e83292976c6db113f8c7a6035fa7201856
+--! Hash: sha1:8596a6d9914a809f9c07d3ed6c6d8236602c4fcc
 --! Message: rest api
 
 -- The REST API (docs/rest-api.md): one function per operation. Each authenticates the token

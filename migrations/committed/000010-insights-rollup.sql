@@ -1,5 +1,5 @@
---! Previous: sha1:de81082936d7db19cd78836ecc8c7d23d6460ece
---! Hash: sha1:b1949ef8ea8c0a90a1ae684fc4c6a13fe4340b58
+--! Previous: sha1:8596a6d9914a809f9c07d3ed6c6d8236602c4fcc
+--! Hash: sha1:5e35062c3b664bc6e488b46a0983b778bd8559ee
 --! Message: insights rollup
 
 -- Insights from a rollup kept by triggers (docs/rest-api.md "Insights"): after-hours flag, hourly

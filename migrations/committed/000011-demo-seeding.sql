@@ -1,5 +1,5 @@
---! Previous: sha1:b1949ef8ea8c0a90a1ae684fc4c6a13fe4340b58
---! Hash: sha1:a46d41a5649f708cf4d4254aded62e6621f403bb
+--! Previous: sha1:5e35062c3b664bc6e488b46a0983b778bd8559ee
+--! Hash: sha1:38641ace48ae230ac0d3cf2b382e6ae788c71ef4
 --! Message: demo seeding
 
 -- Demo seeding for the CLI (`demo seed`): history, not live traffic (app.seeding suppresses events).
