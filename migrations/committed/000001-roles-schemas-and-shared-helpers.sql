@@ -1,5 +1,5 @@
 --! Previous: -
---! Hash: sha1:7e0d3683f18874bcff7fcb24e88517c09fc5011a
+--! Hash: sha1:0500d6b8d103a14b0c8ab2a15c2b2ba0c91e9a33
 --! Message: roles schemas and shared helpers
 
 -- Roles, schemas and the helpers every other file uses: the tenant setting, timestamp and phone
@@ -95,7 +95,7 @@ AS $function$
     'webhooks:read', 'webhooks:write', 'notifications:read', 'members:read'
   ]
 $function$;
-comment on function app.known_scopes() is E'Every API token scope (DESIGN.md §5).';
+comment on function app.known_scopes() is E'Every API token scope (docs/api-contract.md §5).';
 
 create function app.event_types()
  RETURNS text[]

@@ -1,5 +1,5 @@
---! Previous: sha1:7e0d3683f18874bcff7fcb24e88517c09fc5011a
---! Hash: sha1:d3cc988fde9707b75144dc375d0963372426d292
+--! Previous: sha1:0500d6b8d103a14b0c8ab2a15c2b2ba0c91e9a33
+--! Hash: sha1:ef962b86ebbe7f9b3bf7394cb2940094cc81f914
 --! Message: locations members api keys
 
 -- Locations (the tenant, a reference table when distributed), members, API keys (token look-up by
@@ -21,18 +21,18 @@ create table app.locations (
   service_phone app.e164,
   created_at timestamp with time zone default now() not null,
   updated_at timestamp with time zone default now() not null,
-  constraint locations_pkey PRIMARY KEY (id),
-  constraint locations_slug_key UNIQUE (slug),
-  constraint locations_service_phone_key UNIQUE (service_phone),
-  constraint locations_slug_check CHECK (((slug ~ '^[a-z0-9][a-z0-9-]{1,62}$'::text) AND (slug !~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'::text))),
-  constraint locations_name_check CHECK (((length(name) >= 1) AND (length(name) <= 200))),
-  constraint locations_legal_name_check CHECK ((length(legal_name) <= 200)),
-  constraint locations_license_number_check CHECK ((length(license_number) <= 100)),
-  constraint locations_industry_check CHECK ((industry = ANY (ARRAY['hvac'::text, 'plumbing'::text, 'electrical'::text, 'roofing'::text, 'appliance_repair'::text, 'garage_door'::text, 'pest_control'::text, 'landscaping'::text, 'cleaning'::text, 'general_contractor'::text, 'other'::text]))),
-  constraint locations_website_url_check CHECK (((website_url ~ '^https?://'::text) AND (length(website_url) <= 2048))),
-  constraint locations_timezone_check CHECK (app.is_valid_timezone(timezone)),
-  constraint locations_zip_codes_check CHECK ((array_to_string(zip_codes, ','::text) ~ '^([0-9A-Za-z -]{3,10}(,|$))*$'::text)),
-  constraint locations_travel_radius_miles_check CHECK (((travel_radius_miles >= (0)::numeric) AND (travel_radius_miles <= (1000)::numeric)))
+  constraint locations_pkey primary key (id),
+  constraint locations_slug_key unique (slug),
+  constraint locations_service_phone_key unique (service_phone),
+  constraint locations_slug_check check (((slug ~ '^[a-z0-9][a-z0-9-]{1,62}$'::text) AND (slug !~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'::text))),
+  constraint locations_name_check check (((length(name) >= 1) AND (length(name) <= 200))),
+  constraint locations_legal_name_check check ((length(legal_name) <= 200)),
+  constraint locations_license_number_check check ((length(license_number) <= 100)),
+  constraint locations_industry_check check ((industry = ANY (ARRAY['hvac'::text, 'plumbing'::text, 'electrical'::text, 'roofing'::text, 'appliance_repair'::text, 'garage_door'::text, 'pest_control'::text, 'landscaping'::text, 'cleaning'::text, 'general_contractor'::text, 'other'::text]))),
+  constraint locations_website_url_check check (((website_url ~ '^https?://'::text) AND (length(website_url) <= 2048))),
+  constraint locations_timezone_check check (app.is_valid_timezone(timezone)),
+  constraint locations_zip_codes_check check ((array_to_string(zip_codes, ','::text) ~ '^([0-9A-Za-z -]{3,10}(,|$))*$'::text)),
+  constraint locations_travel_radius_miles_check check (((travel_radius_miles >= (0)::numeric) AND (travel_radius_miles <= (1000)::numeric)))
 );
 comment on table app.locations is E'A business location: the tenant. Every other tenant row carries its id.';
 comment on column app.locations.slug is E'URL handle; usable instead of the id in API paths. Never shaped like a UUID.';
@@ -54,11 +54,11 @@ create table app.members (
   invited_at timestamp with time zone default now() not null,
   joined_at timestamp with time zone,
   created_at timestamp with time zone default now() not null,
-  constraint members_pkey PRIMARY KEY (id, location_id),
-  constraint members_email_check CHECK (((email ~ '^[^@\s]+@[^@\s]+\.[^@\s]+$'::text) AND (length(email) <= 320))),
-  constraint members_name_check CHECK ((length(name) <= 200)),
-  constraint members_role_check CHECK ((role = ANY (ARRAY['owner'::text, 'admin'::text, 'member'::text]))),
-  constraint members_location_id_fkey FOREIGN KEY (location_id) REFERENCES app.locations(id) ON DELETE CASCADE
+  constraint members_pkey primary key (id, location_id),
+  constraint members_email_check check (((email ~ '^[^@\s]+@[^@\s]+\.[^@\s]+$'::text) AND (length(email) <= 320))),
+  constraint members_name_check check ((length(name) <= 200)),
+  constraint members_role_check check ((role = ANY (ARRAY['owner'::text, 'admin'::text, 'member'::text]))),
+  constraint members_location_id_fkey foreign key (location_id) references app.locations (id) on delete cascade
 );
 comment on table app.members is E'People of a location (dashboard users). Owners and admins get e-mail notifications by default.';
 comment on column app.members.role is E'owner | admin | member.';
@@ -77,13 +77,13 @@ create table app.api_keys (
   created_at timestamp with time zone default now() not null,
   last_used_at timestamp with time zone,
   revoked_at timestamp with time zone,
-  constraint api_keys_pkey PRIMARY KEY (id),
-  constraint api_keys_token_hash_key UNIQUE (token_hash),
-  constraint api_keys_label_check CHECK (((length(label) >= 1) AND (length(label) <= 200))),
-  constraint api_keys_key_prefix_check CHECK ((length(key_prefix) = 8)),
-  constraint api_keys_token_hash_check CHECK ((token_hash ~ '^[0-9a-f]{64}$'::text)),
-  constraint api_keys_scopes_check CHECK ((scopes <@ app.known_scopes())),
-  constraint api_keys_location_id_fkey FOREIGN KEY (location_id) REFERENCES app.locations(id) ON DELETE CASCADE
+  constraint api_keys_pkey primary key (id),
+  constraint api_keys_token_hash_key unique (token_hash),
+  constraint api_keys_label_check check (((length(label) >= 1) AND (length(label) <= 200))),
+  constraint api_keys_key_prefix_check check ((length(key_prefix) = 8)),
+  constraint api_keys_token_hash_check check ((token_hash ~ '^[0-9a-f]{64}$'::text)),
+  constraint api_keys_scopes_check check ((scopes <@ app.known_scopes())),
+  constraint api_keys_location_id_fkey foreign key (location_id) references app.locations (id) on delete cascade
 );
 comment on table app.api_keys is E'Location-scoped API tokens. Only the SHA-256 of a token is kept; the token itself is shown once.';
 comment on column app.api_keys.key_prefix is E'First 8 characters of the token, to recognise it.';

@@ -1,5 +1,5 @@
---! Previous: sha1:d3cc988fde9707b75144dc375d0963372426d292
---! Hash: sha1:54e8c67dda81bf7953632b7026165ff7680600bb
+--! Previous: sha1:ef962b86ebbe7f9b3bf7394cb2940094cc81f914
+--! Hash: sha1:5ff0ad8800780e0c0d81f2223218bcbcc58cf55b
 --! Message: events customers calls leads bookings
 
 -- The events outbox and the records a call produces: customers, calls, leads, bookings; their
@@ -17,10 +17,10 @@ create table app.customers (
   call_count integer default 0 not null,
   created_at timestamp with time zone default now() not null,
   updated_at timestamp with time zone default now() not null,
-  constraint customers_pkey PRIMARY KEY (id, location_id),
-  constraint customers_location_id_phone_key UNIQUE (location_id, phone),
-  constraint customers_call_count_check CHECK ((call_count >= 0)),
-  constraint customers_location_id_fkey FOREIGN KEY (location_id) REFERENCES app.locations(id) ON DELETE CASCADE
+  constraint customers_pkey primary key (id, location_id),
+  constraint customers_location_id_phone_key unique (location_id, phone),
+  constraint customers_call_count_check check ((call_count >= 0)),
+  constraint customers_location_id_fkey foreign key (location_id) references app.locations (id) on delete cascade
 );
 comment on table app.customers is E'A caller of a location, one per phone number; upserted by each finished call.';
 comment on column app.customers.call_count is E'Calls finalised from this number.';
@@ -33,9 +33,9 @@ create table app.events (
   data jsonb not null,
   created_at timestamp with time zone default now() not null,
   body text,
-  constraint events_pkey PRIMARY KEY (id, location_id),
-  constraint events_type_check CHECK ((type = ANY ((app.event_types() || 'webhook.test'::text)))),
-  constraint events_location_id_fkey FOREIGN KEY (location_id) REFERENCES app.locations(id) ON DELETE CASCADE
+  constraint events_pkey primary key (id, location_id),
+  constraint events_type_check check ((type = ANY ((app.event_types() || 'webhook.test'::text)))),
+  constraint events_location_id_fkey foreign key (location_id) references app.locations (id) on delete cascade
 );
 comment on table app.events is E'Transactional outbox: one row per occurrence, written in the same transaction as the change. Webhook deliveries and notifications are derived from it.';
 comment on column app.events.type is E'Event type, e.g. lead.created.';
@@ -92,18 +92,18 @@ create table app.calls (
   created_at timestamp with time zone default now() not null,
   updated_at timestamp with time zone default now() not null,
   after_hours boolean,
-  constraint calls_pkey PRIMARY KEY (id, location_id),
-  constraint calls_location_id_platform_call_id_key UNIQUE (location_id, platform_call_id),
-  constraint calls_platform_call_id_check CHECK (((length(platform_call_id) >= 1) AND (length(platform_call_id) <= 200))),
-  constraint calls_direction_check CHECK ((direction = ANY (ARRAY['inbound'::text, 'outbound'::text]))),
-  constraint calls_outcome_check CHECK ((outcome = ANY (ARRAY['booked'::text, 'transferred'::text, 'lead'::text, 'spam'::text, 'dropped'::text, 'other'::text]))),
-  constraint calls_urgency_level_check CHECK (((urgency_level >= 0) AND (urgency_level <= 5))),
-  constraint calls_duration_sec_check CHECK ((duration_sec >= 0)),
-  constraint calls_estimated_value_check CHECK ((estimated_value >= (0)::numeric)),
-  constraint calls_transcript_turns_check CHECK (((transcript_turns IS NULL) OR (jsonb_typeof(transcript_turns) = 'array'::text))),
-  constraint calls_platform_status_check CHECK ((platform_status = ANY (ARRAY['started'::text, 'ended'::text, 'analyzed'::text, 'rejected'::text]))),
-  constraint calls_location_id_fkey FOREIGN KEY (location_id) REFERENCES app.locations(id) ON DELETE CASCADE,
-  constraint calls_customer_id_fkey FOREIGN KEY (location_id, customer_id) REFERENCES app.customers(location_id, id) ON DELETE SET NULL (customer_id)
+  constraint calls_pkey primary key (id, location_id),
+  constraint calls_location_id_platform_call_id_key unique (location_id, platform_call_id),
+  constraint calls_platform_call_id_check check (((length(platform_call_id) >= 1) AND (length(platform_call_id) <= 200))),
+  constraint calls_direction_check check ((direction = ANY (ARRAY['inbound'::text, 'outbound'::text]))),
+  constraint calls_outcome_check check ((outcome = ANY (ARRAY['booked'::text, 'transferred'::text, 'lead'::text, 'spam'::text, 'dropped'::text, 'other'::text]))),
+  constraint calls_urgency_level_check check (((urgency_level >= 0) AND (urgency_level <= 5))),
+  constraint calls_duration_sec_check check ((duration_sec >= 0)),
+  constraint calls_estimated_value_check check ((estimated_value >= (0)::numeric)),
+  constraint calls_transcript_turns_check check (((transcript_turns IS NULL) OR (jsonb_typeof(transcript_turns) = 'array'::text))),
+  constraint calls_platform_status_check check ((platform_status = ANY (ARRAY['started'::text, 'ended'::text, 'analyzed'::text, 'rejected'::text]))),
+  constraint calls_location_id_fkey foreign key (location_id) references app.locations (id) on delete cascade,
+  constraint calls_customer_id_fkey foreign key (location_id, customer_id) references app.customers (location_id, id) on delete set null (customer_id)
 );
 comment on table app.calls is E'One phone call answered for a location, from the voice platform''s webhooks.';
 comment on column app.calls.platform_call_id is E'The voice platform''s call_id; ingestion is idempotent on it.';
@@ -143,19 +143,19 @@ create table app.leads (
   notes text,
   created_at timestamp with time zone default now() not null,
   updated_at timestamp with time zone default now() not null,
-  constraint leads_pkey PRIMARY KEY (id, location_id),
-  constraint leads_name_check CHECK ((length(name) <= 200)),
-  constraint leads_email_check CHECK (((email ~ '^[^@\s]+@[^@\s]+\.[^@\s]+$'::text) AND (length(email) <= 320))),
-  constraint leads_address_check CHECK ((length(address) <= 500)),
-  constraint leads_service_type_check CHECK ((length(service_type) <= 200)),
-  constraint leads_urgency_level_check CHECK (((urgency_level >= 0) AND (urgency_level <= 5))),
-  constraint leads_estimated_value_check CHECK ((estimated_value >= (0)::numeric)),
-  constraint leads_status_check CHECK ((status = ANY (ARRAY['new'::text, 'contacted'::text, 'booked'::text, 'closed'::text, 'lost'::text]))),
-  constraint leads_notes_check CHECK ((length(notes) <= 10000)),
-  constraint leads_location_id_fkey FOREIGN KEY (location_id) REFERENCES app.locations(id) ON DELETE CASCADE,
-  constraint leads_call_id_fkey FOREIGN KEY (location_id, call_id) REFERENCES app.calls(location_id, id) ON DELETE SET NULL (call_id),
-  constraint leads_customer_id_fkey FOREIGN KEY (location_id, customer_id) REFERENCES app.customers(location_id, id) ON DELETE SET NULL (customer_id),
-  constraint leads_assigned_to_fkey FOREIGN KEY (location_id, assigned_to) REFERENCES app.members(location_id, id) ON DELETE SET NULL (assigned_to)
+  constraint leads_pkey primary key (id, location_id),
+  constraint leads_name_check check ((length(name) <= 200)),
+  constraint leads_email_check check (((email ~ '^[^@\s]+@[^@\s]+\.[^@\s]+$'::text) AND (length(email) <= 320))),
+  constraint leads_address_check check ((length(address) <= 500)),
+  constraint leads_service_type_check check ((length(service_type) <= 200)),
+  constraint leads_urgency_level_check check (((urgency_level >= 0) AND (urgency_level <= 5))),
+  constraint leads_estimated_value_check check ((estimated_value >= (0)::numeric)),
+  constraint leads_status_check check ((status = ANY (ARRAY['new'::text, 'contacted'::text, 'booked'::text, 'closed'::text, 'lost'::text]))),
+  constraint leads_notes_check check ((length(notes) <= 10000)),
+  constraint leads_location_id_fkey foreign key (location_id) references app.locations (id) on delete cascade,
+  constraint leads_call_id_fkey foreign key (location_id, call_id) references app.calls (location_id, id) on delete set null (call_id),
+  constraint leads_customer_id_fkey foreign key (location_id, customer_id) references app.customers (location_id, id) on delete set null (customer_id),
+  constraint leads_assigned_to_fkey foreign key (location_id, assigned_to) references app.members (location_id, id) on delete set null (assigned_to)
 );
 comment on table app.leads is E'A sales opportunity, from a call or entered through the API.';
 comment on column app.leads.status is E'new | contacted | booked | closed | lost; moves checked by app.lead_transition_allowed().';
@@ -180,7 +180,7 @@ AS $function$
     when 'lost' then array['new', 'contacted']
     else array[]::text[] end
 $function$;
-comment on function app.lead_allowed_moves(text) is E'The lead status graph (DESIGN.md §5); closed is final.';
+comment on function app.lead_allowed_moves(text) is E'The lead status graph (docs/api-contract.md §5); closed is final.';
 
 create function app.tg_leads__status_transition()
  RETURNS trigger
@@ -214,13 +214,13 @@ create table app.bookings (
   notes text,
   created_at timestamp with time zone default now() not null,
   updated_at timestamp with time zone default now() not null,
-  constraint bookings_pkey PRIMARY KEY (id, location_id),
-  constraint bookings_status_check CHECK ((status = ANY (ARRAY['scheduled'::text, 'confirmed'::text, 'completed'::text, 'cancelled'::text, 'no_show'::text]))),
-  constraint bookings_notes_check CHECK ((length(notes) <= 10000)),
-  constraint bookings_location_id_fkey FOREIGN KEY (location_id) REFERENCES app.locations(id) ON DELETE CASCADE,
-  constraint bookings_call_id_fkey FOREIGN KEY (location_id, call_id) REFERENCES app.calls(location_id, id) ON DELETE SET NULL (call_id),
-  constraint bookings_lead_id_fkey FOREIGN KEY (location_id, lead_id) REFERENCES app.leads(location_id, id) ON DELETE SET NULL (lead_id),
-  constraint bookings_customer_id_fkey FOREIGN KEY (location_id, customer_id) REFERENCES app.customers(location_id, id) ON DELETE SET NULL (customer_id)
+  constraint bookings_pkey primary key (id, location_id),
+  constraint bookings_status_check check ((status = ANY (ARRAY['scheduled'::text, 'confirmed'::text, 'completed'::text, 'cancelled'::text, 'no_show'::text]))),
+  constraint bookings_notes_check check ((length(notes) <= 10000)),
+  constraint bookings_location_id_fkey foreign key (location_id) references app.locations (id) on delete cascade,
+  constraint bookings_call_id_fkey foreign key (location_id, call_id) references app.calls (location_id, id) on delete set null (call_id),
+  constraint bookings_lead_id_fkey foreign key (location_id, lead_id) references app.leads (location_id, id) on delete set null (lead_id),
+  constraint bookings_customer_id_fkey foreign key (location_id, customer_id) references app.customers (location_id, id) on delete set null (customer_id)
 );
 comment on table app.bookings is E'An appointment the agent (or a user) scheduled.';
 comment on column app.bookings.status is E'scheduled | confirmed | completed | cancelled | no_show.';

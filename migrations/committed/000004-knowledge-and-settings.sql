@@ -1,5 +1,5 @@
---! Previous: sha1:54e8c67dda81bf7953632b7026165ff7680600bb
---! Hash: sha1:e6ba95f6e5ae1219b70c05e70291b12b1ba5f770
+--! Previous: sha1:5ff0ad8800780e0c0d81f2223218bcbcc58cf55b
+--! Hash: sha1:ea1478d0d49e34ab484e45855021133a223c13f4
 --! Message: knowledge and settings
 
 -- What the agent knows and how it behaves: FAQs, pricebook, call forwarding, business hours,
@@ -14,11 +14,11 @@ create table app.faqs (
   position integer default 0 not null,
   created_at timestamp with time zone default now() not null,
   updated_at timestamp with time zone default now() not null,
-  constraint faqs_pkey PRIMARY KEY (id, location_id),
-  constraint faqs_question_check CHECK (((length(question) >= 1) AND (length(question) <= 1000))),
-  constraint faqs_answer_check CHECK (((length(answer) >= 1) AND (length(answer) <= 5000))),
-  constraint faqs_asked_count_check CHECK ((asked_count >= 0)),
-  constraint faqs_location_id_fkey FOREIGN KEY (location_id) REFERENCES app.locations(id) ON DELETE CASCADE
+  constraint faqs_pkey primary key (id, location_id),
+  constraint faqs_question_check check (((length(question) >= 1) AND (length(question) <= 1000))),
+  constraint faqs_answer_check check (((length(answer) >= 1) AND (length(answer) <= 5000))),
+  constraint faqs_asked_count_check check ((asked_count >= 0)),
+  constraint faqs_location_id_fkey foreign key (location_id) references app.locations (id) on delete cascade
 );
 comment on table app.faqs is E'Questions and answers the agent may read to callers.';
 comment on column app.faqs.asked_count is E'How often callers asked it.';
@@ -36,11 +36,11 @@ create table app.pricebook_items (
   position integer default 0 not null,
   created_at timestamp with time zone default now() not null,
   updated_at timestamp with time zone default now() not null,
-  constraint pricebook_items_pkey PRIMARY KEY (id, location_id),
-  constraint pricebook_items_service_name_check CHECK (((length(service_name) >= 1) AND (length(service_name) <= 200))),
-  constraint pricebook_items_price_check CHECK (((length(price) >= 1) AND (length(price) <= 200))),
-  constraint pricebook_items_note_check CHECK ((length(note) <= 2000)),
-  constraint pricebook_items_location_id_fkey FOREIGN KEY (location_id) REFERENCES app.locations(id) ON DELETE CASCADE
+  constraint pricebook_items_pkey primary key (id, location_id),
+  constraint pricebook_items_service_name_check check (((length(service_name) >= 1) AND (length(service_name) <= 200))),
+  constraint pricebook_items_price_check check (((length(price) >= 1) AND (length(price) <= 200))),
+  constraint pricebook_items_note_check check ((length(note) <= 2000)),
+  constraint pricebook_items_location_id_fkey foreign key (location_id) references app.locations (id) on delete cascade
 );
 comment on table app.pricebook_items is E'Services and their prices, quoted to callers.';
 comment on column app.pricebook_items.price is E'Free text such as "$89-$149"; deliberately not a number.';
@@ -54,9 +54,9 @@ create table app.call_forwarding (
   mode text default 'off'::text not null,
   existing_business_line app.e164,
   updated_at timestamp with time zone default now() not null,
-  constraint call_forwarding_pkey PRIMARY KEY (location_id),
-  constraint call_forwarding_mode_check CHECK ((mode = ANY (ARRAY['replace'::text, 'no_answer'::text, 'busy'::text, 'after_hours'::text, 'off'::text]))),
-  constraint call_forwarding_location_id_fkey FOREIGN KEY (location_id) REFERENCES app.locations(id) ON DELETE CASCADE
+  constraint call_forwarding_pkey primary key (location_id),
+  constraint call_forwarding_mode_check check ((mode = ANY (ARRAY['replace'::text, 'no_answer'::text, 'busy'::text, 'after_hours'::text, 'off'::text]))),
+  constraint call_forwarding_location_id_fkey foreign key (location_id) references app.locations (id) on delete cascade
 );
 comment on table app.call_forwarding is E'How the business line reaches the agent: replace | no_answer | busy | after_hours | off.';
 comment on column app.call_forwarding.existing_business_line is E'The business''s own number that forwards to the service phone.';
@@ -68,11 +68,11 @@ create table app.business_hours (
   day smallint not null,
   open app.hhmm not null,
   close app.hhmm not null,
-  constraint business_hours_pkey PRIMARY KEY (id, location_id),
-  constraint business_hours_location_id_day_open_key UNIQUE (location_id, day, open),
-  constraint business_hours_day_check CHECK (((day >= 0) AND (day <= 6))),
-  constraint business_hours_check CHECK (((open)::text < (close)::text)),
-  constraint business_hours_location_id_fkey FOREIGN KEY (location_id) REFERENCES app.locations(id) ON DELETE CASCADE
+  constraint business_hours_pkey primary key (id, location_id),
+  constraint business_hours_location_id_day_open_key unique (location_id, day, open),
+  constraint business_hours_day_check check (((day >= 0) AND (day <= 6))),
+  constraint business_hours_check check (((open)::text < (close)::text)),
+  constraint business_hours_location_id_fkey foreign key (location_id) references app.locations (id) on delete cascade
 );
 comment on table app.business_hours is E'Opening intervals per weekday (0 = Sunday) in the location''s timezone; a day without rows is closed.';
 select app.secure_tenant_table('app.business_hours');
@@ -85,9 +85,9 @@ create table app.agent_settings (
   booking_enabled boolean default true not null,
   blocked_numbers text[] default '{}'::text[] not null,
   updated_at timestamp with time zone default now() not null,
-  constraint agent_settings_pkey PRIMARY KEY (location_id),
-  constraint agent_settings_greeting_check CHECK ((length(greeting) <= 1000)),
-  constraint agent_settings_location_id_fkey FOREIGN KEY (location_id) REFERENCES app.locations(id) ON DELETE CASCADE
+  constraint agent_settings_pkey primary key (location_id),
+  constraint agent_settings_greeting_check check ((length(greeting) <= 1000)),
+  constraint agent_settings_location_id_fkey foreign key (location_id) references app.locations (id) on delete cascade
 );
 comment on table app.agent_settings is E'How the voice agent behaves for a location.';
 comment on column app.agent_settings.transfer_number is E'Where warm transfers go.';
@@ -113,11 +113,11 @@ create table app.integrations (
   last_error text,
   created_at timestamp with time zone default now() not null,
   updated_at timestamp with time zone default now() not null,
-  constraint integrations_pkey PRIMARY KEY (id, location_id),
-  constraint integrations_provider_check CHECK ((provider = ANY (ARRAY['slack'::text, 'zapier'::text, 'make'::text, 'n8n'::text, 'calcom'::text, 'google_calendar'::text, 'outlook'::text, 'jobber'::text, 'housecall_pro'::text, 'servicetitan'::text, 'hubspot'::text]))),
-  constraint integrations_status_check CHECK ((status = ANY (ARRAY['connected'::text, 'disconnected'::text, 'error'::text, 'expired'::text]))),
-  constraint integrations_label_check CHECK ((length(label) <= 200)),
-  constraint integrations_location_id_fkey FOREIGN KEY (location_id) REFERENCES app.locations(id) ON DELETE CASCADE
+  constraint integrations_pkey primary key (id, location_id),
+  constraint integrations_provider_check check ((provider = ANY (ARRAY['slack'::text, 'zapier'::text, 'make'::text, 'n8n'::text, 'calcom'::text, 'google_calendar'::text, 'outlook'::text, 'jobber'::text, 'housecall_pro'::text, 'servicetitan'::text, 'hubspot'::text]))),
+  constraint integrations_status_check check ((status = ANY (ARRAY['connected'::text, 'disconnected'::text, 'error'::text, 'expired'::text]))),
+  constraint integrations_label_check check ((length(label) <= 200)),
+  constraint integrations_location_id_fkey foreign key (location_id) references app.locations (id) on delete cascade
 );
 comment on table app.integrations is E'Third-party connections. Webhook-style providers (slack, zapier, make, n8n, calcom) post to webhook_url.';
 comment on column app.integrations.status is E'connected | disconnected | error | expired; one connected row per provider.';

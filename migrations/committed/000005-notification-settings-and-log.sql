@@ -1,5 +1,5 @@
---! Previous: sha1:e6ba95f6e5ae1219b70c05e70291b12b1ba5f770
---! Hash: sha1:77bae2245b310e5943fde902b4b73b8e074c6b14
+--! Previous: sha1:ea1478d0d49e34ab484e45855021133a223c13f4
+--! Hash: sha1:b806a6b843e95f8284c1a0872c25c7ca1a822f2a
 --! Message: notification settings and log
 
 -- Notifications (docs/notifications.md): routing settings, one row per message with its log, the
@@ -76,12 +76,12 @@ create table app.notification_settings (
   sms_recipients text[] default '{}'::text[] not null,
   email_recipients text[] default '{}'::text[] not null,
   updated_at timestamp with time zone default now() not null,
-  constraint notification_settings_pkey PRIMARY KEY (location_id),
-  constraint notification_settings_routes_check CHECK ((jsonb_typeof(routes) = 'object'::text)),
-  constraint notification_settings_routes_valid CHECK (app.notification_routes_valid(routes)),
-  constraint notification_settings_sms_recipients_valid CHECK (((array_to_string(sms_recipients, ','::text) ~ '^(\+[1-9][0-9]{6,14}(,|$))*$'::text) AND (cardinality(sms_recipients) <= 20))),
-  constraint notification_settings_email_recipients_valid CHECK (((cardinality(email_recipients) <= 20) AND app.emails_valid(email_recipients))),
-  constraint notification_settings_location_id_fkey FOREIGN KEY (location_id) REFERENCES app.locations(id) ON DELETE CASCADE
+  constraint notification_settings_pkey primary key (location_id),
+  constraint notification_settings_routes_check check ((jsonb_typeof(routes) = 'object'::text)),
+  constraint notification_settings_routes_valid check (app.notification_routes_valid(routes)),
+  constraint notification_settings_sms_recipients_valid check (((array_to_string(sms_recipients, ','::text) ~ '^(\+[1-9][0-9]{6,14}(,|$))*$'::text) AND (cardinality(sms_recipients) <= 20))),
+  constraint notification_settings_email_recipients_valid check (((cardinality(email_recipients) <= 20) AND app.emails_valid(email_recipients))),
+  constraint notification_settings_location_id_fkey foreign key (location_id) references app.locations (id) on delete cascade
 );
 comment on table app.notification_settings is E'Which events notify which channels, and extra recipients. A location without a row uses the defaults.';
 comment on column app.notification_settings.routes is E'{ event type: [channel…] } with channels sms | email | chat | automation; an event type absent here sends nothing.';
@@ -105,13 +105,13 @@ create table app.notifications (
   lease_expires_at timestamp with time zone,
   lease_owner text,
   data jsonb,
-  constraint notifications_pkey PRIMARY KEY (id, location_id),
-  constraint notifications_channel_check CHECK ((channel = ANY (ARRAY['sms'::text, 'email'::text, 'chat'::text, 'automation'::text]))),
-  constraint notifications_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'sent'::text, 'failed'::text, 'skipped'::text]))),
-  constraint notifications_source_check CHECK (((event_id IS NOT NULL) OR (jsonb_typeof(data) = 'object'::text))),
-  constraint notifications_location_id_fkey FOREIGN KEY (location_id) REFERENCES app.locations(id) ON DELETE CASCADE,
-  constraint notifications_event_id_fkey FOREIGN KEY (location_id, event_id) REFERENCES app.events(location_id, id) ON DELETE CASCADE,
-  constraint notifications_integration_id_fkey FOREIGN KEY (location_id, integration_id) REFERENCES app.integrations(location_id, id) ON DELETE SET NULL (integration_id)
+  constraint notifications_pkey primary key (id, location_id),
+  constraint notifications_channel_check check ((channel = ANY (ARRAY['sms'::text, 'email'::text, 'chat'::text, 'automation'::text]))),
+  constraint notifications_status_check check ((status = ANY (ARRAY['pending'::text, 'sent'::text, 'failed'::text, 'skipped'::text]))),
+  constraint notifications_source_check check (((event_id IS NOT NULL) OR (jsonb_typeof(data) = 'object'::text))),
+  constraint notifications_location_id_fkey foreign key (location_id) references app.locations (id) on delete cascade,
+  constraint notifications_event_id_fkey foreign key (location_id, event_id) references app.events (location_id, id) on delete cascade,
+  constraint notifications_integration_id_fkey foreign key (location_id, integration_id) references app.integrations (location_id, id) on delete set null (integration_id)
 );
 comment on table app.notifications is E'One message to a person or room (SMS, e-mail, chat, automation) derived from an event.';
 comment on column app.notifications.provider is E'twilio | smtp | slack | zapier | make | n8n | calcom.';
@@ -136,10 +136,10 @@ create table app.notification_log (
   status text not null,
   detail text,
   response_status integer,
-  constraint notification_log_pkey PRIMARY KEY (id, location_id),
-  constraint notification_log_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'sent'::text, 'failed'::text, 'skipped'::text]))),
-  constraint notification_log_location_id_fkey FOREIGN KEY (location_id) REFERENCES app.locations(id) ON DELETE CASCADE,
-  constraint notification_log_notification_id_fkey FOREIGN KEY (location_id, notification_id) REFERENCES app.notifications(location_id, id) ON DELETE CASCADE
+  constraint notification_log_pkey primary key (id, location_id),
+  constraint notification_log_status_check check ((status = ANY (ARRAY['pending'::text, 'sent'::text, 'failed'::text, 'skipped'::text]))),
+  constraint notification_log_location_id_fkey foreign key (location_id) references app.locations (id) on delete cascade,
+  constraint notification_log_notification_id_fkey foreign key (location_id, notification_id) references app.notifications (location_id, id) on delete cascade
 );
 comment on table app.notification_log is E'Each try of a notification, with its outcome.';
 comment on column app.notification_log.detail is E'What happened: provider answer, error, or why it was skipped.';

@@ -1,5 +1,5 @@
---! Previous: sha1:77bae2245b310e5943fde902b4b73b8e074c6b14
---! Hash: sha1:cb2668b7f8171ea0e00994ee7e6fed35bfe6e734
+--! Previous: sha1:b806a6b843e95f8284c1a0872c25c7ca1a822f2a
+--! Hash: sha1:ac5264136a7453595aef6e9103b4e99392fbc655
 --! Message: webhooks and delivery engine
 
 -- Outbound webhooks and the delivery engine (docs/webhooks.md, docs/delivery-engine.md):
@@ -24,13 +24,13 @@ create table app.webhook_endpoints (
   failing_since timestamp with time zone,
   disabled_at timestamp with time zone,
   disabled_reason text,
-  constraint webhook_endpoints_pkey PRIMARY KEY (id, location_id),
-  constraint webhook_endpoints_label_check CHECK ((length(label) <= 200)),
-  constraint webhook_endpoints_events_check CHECK (((cardinality(events) > 0) AND (events <@ app.event_types()))),
-  constraint webhook_endpoints_failure_count_check CHECK ((failure_count >= 0)),
-  constraint webhook_endpoints_secret_check CHECK ((secret ~ '^whsec_([A-Za-z0-9+/]{43}=|[A-Za-z0-9_-]{43})$'::text)),
-  constraint webhook_endpoints_disabled_check CHECK ((((disabled_at IS NULL) = (disabled_reason IS NULL)) AND ((disabled_at IS NULL) OR (NOT active)) AND (length(disabled_reason) <= 500))),
-  constraint webhook_endpoints_location_id_fkey FOREIGN KEY (location_id) REFERENCES app.locations(id) ON DELETE CASCADE
+  constraint webhook_endpoints_pkey primary key (id, location_id),
+  constraint webhook_endpoints_label_check check ((length(label) <= 200)),
+  constraint webhook_endpoints_events_check check (((cardinality(events) > 0) AND (events <@ app.event_types()))),
+  constraint webhook_endpoints_failure_count_check check ((failure_count >= 0)),
+  constraint webhook_endpoints_secret_check check ((secret ~ '^whsec_([A-Za-z0-9+/]{43}=|[A-Za-z0-9_-]{43})$'::text)),
+  constraint webhook_endpoints_disabled_check check ((((disabled_at IS NULL) = (disabled_reason IS NULL)) AND ((disabled_at IS NULL) OR (NOT active)) AND (length(disabled_reason) <= 500))),
+  constraint webhook_endpoints_location_id_fkey foreign key (location_id) references app.locations (id) on delete cascade
 );
 comment on table app.webhook_endpoints is E'HTTPS receivers of signed events.';
 comment on column app.webhook_endpoints.secret is E'@behavior -select -filterBy -orderBy\nHMAC key, shown once: whsec_ + 32 random bytes in padded base64 (older secrets: base64url, unpadded).';
@@ -61,13 +61,13 @@ create table app.webhook_deliveries (
   next_attempt_at timestamp with time zone,
   lease_expires_at timestamp with time zone,
   lease_owner text,
-  constraint webhook_deliveries_pkey PRIMARY KEY (id, location_id),
-  constraint webhook_deliveries_attempt_check CHECK ((attempt >= 1)),
-  constraint webhook_deliveries_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'delivered'::text, 'failed'::text, 'dead'::text]))),
-  constraint webhook_deliveries_response_body_check CHECK ((octet_length(response_body) <= 16384)),
-  constraint webhook_deliveries_location_id_fkey FOREIGN KEY (location_id) REFERENCES app.locations(id) ON DELETE CASCADE,
-  constraint webhook_deliveries_event_id_fkey FOREIGN KEY (location_id, event_id) REFERENCES app.events(location_id, id) ON DELETE CASCADE,
-  constraint webhook_deliveries_endpoint_id_fkey FOREIGN KEY (location_id, endpoint_id) REFERENCES app.webhook_endpoints(location_id, id) ON DELETE SET NULL (endpoint_id)
+  constraint webhook_deliveries_pkey primary key (id, location_id),
+  constraint webhook_deliveries_attempt_check check ((attempt >= 1)),
+  constraint webhook_deliveries_status_check check ((status = ANY (ARRAY['pending'::text, 'delivered'::text, 'failed'::text, 'dead'::text]))),
+  constraint webhook_deliveries_response_body_check check ((octet_length(response_body) <= 16384)),
+  constraint webhook_deliveries_location_id_fkey foreign key (location_id) references app.locations (id) on delete cascade,
+  constraint webhook_deliveries_event_id_fkey foreign key (location_id, event_id) references app.events (location_id, id) on delete cascade,
+  constraint webhook_deliveries_endpoint_id_fkey foreign key (location_id, endpoint_id) references app.webhook_endpoints (location_id, id) on delete set null (endpoint_id)
 );
 comment on table app.webhook_deliveries is E'One row per delivery attempt; its id is the svc-delivery-id header.';
 comment on column app.webhook_deliveries.endpoint_id is E'null once the endpoint is deleted (history kept, pending attempts discarded).';

@@ -1,5 +1,5 @@
---! Previous: sha1:cb2668b7f8171ea0e00994ee7e6fed35bfe6e734
---! Hash: sha1:e0caa1dde7141ceafed8dfb3f1fbfdb4dbf23a45
+--! Previous: sha1:ac5264136a7453595aef6e9103b4e99392fbc655
+--! Hash: sha1:c691fc0663adce2cc7bbc998ad88d198bea23274
 --! Message: voice ingestion
 
 -- Voice platform ingestion (docs/voice-integration.md): inbound routing by service phone, post-call

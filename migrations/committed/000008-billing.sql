@@ -1,5 +1,5 @@
---! Previous: sha1:e0caa1dde7141ceafed8dfb3f1fbfdb4dbf23a45
---! Hash: sha1:a22a43e83292976c6db113f8c7a6035fa7201856
+--! Previous: sha1:c691fc0663adce2cc7bbc998ad88d198bea23274
+--! Hash: sha1:5ca23d620d43dd1c36825686219ac0bf45f772ac
 --! Message: billing
 
 -- Billing (Stripe sync): schema billing, which the API role cannot see; staff read it.
@@ -13,8 +13,8 @@ create table billing.customers (
   email text,
   created_at timestamp with time zone default now() not null,
   updated_at timestamp with time zone default now() not null,
-  constraint customers_pkey PRIMARY KEY (id),
-  constraint customers_location_id_fkey FOREIGN KEY (location_id) REFERENCES app.locations(id) ON DELETE SET NULL
+  constraint customers_pkey primary key (id),
+  constraint customers_location_id_fkey foreign key (location_id) references app.locations (id) on delete set null
 );
 comment on table billing.customers is E'Stripe customers and the location each pays for.';
 create index customers_location_idx on billing.customers (location_id);
@@ -33,8 +33,8 @@ create table billing.subscriptions (
   created_at timestamp with time zone default now() not null,
   updated_at timestamp with time zone default now() not null,
   last_event_at timestamp with time zone,
-  constraint subscriptions_pkey PRIMARY KEY (id),
-  constraint subscriptions_location_id_fkey FOREIGN KEY (location_id) REFERENCES app.locations(id) ON DELETE SET NULL
+  constraint subscriptions_pkey primary key (id),
+  constraint subscriptions_location_id_fkey foreign key (location_id) references app.locations (id) on delete set null
 );
 comment on table billing.subscriptions is E'A location''s plan; status mirrors Stripe (active, past_due, canceled…).';
 comment on column billing.subscriptions.current_period_end is E'From items.data[0].current_period_end.';
@@ -58,8 +58,8 @@ create table billing.invoices (
   created_at timestamp with time zone default now() not null,
   updated_at timestamp with time zone default now() not null,
   last_event_at timestamp with time zone,
-  constraint invoices_pkey PRIMARY KEY (id),
-  constraint invoices_location_id_fkey FOREIGN KEY (location_id) REFERENCES app.locations(id) ON DELETE SET NULL
+  constraint invoices_pkey primary key (id),
+  constraint invoices_location_id_fkey foreign key (location_id) references app.locations (id) on delete set null
 );
 comment on table billing.invoices is E'Invoices; the subscription comes from parent.subscription_details.subscription.';
 comment on column billing.invoices.last_event_at is E'created time of the newest Stripe event applied; an older event arriving late does not overwrite newer state.';
@@ -70,7 +70,7 @@ create table billing.processed_events (
   id text not null,
   type text not null,
   received_at timestamp with time zone default now() not null,
-  constraint processed_events_pkey PRIMARY KEY (id)
+  constraint processed_events_pkey primary key (id)
 );
 comment on table billing.processed_events is E'Stripe event ids already applied; replays are ignored.';
 

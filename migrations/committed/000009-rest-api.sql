@@ -1,5 +1,5 @@
---! Previous: sha1:a22a43e83292976c6db113f8c7a6035fa7201856
---! Hash: sha1:8596a6d9914a809f9c07d3ed6c6d8236602c4fcc
+--! Previous: sha1:5ca23d620d43dd1c36825686219ac0bf45f772ac
+--! Hash: sha1:43e6651b1992817951a063252c1e825579a7223c
 --! Message: rest api
 
 -- The REST API (docs/rest-api.md): one function per operation. Each authenticates the token

@@ -1,5 +1,5 @@
---! Previous: sha1:8596a6d9914a809f9c07d3ed6c6d8236602c4fcc
---! Hash: sha1:5e35062c3b664bc6e488b46a0983b778bd8559ee
+--! Previous: sha1:43e6651b1992817951a063252c1e825579a7223c
+--! Hash: sha1:8a9602dd3005436e83ab96d63b8c7f47a6e2a226
 --! Message: insights rollup
 
 -- Insights from a rollup kept by triggers (docs/rest-api.md "Insights"): after-hours flag, hourly
@@ -19,7 +19,7 @@ begin
   return app.insights_json(a.location_id, days, now());
 end
 $function$;
-comment on function api.insights(text,text,integer) is E'GET insights?days=N: the last N local days (today included) of inbound calls, per DESIGN.md §10, from the rollup.';
+comment on function api.insights(text,text,integer) is E'GET insights?days=N: the last N local days (today included) of inbound calls, per docs/api-contract.md §10, from the rollup.';
 
 create function app_private.after_hours(open_minutes int4multirange, local_time timestamp without time zone)
  RETURNS boolean
@@ -65,9 +65,9 @@ create table app.insights_hourly (
   after_hours integer default 0 not null,
   leads integer default 0 not null,
   revenue numeric default 0 not null,
-  constraint insights_hourly_pkey PRIMARY KEY (location_id, day, hour),
-  constraint insights_hourly_hour_check CHECK (((hour >= 0) AND (hour <= 23))),
-  constraint insights_hourly_location_id_fkey FOREIGN KEY (location_id) REFERENCES app.locations(id) ON DELETE CASCADE
+  constraint insights_hourly_pkey primary key (location_id, day, hour),
+  constraint insights_hourly_hour_check check (((hour >= 0) AND (hour <= 23))),
+  constraint insights_hourly_location_id_fkey foreign key (location_id) references app.locations (id) on delete cascade
 );
 comment on table app.insights_hourly is E'@behavior -insert -update -delete\nInsights rollup: inbound calls by local start day and hour in the location''s timezone (with app.insights_journal; kept by triggers on calls and leads, rebuilt when the timezone changes).';
 comment on column app.insights_hourly.day is E'Local date of started_at in the location''s timezone.';
@@ -86,8 +86,8 @@ create table app.insights_services (
   day date not null,
   service_type text not null,
   calls integer default 0 not null,
-  constraint insights_services_pkey PRIMARY KEY (location_id, day, service_type),
-  constraint insights_services_location_id_fkey FOREIGN KEY (location_id) REFERENCES app.locations(id) ON DELETE CASCADE
+  constraint insights_services_pkey primary key (location_id, day, service_type),
+  constraint insights_services_location_id_fkey foreign key (location_id) references app.locations (id) on delete cascade
 );
 comment on table app.insights_services is E'@behavior -insert -update -delete\nInsights rollup: non-spam inbound calls with a service_type, by local start day (with app.insights_journal).';
 comment on column app.insights_services.calls is E'Non-spam inbound calls of that service_type started that local day.';
@@ -107,9 +107,9 @@ create table app.insights_journal (
   after_hours integer default 0 not null,
   leads integer default 0 not null,
   revenue numeric default 0 not null,
-  constraint insights_journal_pkey PRIMARY KEY (location_id, id),
-  constraint insights_journal_hour_check CHECK (((hour >= 0) AND (hour <= 23))),
-  constraint insights_journal_location_id_fkey FOREIGN KEY (location_id) REFERENCES app.locations(id) ON DELETE CASCADE
+  constraint insights_journal_pkey primary key (location_id, id),
+  constraint insights_journal_hour_check check (((hour >= 0) AND (hour <= 23))),
+  constraint insights_journal_location_id_fkey foreign key (location_id) references app.locations (id) on delete cascade
 );
 comment on table app.insights_journal is E'@behavior -insert -update -delete\nInsights changes not yet folded into app.insights_hourly / app.insights_services: added to the hourly row (day, hour), and service_calls to the service''s day. Insert-only for writers, so concurrent calls of a location never wait on each other.';
 comment on column app.insights_journal.service_type is E'Service whose day count service_calls changes (null: none).';
@@ -550,7 +550,7 @@ AS $function$
                    from svc))
     from tot t
 $function$;
-comment on function app_private.insights_assemble(integer,date,date,text,app_private.insights_bucket[],app_private.insights_bucket[],app_private.insights_bucket[]) is E'The insights JSON (DESIGN §10 formulas) from a window''s figures per local day (hour null), its calls and spam per local hour (day null) and its calls per service.';
+comment on function app_private.insights_assemble(integer,date,date,text,app_private.insights_bucket[],app_private.insights_bucket[],app_private.insights_bucket[]) is E'The insights JSON (docs/api-contract.md §10 formulas) from a window''s figures per local day (hour null), its calls and spam per local hour (day null) and its calls per service.';
 
 create function app.insights_json(location_id uuid, days integer, as_of timestamp with time zone)
  RETURNS jsonb

@@ -1,5 +1,5 @@
---! Previous: sha1:5e35062c3b664bc6e488b46a0983b778bd8559ee
---! Hash: sha1:38641ace48ae230ac0d3cf2b382e6ae788c71ef4
+--! Previous: sha1:8a9602dd3005436e83ab96d63b8c7f47a6e2a226
+--! Hash: sha1:f891e5a7c6203d8317d962862fc68d9a27a49d61
 --! Message: demo seeding
 
 -- Demo seeding for the CLI (`demo seed`): history, not live traffic (app.seeding suppresses events).

@@ -14,5 +14,5 @@ begin
   return app.insights_json(a.location_id, days, now());
 end
 $function$;
-comment on function api.insights(text,text,integer) is E'GET insights?days=N: the last N local days (today included) of inbound calls, per DESIGN.md §10, from the rollup.';
+comment on function api.insights(text,text,integer) is E'GET insights?days=N: the last N local days (today included) of inbound calls, per docs/api-contract.md §10, from the rollup.';
 grant execute on function api.insights(text,text,integer) to switchboard_api;

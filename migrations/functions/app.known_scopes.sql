@@ -13,4 +13,4 @@ AS $function$
     'webhooks:read', 'webhooks:write', 'notifications:read', 'members:read'
   ]
 $function$;
-comment on function app.known_scopes() is E'Every API token scope (DESIGN.md §5).';
+comment on function app.known_scopes() is E'Every API token scope (docs/api-contract.md §5).';

@@ -12,4 +12,4 @@ AS $function$
     when 'lost' then array['new', 'contacted']
     else array[]::text[] end
 $function$;
-comment on function app.lead_allowed_moves(text) is E'The lead status graph (DESIGN.md §5); closed is final.';
+comment on function app.lead_allowed_moves(text) is E'The lead status graph (docs/api-contract.md §5); closed is final.';

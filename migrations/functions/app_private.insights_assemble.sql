@@ -57,4 +57,4 @@ AS $function$
                    from svc))
     from tot t
 $function$;
-comment on function app_private.insights_assemble(integer,date,date,text,app_private.insights_bucket[],app_private.insights_bucket[],app_private.insights_bucket[]) is E'The insights JSON (DESIGN §10 formulas) from a window''s figures per local day (hour null), its calls and spam per local hour (day null) and its calls per service.';
+comment on function app_private.insights_assemble(integer,date,date,text,app_private.insights_bucket[],app_private.insights_bucket[],app_private.insights_bucket[]) is E'The insights JSON (docs/api-contract.md §10 formulas) from a window''s figures per local day (hour null), its calls and spam per local hour (day null) and its calls per service.';
