@@ -129,4 +129,15 @@ describe('scale-out keys', () => {
     // The rule is exercised: there are foreign keys between distributed tables.
     expect(rows.filter((r) => kind(r.src) === 'distributed' && kind(r.dst) === 'distributed').length).toBeGreaterThan(5);
   });
+
+  test("a row cannot point at another location's row, and deleting the target nulls only the reference", async () => {
+    const loc = async (slug: string) =>
+      (await c.query(`select (admin.location_create(jsonb_build_object('name', $1::text, 'slug', $1::text)) ->> 'id')::uuid as id`, [slug])).rows[0].id;
+    const [a, b] = [await loc('keys-a'), await loc('keys-b')];
+    const call = (await c.query(`insert into app.calls (location_id, platform_call_id) values ($1, 'k-1') returning id`, [a])).rows[0].id;
+    await expect(c.query(`insert into app.leads (location_id, call_id) values ($1, $2)`, [b, call])).rejects.toMatchObject({ code: '23503' });
+    const lead = (await c.query(`insert into app.leads (location_id, call_id) values ($1, $2) returning id`, [a, call])).rows[0].id;
+    await c.query(`delete from app.calls where id = $1`, [call]);
+    expect((await c.query(`select location_id, call_id from app.leads where id = $1`, [lead])).rows).toEqual([{ location_id: a, call_id: null }]);
+  });
 });
