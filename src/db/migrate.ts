@@ -3,6 +3,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Logger as GraphileLogger, migrate as gmMigrate, watch as gmWatch, type Settings } from 'graphile-migrate';
 import { runMigrations as workerMigrations, Logger as WorkerLogger } from 'graphile-worker';
+import pg from 'pg';
 import type { Logger } from '../log.js';
 // graphile-migrate keeps its pools ~200 ms after use and exits the process if an idle one errors
 // (as when the embedded cluster stops); ending them right after migrating avoids that.
@@ -56,8 +57,43 @@ export async function migrateDatabase(
   const settings = migrateSettings(connectionString, log);
   try {
     await gmMigrate(settings);
+    await assertSameChain(connectionString);
     if (includeCurrent) await gmWatch(settings, true);
   } finally {
     pgReal.clearAllPools();
+  }
+}
+
+/**
+ * graphile-migrate runs the committed migrations numbered after the database's last one and never
+ * looks at the ones it recorded before, so a database migrated with another chain (such as one
+ * from before the re-baseline of the migrations) would pass as up to date. Every recorded
+ * migration must be a committed file with the same hash; otherwise start-up stops with the fix.
+ */
+export async function assertSameChain(connectionString: string): Promise<void> {
+  const dir = path.join(migrationsFolder, 'committed');
+  const committed = new Map(
+    fs
+      .readdirSync(dir)
+      .filter((f) => f.endsWith('.sql'))
+      // graphile-migrate records a committed file by its number only (000003-foo.sql → 000003.sql).
+      .map((f) => [f.replace(/^(\d+).*$/, '$1.sql'), /^--! Hash: (\S+)$/m.exec(fs.readFileSync(path.join(dir, f), 'utf8'))?.[1]] as const),
+  );
+  const client = new pg.Client({ connectionString });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ filename: string; hash: string }>(
+      'select filename, hash from graphile_migrate.migrations order by filename',
+    );
+    const foreign = rows.filter((r) => committed.get(r.filename) !== r.hash).map((r) => r.filename);
+    if (foreign.length) {
+      throw new Error(
+        `the database was migrated with a different migration chain (${foreign.slice(0, 3).join(', ')}${foreign.length > 3 ? ', …' : ''} ` +
+          'are not the committed migrations); reset it: delete DATA_DIR for the embedded database, or run ' +
+          '`npm run db -- reset --erase` (docs/decisions.md, "Re-baselined migrations")',
+      );
+    }
+  } finally {
+    await client.end();
   }
 }

@@ -56,3 +56,90 @@ test('the API role cannot execute CLI or worker-side functions', async () => {
   const schema = await c.query("select has_schema_privilege('switchboard_api', 'admin', 'usage') as admin, has_schema_privilege('switchboard_api', 'billing', 'usage') as billing");
   expect(schema.rows[0]).toEqual({ admin: false, billing: false });
 });
+
+/*
+ * Scale-out (README "Scale-out", migrations/CONVENTIONS.md "Adding a tenant table"): every table of
+ * ours is one of three kinds under a distributed PostgreSQL such as Citus.
+ * - distributed by location_id: every table with a location_id column unless listed below;
+ * - reference (a copy on every node): the global look-ups;
+ * - local (the coordinator only): billing, which is keyed by Stripe's ids and may not know its location,
+ *   and the jobs parked for graphile-worker, whose schema is local.
+ * A new table is distributed unless it is added to a list here with its reason.
+ */
+const REFERENCE: Record<string, string> = {
+  'app.locations': 'the tenant itself; slug and service phone look-ups (unique across locations) from any node',
+  'app.api_keys': 'token look-up by hash (unique across locations) before any tenant is known',
+};
+const LOCAL: Record<string, string> = {
+  'billing.customers': 'Stripe sync, staff only, keyed by Stripe id; location may be unknown',
+  'billing.subscriptions': 'Stripe sync, staff only, keyed by Stripe id; location may be unknown',
+  'billing.invoices': 'Stripe sync, staff only, keyed by Stripe id; location may be unknown',
+  'billing.processed_events': 'Stripe event ids already applied; no location',
+  'app_private.deferred_jobs': 'graphile-worker jobs parked until their transaction has committed; beside graphile_worker, which is local',
+};
+
+describe('scale-out keys', () => {
+  let tables: { name: string; location_attnum: number | null; location_notnull: boolean }[];
+  const kind = (name: string) => (name in REFERENCE ? 'reference' : name in LOCAL ? 'local' : 'distributed');
+  beforeAll(async () => {
+    ({ rows: tables } = await c.query(`
+      select c.oid::regclass::text as name, a.attnum as location_attnum, coalesce(a.attnotnull, false) as location_notnull
+        from pg_class c join pg_namespace n on n.oid = c.relnamespace
+        left join pg_attribute a on a.attrelid = c.oid and a.attname = 'location_id' and not a.attisdropped
+       where n.nspname in ${OURS} and c.relkind in ('r', 'p')`));
+  });
+
+  test('every table is distributed by a non-null location_id, or listed as reference or local with its reason', () => {
+    const names = new Set(tables.map((t) => t.name));
+    expect([...Object.keys(REFERENCE), ...Object.keys(LOCAL)].filter((n) => !names.has(n))).toEqual([]);
+    expect(
+      tables.filter((t) => kind(t.name) === 'distributed' && !(t.location_attnum && t.location_notnull)).map((t) => t.name),
+    ).toEqual([]);
+  });
+
+  test('every primary key, unique constraint and unique index of a distributed table includes location_id', async () => {
+    const { rows } = await c.query(`
+      select i.indrelid::regclass::text as tbl, i.indexrelid::regclass::text as idx, i.indisprimary as pk
+        from pg_index i
+       where i.indisunique and i.indrelid = any ($1::regclass[])
+         and not exists (select 1 from pg_attribute a
+                          where a.attrelid = i.indrelid and a.attname = 'location_id' and a.attnum = any (i.indkey::int2[]))`,
+      [tables.filter((t) => kind(t.name) === 'distributed').map((t) => t.name)]);
+    expect(rows).toEqual([]);
+    const { rows: nopk } = await c.query(`
+      select t::regclass::text as tbl from unnest($1::regclass[]) t
+       where not exists (select 1 from pg_index i where i.indrelid = t and i.indisprimary)`,
+      [tables.filter((t) => kind(t.name) === 'distributed').map((t) => t.name)]);
+    expect(nopk).toEqual([]);
+  });
+
+  test('foreign keys: between distributed tables they pair location_id with location_id; none points from reference or local to distributed', async () => {
+    const { rows } = await c.query(`
+      select con.conname, con.conrelid::regclass::text as src, con.confrelid::regclass::text as dst,
+             array(select a.attname from unnest(con.conkey) with ordinality k(n, o) join pg_attribute a on a.attrelid = con.conrelid and a.attnum = k.n order by k.o)::text[] as cols,
+             array(select a.attname from unnest(con.confkey) with ordinality k(n, o) join pg_attribute a on a.attrelid = con.confrelid and a.attnum = k.n order by k.o)::text[] as refcols
+        from pg_constraint con join pg_namespace n on n.oid = con.connamespace
+       where con.contype = 'f' and n.nspname in ${OURS}`);
+    const bad = rows.filter((r) => {
+      const [src, dst] = [kind(r.src), kind(r.dst)];
+      if (dst === 'reference') return false;
+      if (src !== 'distributed' || dst !== 'distributed') return src !== 'local' || dst !== 'local';
+      const i = r.cols.indexOf('location_id');
+      return i < 0 || r.refcols[i] !== 'location_id';
+    });
+    expect(bad.map((r) => `${r.src}.${r.conname} -> ${r.dst}`)).toEqual([]);
+    // The rule is exercised: there are foreign keys between distributed tables.
+    expect(rows.filter((r) => kind(r.src) === 'distributed' && kind(r.dst) === 'distributed').length).toBeGreaterThan(5);
+  });
+
+  test("a row cannot point at another location's row, and deleting the target nulls only the reference", async () => {
+    const loc = async (slug: string) =>
+      (await c.query(`select (admin.location_create(jsonb_build_object('name', $1::text, 'slug', $1::text)) ->> 'id')::uuid as id`, [slug])).rows[0].id;
+    const [a, b] = [await loc('keys-a'), await loc('keys-b')];
+    const call = (await c.query(`insert into app.calls (location_id, platform_call_id) values ($1, 'k-1') returning id`, [a])).rows[0].id;
+    await expect(c.query(`insert into app.leads (location_id, call_id) values ($1, $2)`, [b, call])).rejects.toMatchObject({ code: '23503' });
+    const lead = (await c.query(`insert into app.leads (location_id, call_id) values ($1, $2) returning id`, [a, call])).rows[0].id;
+    await c.query(`delete from app.calls where id = $1`, [call]);
+    expect((await c.query(`select location_id, call_id from app.leads where id = $1`, [lead])).rows).toEqual([{ location_id: a, call_id: null }]);
+  });
+});

@@ -1,0 +1,516 @@
+--! Previous: sha1:2b6716ba42da25c889a18ae98f33e282369f671c
+--! Hash: sha1:b2fe5a8cc834ed5918d0160465ecc0e90def8390
+--! Message: notification settings and log
+
+-- Notifications (docs/notifications.md): routing settings, one row per message with its log, the
+-- fan-out from events and operational notices, and the lane's claim / record / release / sweep.
+
+create function app.emails_valid(emails text[])
+ RETURNS boolean
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+  select coalesce(bool_and(e ~ '^[^@\s]+@[^@\s]+\.[^@\s]+$' and length(e) <= 320), true) from unnest(emails) e
+$function$;
+comment on function app.emails_valid(text[]) is E'True when every element looks like an e-mail address (same rule as members.email).';
+
+create function app.notification_routes_default()
+ RETURNS jsonb
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+  select '{
+    "call.emergency": ["sms", "email", "chat"],
+    "lead.created": ["email", "chat"],
+    "lead.updated": [],
+    "booking.created": ["email", "chat"],
+    "booking.updated": ["email", "chat"],
+    "call.ended": [],
+    "spam.blocked": [],
+    "webhook_endpoint.failing": ["email", "chat"],
+    "webhook_endpoint.disabled": ["email", "chat"]
+  }'::jsonb
+$function$;
+comment on function app.notification_routes_default() is E'Defaults: emergencies → sms + email + chat; leads and bookings → email + chat; webhook endpoint failing/disabled → email + chat; spam and the rest → none.';
+
+create function app.operational_notification_types()
+ RETURNS text[]
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$ select array['webhook_endpoint.failing', 'webhook_endpoint.disabled'] $function$;
+comment on function app.operational_notification_types() is E'Notification types that are not events (never sent as webhooks): a failing webhook endpoint, a disabled one.';
+
+create function app.notification_types()
+ RETURNS text[]
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$ select app.event_types() || app.operational_notification_types() $function$;
+comment on function app.notification_types() is E'Every type notification-settings routes: the event types, then the operational ones.';
+
+create function app.notification_channels()
+ RETURNS text[]
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$ select array['sms', 'email', 'chat', 'automation'] $function$;
+comment on function app.notification_channels() is E'Notification channels: sms | email | chat (Slack) | automation (zapier, make, n8n, calcom).';
+
+create function app.notification_routes_valid(routes jsonb)
+ RETURNS boolean
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+  select jsonb_typeof(routes) = 'object'
+     and not exists (
+       select 1 from jsonb_each(routes) r(event, channels)
+        where not r.event = any (app.notification_types())
+           or jsonb_typeof(r.channels) <> 'array'
+           or exists (select 1 from jsonb_array_elements(r.channels) c
+                       where jsonb_typeof(c) <> 'string' or not (c #>> '{}') = any (app.notification_channels()))
+           or jsonb_array_length(r.channels) <> (select count(distinct c) from jsonb_array_elements(r.channels) c))
+$function$;
+comment on function app.notification_routes_valid(jsonb) is E'True when routes is { known notification type: [distinct known channels] }. The API validates first; this keeps staff and SQL writers honest too.';
+
+create table app.notification_settings (
+  location_id uuid not null,
+  routes jsonb default app.notification_routes_default() not null,
+  sms_recipients text[] default '{}'::text[] not null,
+  email_recipients text[] default '{}'::text[] not null,
+  updated_at timestamp with time zone default now() not null,
+  constraint notification_settings_pkey primary key (location_id),
+  constraint notification_settings_routes_check check ((jsonb_typeof(routes) = 'object'::text)),
+  constraint notification_settings_routes_valid check (app.notification_routes_valid(routes)),
+  constraint notification_settings_sms_recipients_valid check (((array_to_string(sms_recipients, ','::text) ~ '^(\+[1-9][0-9]{6,14}(,|$))*$'::text) AND (cardinality(sms_recipients) <= 20))),
+  constraint notification_settings_email_recipients_valid check (((cardinality(email_recipients) <= 20) AND app.emails_valid(email_recipients))),
+  constraint notification_settings_location_id_fkey foreign key (location_id) references app.locations (id) on delete cascade
+);
+comment on table app.notification_settings is E'Which events notify which channels, and extra recipients. A location without a row uses the defaults.';
+comment on column app.notification_settings.routes is E'{ event type: [channel…] } with channels sms | email | chat | automation; an event type absent here sends nothing.';
+comment on column app.notification_settings.sms_recipients is E'E.164 numbers texted besides the owner''s cell.';
+comment on column app.notification_settings.email_recipients is E'Addresses e-mailed besides owners and admins.';
+select app.secure_tenant_table('app.notification_settings');
+
+create table app.notifications (
+  id uuid default gen_random_uuid() not null,
+  location_id uuid not null,
+  event_id uuid,
+  event text not null,
+  channel text not null,
+  provider text not null,
+  recipient text,
+  status text default 'pending'::text not null,
+  attempts integer default 0 not null,
+  created_at timestamp with time zone default now() not null,
+  updated_at timestamp with time zone default now() not null,
+  integration_id uuid,
+  lease_expires_at timestamp with time zone,
+  lease_owner text,
+  data jsonb,
+  constraint notifications_pkey primary key (id, location_id),
+  constraint notifications_channel_check check ((channel = ANY (ARRAY['sms'::text, 'email'::text, 'chat'::text, 'automation'::text]))),
+  constraint notifications_status_check check ((status = ANY (ARRAY['pending'::text, 'sent'::text, 'failed'::text, 'skipped'::text]))),
+  constraint notifications_source_check check (((event_id IS NOT NULL) OR (jsonb_typeof(data) = 'object'::text))),
+  constraint notifications_provider_check check ((provider = ANY (ARRAY['twilio'::text, 'smtp'::text, 'slack'::text, 'zapier'::text, 'make'::text, 'n8n'::text, 'calcom'::text, 'automation'::text]))),
+  constraint notifications_location_id_fkey foreign key (location_id) references app.locations (id) on delete cascade,
+  constraint notifications_event_id_fkey foreign key (location_id, event_id) references app.events (location_id, id) on delete cascade,
+  constraint notifications_integration_id_fkey foreign key (location_id, integration_id) references app.integrations (location_id, id) on delete set null (integration_id)
+);
+comment on table app.notifications is E'One message to a person or room (SMS, e-mail, chat, automation) derived from an event.';
+comment on column app.notifications.provider is E'twilio (sms) | smtp (email) | slack (chat) | zapier | make | n8n | calcom (automation) | automation (an automation notification skipped: no such integration connected).';
+comment on column app.notifications.recipient is E'Phone (sms), address (email), or the integration''s label or provider (chat, automation); null when skipped for want of one.';
+comment on column app.notifications.status is E'pending (queued or between retries) | sent | failed (after the last try) | skipped (no recipient, or channel not configured).';
+comment on column app.notifications.attempts is E'Tries made so far (each is a row in notification_log).';
+comment on column app.notifications.integration_id is E'The Slack or automation integration a chat/automation notification posts to; its URL is read at send time and never copied here (Slack URLs are secrets).';
+comment on column app.notifications.lease_expires_at is E'@behavior -filterBy -orderBy\nWhile a worker sends this notification: when its claim lapses. Null otherwise; an expired lease without a result is a dead try the sweeper re-queues.';
+comment on column app.notifications.lease_owner is E'@behavior -filterBy -orderBy\nThe graphile-worker pool (locked_by) whose job holds the lease.';
+comment on column app.notifications.data is E'@behavior -filterBy -orderBy\nWhat an operational notification (no event_id: webhook_endpoint.failing, webhook_endpoint.disabled) is about; null when the notification comes from an event (the event''s data is used).';
+select app.secure_tenant_table('app.notifications');
+create index notifications_location_created_idx on app.notifications (location_id, created_at DESC, id DESC);
+create index notifications_leased_idx on app.notifications (lease_expires_at) WHERE ((status = 'pending'::text) AND (lease_expires_at IS NOT NULL));
+create index notifications_event_idx on app.notifications (event_id, location_id);
+create index notifications_integration_idx on app.notifications (integration_id, location_id);
+
+create table app.notification_log (
+  id uuid default gen_random_uuid() not null,
+  location_id uuid not null,
+  notification_id uuid not null,
+  at timestamp with time zone default now() not null,
+  status text not null,
+  detail text,
+  response_status integer,
+  constraint notification_log_pkey primary key (id, location_id),
+  constraint notification_log_status_check check ((status = ANY (ARRAY['pending'::text, 'sent'::text, 'failed'::text, 'skipped'::text]))),
+  constraint notification_log_location_id_fkey foreign key (location_id) references app.locations (id) on delete cascade,
+  constraint notification_log_notification_id_fkey foreign key (location_id, notification_id) references app.notifications (location_id, id) on delete cascade
+);
+comment on table app.notification_log is E'Each try of a notification, with its outcome.';
+comment on column app.notification_log.detail is E'What happened: provider answer, error, or why it was skipped.';
+comment on column app.notification_log.response_status is E'HTTP status (or SMTP reply code) of the try, when there was one.';
+select app.secure_tenant_table('app.notification_log');
+create index notification_log_location_idx on app.notification_log (location_id);
+create index notification_log_notification_idx on app.notification_log (notification_id, location_id, at);
+
+create function app.tg_events__notify()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+AS $function$
+begin
+  if new.type = 'webhook.test' then return null; end if;
+  perform app.notification_fanout(new.location_id, new.id, new.type, new.data);
+  return null;
+end
+$function$;
+alter function app.tg_events__notify() owner to switchboard_system;
+comment on function app.tg_events__notify() is E'Creates the notifications an event routes to (app.notification_fanout); webhook.test never notifies. SECURITY DEFINER (switchboard_system) for the same reason as the fan-out.';
+
+create function app.notification_for_send(notification_id uuid)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+AS $function$
+  select jsonb_build_object(
+    'id', n.id, 'location_id', n.location_id, 'channel', n.channel, 'provider', n.provider,
+    'recipient', n.recipient, 'status', n.status, 'attempts', n.attempts,
+    'target_url', case when i.status = 'connected' then i.webhook_url end,
+    'integration_status', i.status,
+    'location', jsonb_build_object('name', l.name, 'timezone', l.timezone, 'service_phone', l.service_phone),
+    'event', case when e.id is null
+                  then jsonb_build_object('event', n.event, 'location_id', n.location_id,
+                                          'created_at', app.iso(n.created_at), 'data', coalesce(n.data, '{}'::jsonb))
+                  else jsonb_build_object('event', e.type, 'location_id', e.location_id,
+                                          'created_at', app.iso(e.created_at), 'data', e.data) end,
+    -- The event data masks caller phones; people being told to call back need the real number.
+    'callback_phone', coalesce(
+      case when e.type like 'call.%' then (select c.caller_phone from app.calls c
+                                            where c.id = app.uuid_or_null(e.data ->> 'id') and c.location_id = n.location_id) end,
+      case when e.type like 'lead.%' then e.data ->> 'phone' end,
+      case when e.type like 'booking.%' then (
+        select coalesce(ld.phone, cu.phone) from (select 1) one
+          left join app.leads ld on ld.id = app.uuid_or_null(e.data ->> 'lead_id') and ld.location_id = n.location_id
+          left join app.customers cu on cu.id = app.uuid_or_null(e.data ->> 'customer_id') and cu.location_id = n.location_id) end,
+      case when e.type = 'spam.blocked' then null end))
+    from app.notifications n
+    join app.locations l on l.id = n.location_id
+    left join app.events e on e.id = n.event_id
+    left join app.integrations i on i.id = n.integration_id
+   where n.id = notification_for_send.notification_id
+$function$;
+alter function app.notification_for_send(uuid) owner to switchboard_system;
+comment on function app.notification_for_send(uuid) is E'Everything the send task needs for one notification: channel, recipient, target URL (only while the integration is connected), the body (the event''s, or the notification''s own data for an operational one), location and the unmasked callback number.';
+
+create function app.notification_record(notification_id uuid, status text, detail text, response_status integer, final boolean)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+AS $function$
+declare
+  n app.notifications;
+begin
+  if status not in ('sent', 'failed', 'skipped') then
+    perform app.raise('SB400', format('Unknown notification outcome %s', status));
+  end if;
+  update app.notifications t
+     set attempts = t.attempts + case when notification_record.status = 'skipped' then 0 else 1 end,
+         status = case when notification_record.status = 'failed' and not final then 'pending'
+                       else notification_record.status end,
+         lease_expires_at = null,
+         lease_owner = null
+   where t.id = notification_record.notification_id and t.status = 'pending'
+  returning * into n;
+  if n.id is null then return null; end if;
+  insert into app.notification_log (location_id, notification_id, status, detail, response_status)
+  values (n.location_id, n.id, notification_record.status, left(detail, 2000), response_status);
+  return jsonb_build_object('id', n.id, 'status', n.status, 'attempts', n.attempts);
+end
+$function$;
+alter function app.notification_record(uuid,text,text,integer,boolean) owner to switchboard_system;
+comment on function app.notification_record(uuid,text,text,integer,boolean) is E'Appends one try to notification_log, ends its lease and moves the notification: sent | skipped | failed (final) or back to pending (a retry follows). Only a pending notification moves, so a replayed job records nothing twice.';
+
+create function app.notification_settings_json(s app.notification_settings)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE PARALLEL SAFE
+AS $function$
+  select jsonb_build_object(
+    'location_id', s.location_id,
+    'routes', (select jsonb_object_agg(t, coalesce(s.routes -> t, '[]'::jsonb) order by o)
+                 from unnest(app.notification_types()) with ordinality u(t, o)),
+    'sms_recipients', to_jsonb(s.sms_recipients),
+    'email_recipients', to_jsonb(s.email_recipients),
+    'updated_at', app.iso(s.updated_at))
+$function$;
+comment on function app.notification_settings_json(app.notification_settings) is E'Notification settings as the API shows them: routes list every notification type (an empty list = no notification).';
+
+create function app.notification_json(n app.notifications, with_log boolean)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE PARALLEL SAFE
+AS $function$
+  select jsonb_build_object(
+    'id', n.id, 'location_id', n.location_id, 'event_id', n.event_id, 'event', n.event,
+    'channel', n.channel, 'provider', n.provider, 'recipient', n.recipient, 'status', n.status,
+    'attempts', n.attempts, 'created_at', app.iso(n.created_at), 'updated_at', app.iso(n.updated_at))
+  || case when with_log then jsonb_build_object('log', coalesce((
+       select jsonb_agg(jsonb_build_object('at', app.iso(g.at), 'status', g.status, 'detail', g.detail,
+                                           'response_status', g.response_status) order by g.at, g.id)
+         from app.notification_log g where g.notification_id = n.id), '[]'::jsonb))
+     else '{}'::jsonb end
+$function$;
+comment on function app.notification_json(app.notifications,boolean) is E'Notification as the API shows it; with_log adds its tries, oldest first.';
+
+create function api.notification_settings_get(token_hash text, location_ref text)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+AS $function$
+declare
+  a app.auth := app.authorize(token_hash, location_ref, 'settings:read');
+begin
+  return (select app.notification_settings_json(s) from app.notification_settings s where s.location_id = a.location_id);
+end
+$function$;
+comment on function api.notification_settings_get(text,text) is E'GET notification-settings.';
+
+create function api.notification_settings_patch(token_hash text, location_ref text, patch jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+AS $function$
+declare
+  a app.auth := app.authorize(token_hash, location_ref, 'settings:write');
+  s app.notification_settings;
+begin
+  -- routes merge per event type: a PATCH naming lead.created leaves the other event types alone.
+  update app.notification_settings t
+     set routes = t.routes || coalesce(patch -> 'routes', '{}'::jsonb),
+         sms_recipients = case when patch ? 'sms_recipients'
+           then array(select jsonb_array_elements_text(patch -> 'sms_recipients')) else t.sms_recipients end,
+         email_recipients = case when patch ? 'email_recipients'
+           then array(select jsonb_array_elements_text(patch -> 'email_recipients')) else t.email_recipients end
+   where t.location_id = a.location_id
+  returning * into s;
+  return app.notification_settings_json(s);
+end
+$function$;
+comment on function api.notification_settings_patch(text,text,jsonb) is E'PATCH notification-settings: routes merge per event type; recipient lists present in the body replace the stored ones.';
+
+create function api.notifications_list(token_hash text, location_ref text, page jsonb, with_log boolean)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+AS $function$
+declare
+  a app.auth := app.authorize(token_hash, location_ref, 'notifications:read');
+  lim int := app.page_limit(page);
+  after app.page_cursor := app.page_after(page);
+begin
+  return app.page_result(array(
+    select app.page_item(n.created_at, n.id, app.notification_json(n, coalesce(with_log, false)))
+      from app.notifications n
+     where app.before_cursor(n.created_at, n.id, after)
+     order by n.created_at desc, n.id desc limit lim + 1), lim);
+end
+$function$;
+comment on function api.notifications_list(text,text,jsonb,boolean) is E'GET notifications[?include=log]: newest first, keyset pages.';
+
+create function app.notification_enqueue(notification_id uuid, location_id uuid, priority integer, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone)
+ RETURNS void
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+AS $function$
+declare
+  payload json := json_build_object('notification_id', notification_id, 'location_id', location_id);
+  key text := 'notification:' || notification_id;
+begin
+  if app.wakeups_deferred() then
+    insert into app_private.deferred_jobs (job_key, task, payload, run_at, max_attempts, priority)
+    values (key, 'send_notification', payload, notification_enqueue.run_at, 4, notification_enqueue.priority)
+    on conflict on constraint deferred_jobs_job_key do update
+      set payload = excluded.payload, run_at = excluded.run_at, priority = excluded.priority;
+    return;
+  end if;
+  perform graphile_worker.add_job(
+    identifier := 'send_notification', payload := payload,
+    run_at := run_at, max_attempts := 4, job_key := key, priority := priority);
+end
+$function$;
+comment on function app.notification_enqueue(uuid,uuid,integer,timestamp with time zone) is E'Queues send_notification for one notification (job_key notification:<id>, 4 attempts, graphile-worker priority: lower runs first), parked in app_private.deferred_jobs when the transaction defers its wake-ups. SECURITY DEFINER because switchboard_system has no rights on graphile_worker.';
+
+create function app.notification_priority(event text)
+ RETURNS integer
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$ select case when event = 'call.emergency' then -10 else 0 end $function$;
+comment on function app.notification_priority(text) is E'graphile-worker priority of a notification''s send job: emergencies (-10) before everything else (0).';
+
+create function app.notification_claim(notification_id uuid, location_id uuid, owner text, lease_ms integer)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+AS $function$
+declare
+  t timestamptz := clock_timestamp();
+  nid uuid;
+begin
+  update app.notifications n
+     set lease_expires_at = t + make_interval(secs => lease_ms / 1000.0), lease_owner = owner
+   where n.id = notification_claim.notification_id and n.location_id = notification_claim.location_id
+     and n.status = 'pending'
+     and (n.lease_expires_at is null or n.lease_expires_at <= t)
+  returning n.id into nid;
+  if nid is null then return null; end if;
+  return app.notification_for_send(nid);
+end
+$function$;
+alter function app.notification_claim(uuid,uuid,text,integer) owner to switchboard_system;
+comment on function app.notification_claim(uuid,uuid,text,integer) is E'Worker: leases a pending notification of the given location for one try and returns what to send; null when gone, foreign, settled or held by a live try.';
+
+create function app.notification_release(notification_id uuid, owner text)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+AS $function$
+declare
+  n app.notifications;
+begin
+  update app.notifications t set lease_expires_at = null, lease_owner = null
+   where t.id = notification_release.notification_id and t.status = 'pending'
+     and t.lease_owner = notification_release.owner
+  returning * into n;
+  if n.id is null then return false; end if;
+  perform app.notification_enqueue(n.id, n.location_id, app.notification_priority(n.event));
+  return true;
+end
+$function$;
+alter function app.notification_release(uuid,text) owner to switchboard_system;
+comment on function app.notification_release(uuid,text) is E'Worker: ends the lease of a try abandoned unsent (shutdown) and queues the send again at once.';
+
+create function app.notification_sweep(grace_seconds integer)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+AS $function$
+declare
+  cutoff timestamptz := now() - make_interval(secs => grace_seconds);
+  ids uuid[];
+  owners text[];
+  r record;
+begin
+  select array_agg(x.id), array_agg(distinct x.lease_owner)
+    into ids, owners
+    from (select n.id, n.lease_owner from app.notifications n
+           where n.status = 'pending' and n.lease_expires_at < cutoff
+             for update skip locked) x;
+  if ids is null then return 0; end if;
+  perform app.worker_unlock(owners);
+  for r in
+    update app.notifications n set lease_expires_at = null, lease_owner = null
+     where n.id = any (ids)
+    returning n.id, n.location_id, n.event
+  loop
+    perform app.notification_enqueue(r.id, r.location_id, app.notification_priority(r.event));
+  end loop;
+  return cardinality(ids);
+end
+$function$;
+alter function app.notification_sweep(integer) owner to switchboard_system;
+comment on function app.notification_sweep(integer) is E'Worker (cron): re-queues notifications whose lease lapsed without a result (the worker died) and unlocks that worker''s jobs.';
+
+create function app.notification_fanout(location_id uuid, event_id uuid, type text, data jsonb)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+AS $function$
+declare
+  loc uuid := notification_fanout.location_id;
+  routes jsonb;
+  channel text;
+  rcpt record;
+  n app.notifications;
+  reached int;
+  made int := 0;
+begin
+  select s.routes into routes from app.notification_settings s where s.location_id = loc;
+  routes := coalesce(routes, app.notification_routes_default());
+  for channel in select distinct c from jsonb_array_elements_text(coalesce(routes -> type, '[]')) c loop
+    reached := 0;
+    for rcpt in
+      (select 'twilio'::text as provider, r.recipient, null::uuid as integration_id
+        from (select l.owner_cell::text as recipient, 0 as ord from app.locations l where l.id = loc
+              union all
+              select x, o from app.notification_settings s, unnest(s.sms_recipients) with ordinality u(x, o)
+               where s.location_id = loc) r
+       where channel = 'sms' and r.recipient is not null
+       group by r.recipient order by min(r.ord))
+      union all
+      (select 'smtp', min(e.email), null::uuid
+        from (select m.email, 0 as ord from app.members m
+               where m.location_id = loc and m.role in ('owner', 'admin')
+              union all
+              select x, o from app.notification_settings s, unnest(s.email_recipients) with ordinality u(x, o)
+               where s.location_id = loc) e
+       where channel = 'email'
+       group by lower(e.email) order by min(e.ord), lower(e.email))
+      union all
+      (select i.provider, coalesce(i.label, i.provider), i.id
+        from app.integrations i
+       where i.location_id = loc and i.status = 'connected' and i.webhook_url is not null
+         and ((channel = 'chat' and i.provider = 'slack')
+           or (channel = 'automation' and i.provider in ('zapier', 'make', 'n8n', 'calcom')))
+       order by i.created_at, i.id)
+    loop
+      insert into app.notifications (location_id, event_id, event, channel, provider, recipient, integration_id, data)
+      values (loc, event_id, type, channel, rcpt.provider, rcpt.recipient, rcpt.integration_id,
+              case when event_id is null then data end)
+      returning * into n;
+      perform app.notification_enqueue(n.id, n.location_id, app.notification_priority(type));
+      reached := reached + 1;
+    end loop;
+    if reached = 0 then
+      insert into app.notifications (location_id, event_id, event, channel, provider, status, data)
+      values (loc, event_id, type, channel,
+              case channel when 'sms' then 'twilio' when 'email' then 'smtp' when 'chat' then 'slack' else 'automation' end,
+              'skipped', case when event_id is null then data end)
+      returning * into n;
+      insert into app.notification_log (location_id, notification_id, status, detail)
+      values (loc, n.id, 'skipped', case channel
+        when 'sms' then 'no SMS recipient: owner_cell is unset and sms_recipients is empty'
+        when 'email' then 'no e-mail recipient: no owner or admin member and email_recipients is empty'
+        when 'chat' then 'no slack integration connected'
+        else 'no automation integration connected (zapier, make, n8n, calcom)' end);
+      reached := 1;
+    end if;
+    made := made + reached;
+  end loop;
+  return made;
+end
+$function$;
+alter function app.notification_fanout(uuid,uuid,text,jsonb) owner to switchboard_system;
+comment on function app.notification_fanout(uuid,uuid,text,jsonb) is E'Creates the notifications one occurrence routes to (channel × recipient; event_id null + data for operational ones) and queues send_notification for each (emergencies first); unreachable channels are logged skipped.';
+
+-- Triggers (name prefix = firing order; see migrations/CONVENTIONS.md)
+create trigger _600_notify AFTER INSERT ON app.events FOR EACH ROW
+  execute function app.tg_events__notify();
+create trigger _100_set_updated_at BEFORE UPDATE ON app.notification_settings FOR EACH ROW
+  execute function app.tg__set_updated_at();
+create trigger _100_set_updated_at BEFORE UPDATE ON app.notifications FOR EACH ROW
+  execute function app.tg__set_updated_at();
+
+-- Grants: the one place for this concern's privileges (tenant tables get theirs from
+-- app.secure_tenant_table above; only departures from it are here).
+revoke execute on function app.notification_for_send(uuid) from public;
+revoke execute on function app.notification_record(uuid,text,text,integer,boolean) from public;
+grant execute on function api.notification_settings_get(text,text) to switchboard_api;
+grant execute on function api.notification_settings_patch(text,text,jsonb) to switchboard_api;
+grant execute on function api.notifications_list(text,text,jsonb,boolean) to switchboard_api;
+revoke execute on function app.notification_enqueue(uuid,uuid,integer,timestamp with time zone) from public;
+grant execute on function app.notification_enqueue(uuid,uuid,integer,timestamp with time zone) to switchboard_system;
+revoke execute on function app.notification_claim(uuid,uuid,text,integer) from public;
+revoke execute on function app.notification_release(uuid,text) from public;
+revoke execute on function app.notification_sweep(integer) from public;
+revoke execute on function app.notification_fanout(uuid,uuid,text,jsonb) from public;
