@@ -1,5 +1,5 @@
---! Previous: sha1:aa7637a439cdb93d9e0020aeec24b27b8b361e43
---! Hash: sha1:b5aa6e8f20c8746d92cb28b6095300ea329be20e
+--! Previous: sha1:53383e7d27cb637db54b58f3416307c7e9a443b7
+--! Hash: sha1:70aea317a4add58022908b72eb84ae77a48e14ef
 --! Message: voice ingestion
 
 -- Voice platform ingestion (docs/voice-integration.md): inbound routing by service phone, post-call

@@ -1,5 +1,5 @@
---! Previous: sha1:b5aa6e8f20c8746d92cb28b6095300ea329be20e
---! Hash: sha1:74b70430e0fffb16406b0ec6b5a431ade332087f
+--! Previous: sha1:70aea317a4add58022908b72eb84ae77a48e14ef
+--! Hash: sha1:1e04fee286cb3f3d5dbeeaf86528f65bdff7303c
 --! Message: billing
 
 -- Billing (Stripe sync): schema billing, which the API role cannot see; staff read it.

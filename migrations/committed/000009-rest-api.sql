@@ -1,5 +1,5 @@
---! Previous: sha1:74b70430e0fffb16406b0ec6b5a431ade332087f
---! Hash: sha1:534f16b6f85a2a51cd4efe79e4747f2d238be40f
+--! Previous: sha1:1e04fee286cb3f3d5dbeeaf86528f65bdff7303c
+--! Hash: sha1:7b6cd9f86c048b1cc18555ad8d72395f38fc713f
 --! Message: rest api
 
 -- The REST API (docs/rest-api.md): one function per operation. Each authenticates the token

@@ -1,5 +1,5 @@
---! Previous: sha1:534f16b6f85a2a51cd4efe79e4747f2d238be40f
---! Hash: sha1:b79c8c0de8f250afbe24b12cdd1c95fb8ddd8e1f
+--! Previous: sha1:7b6cd9f86c048b1cc18555ad8d72395f38fc713f
+--! Hash: sha1:0998a9e6d32e98e58b3fd87153c5b7c099eb45c9
 --! Message: insights rollup
 
 -- Insights from a rollup kept by triggers (docs/rest-api.md "Insights"): after-hours flag, hourly

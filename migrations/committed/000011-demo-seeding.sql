@@ -1,5 +1,5 @@
---! Previous: sha1:b79c8c0de8f250afbe24b12cdd1c95fb8ddd8e1f
---! Hash: sha1:73699a202a812e210486ff660e531e1bb93fe73e
+--! Previous: sha1:0998a9e6d32e98e58b3fd87153c5b7c099eb45c9
+--! Hash: sha1:9f2a378e205eb085f6585f723e8c5bf31a0ca2a1
 --! Message: demo seeding
 
 -- Demo seeding for the CLI (`demo seed`): history, not live traffic (app.seeding suppresses events).
