@@ -1,5 +1,5 @@
 --! Previous: -
---! Hash: sha1:c6f4e5a57ec01c7ae5d84111ef23aefa86639f2f
+--! Hash: sha1:71f346e9039804a2f436671804b91076e27f4c77
 --! Message: roles schemas and shared helpers
 
 -- Roles, schemas and the helpers every other file uses: the tenant setting, timestamp and phone
@@ -148,28 +148,6 @@ begin
 end
 $function$;
 comment on function app.secure_tenant_table(regclass,text,text) is E'Enables and forces RLS on a tenant table with the standard policies and grants.';
-
-create function app.enqueue(task text, payload jsonb, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, job_key text DEFAULT NULL::text, max_attempts integer DEFAULT NULL::integer)
- RETURNS void
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog', 'public', 'pg_temp'
-AS $function$
-begin
-  if app.wakeups_deferred() then
-    insert into app_private.deferred_jobs (job_key, task, payload, run_at, max_attempts)
-    values (enqueue.job_key, enqueue.task, enqueue.payload::json, enqueue.run_at, enqueue.max_attempts)
-    on conflict on constraint deferred_jobs_job_key do update
-      set task = excluded.task, payload = excluded.payload, run_at = excluded.run_at,
-          max_attempts = excluded.max_attempts, priority = excluded.priority;
-    return;
-  end if;
-  perform graphile_worker.add_job(
-    identifier := task, payload := payload::json, run_at := run_at,
-    job_key := job_key, max_attempts := max_attempts);
-end
-$function$;
-comment on function app.enqueue(text,jsonb,timestamp with time zone,text,integer) is E'Adds a graphile-worker job (or, when the transaction defers its wake-ups, parks it in app_private.deferred_jobs). SECURITY DEFINER because the calling roles have no rights on graphile_worker; only adds a job.';
 
 create type app.page_cursor as (
   created_at timestamp with time zone,
@@ -331,6 +309,29 @@ create function app.uuid_or_null(v text)
 AS $function$ select case when v ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' then v::uuid end $function$;
 comment on function app.uuid_or_null(text) is E'The text as a uuid, or null when it is not one: lets a uuid column''s index serve a match on an id read from JSON.';
 
+create function app.enqueue(task text, payload jsonb, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, job_key text DEFAULT NULL::text, max_attempts integer DEFAULT NULL::integer, priority integer DEFAULT NULL::integer)
+ RETURNS void
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+AS $function$
+begin
+  if app.wakeups_deferred() then
+    insert into app_private.deferred_jobs (job_key, task, payload, run_at, max_attempts, priority)
+    values (enqueue.job_key, enqueue.task, enqueue.payload::json, enqueue.run_at, enqueue.max_attempts,
+            coalesce(enqueue.priority, 0))
+    on conflict on constraint deferred_jobs_job_key do update
+      set task = excluded.task, payload = excluded.payload, run_at = excluded.run_at,
+          max_attempts = excluded.max_attempts, priority = excluded.priority;
+    return;
+  end if;
+  perform graphile_worker.add_job(
+    identifier := task, payload := payload::json, run_at := run_at,
+    job_key := job_key, max_attempts := max_attempts, priority := priority);
+end
+$function$;
+comment on function app.enqueue(text,jsonb,timestamp with time zone,text,integer,integer) is E'Adds a graphile-worker job (or, when the transaction defers its wake-ups, parks it in app_private.deferred_jobs): the one door into the queue. SECURITY DEFINER because the calling roles have no rights on graphile_worker; only adds a job.';
+
 -- Grants: the one place for this concern's privileges (tenant tables get theirs from
 -- app.secure_tenant_table above; only departures from it are here).
 grant usage on schema app to switchboard_api, switchboard_staff;
@@ -339,8 +340,6 @@ grant usage on schema api to switchboard_api, switchboard_staff;
 grant usage, create on schema api to switchboard_system;
 grant usage, create on schema admin to switchboard_system;
 grant usage on schema app_private to switchboard_api, switchboard_staff, switchboard_system;
-revoke execute on function app.enqueue(text,jsonb,timestamp with time zone,text,integer) from public;
-grant execute on function app.enqueue(text,jsonb,timestamp with time zone,text,integer) to switchboard_system;
 grant execute on function api.ready() to switchboard_api;
 revoke execute on function app.dequeue(text) from public;
 grant execute on function app.dequeue(text) to switchboard_system;
@@ -348,3 +347,5 @@ revoke execute on function app.worker_unlock(text[]) from public;
 grant execute on function app.worker_unlock(text[]) to switchboard_system;
 revoke execute on function app.flush_deferred_jobs() from public;
 grant execute on function app.flush_deferred_jobs() to switchboard_system;
+revoke execute on function app.enqueue(text,jsonb,timestamp with time zone,text,integer,integer) from public;
+grant execute on function app.enqueue(text,jsonb,timestamp with time zone,text,integer,integer) to switchboard_system;

@@ -1,5 +1,5 @@
---! Previous: sha1:c6f4e5a57ec01c7ae5d84111ef23aefa86639f2f
---! Hash: sha1:9c3a9556565628e5e6bc11a87dbb6ad296e9b586
+--! Previous: sha1:71f346e9039804a2f436671804b91076e27f4c77
+--! Hash: sha1:254f2f4177f7e2186fdf2674399b37b7bd0bfcdd
 --! Message: locations members api keys
 
 -- Locations (the tenant, a reference table when distributed), members, API keys (token look-up by

@@ -1,5 +1,5 @@
---! Previous: sha1:9c3a9556565628e5e6bc11a87dbb6ad296e9b586
---! Hash: sha1:9c7b4725e022979397af42e9eecab2ec7a039894
+--! Previous: sha1:254f2f4177f7e2186fdf2674399b37b7bd0bfcdd
+--! Hash: sha1:e43f645c13bc8f5f69d21ef2af65f57dac185806
 --! Message: events customers calls leads bookings
 
 -- The events outbox and the records a call produces: customers, calls, leads, bookings; their

@@ -1,5 +1,5 @@
---! Previous: sha1:9c7b4725e022979397af42e9eecab2ec7a039894
---! Hash: sha1:2b6716ba42da25c889a18ae98f33e282369f671c
+--! Previous: sha1:e43f645c13bc8f5f69d21ef2af65f57dac185806
+--! Hash: sha1:4020bc8b24e1eb1bd905dfeea10b33817510eee3
 --! Message: knowledge and settings
 
 -- What the agent knows and how it behaves: FAQs, pricebook, call forwarding, business hours,

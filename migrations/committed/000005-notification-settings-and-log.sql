@@ -1,5 +1,5 @@
---! Previous: sha1:2b6716ba42da25c889a18ae98f33e282369f671c
---! Hash: sha1:b2fe5a8cc834ed5918d0160465ecc0e90def8390
+--! Previous: sha1:4020bc8b24e1eb1bd905dfeea10b33817510eee3
+--! Hash: sha1:f29c27e9b8ce037c859ade5a65d8873f5556853e
 --! Message: notification settings and log
 
 -- Notifications (docs/notifications.md): routing settings, one row per message with its log, the
@@ -319,23 +319,13 @@ create function app.notification_enqueue(notification_id uuid, location_id uuid,
  SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'public', 'pg_temp'
 AS $function$
-declare
-  payload json := json_build_object('notification_id', notification_id, 'location_id', location_id);
-  key text := 'notification:' || notification_id;
 begin
-  if app.wakeups_deferred() then
-    insert into app_private.deferred_jobs (job_key, task, payload, run_at, max_attempts, priority)
-    values (key, 'send_notification', payload, notification_enqueue.run_at, 4, notification_enqueue.priority)
-    on conflict on constraint deferred_jobs_job_key do update
-      set payload = excluded.payload, run_at = excluded.run_at, priority = excluded.priority;
-    return;
-  end if;
-  perform graphile_worker.add_job(
-    identifier := 'send_notification', payload := payload,
-    run_at := run_at, max_attempts := 4, job_key := key, priority := priority);
+  perform app.enqueue('send_notification',
+    jsonb_build_object('notification_id', notification_id, 'location_id', location_id),
+    run_at, 'notification:' || notification_id, 4, priority);
 end
 $function$;
-comment on function app.notification_enqueue(uuid,uuid,integer,timestamp with time zone) is E'Queues send_notification for one notification (job_key notification:<id>, 4 attempts, graphile-worker priority: lower runs first), parked in app_private.deferred_jobs when the transaction defers its wake-ups. SECURITY DEFINER because switchboard_system has no rights on graphile_worker.';
+comment on function app.notification_enqueue(uuid,uuid,integer,timestamp with time zone) is E'Queues send_notification for one notification through app.enqueue (job_key notification:<id>, 4 attempts, graphile-worker priority: lower runs first). SECURITY DEFINER because switchboard_system has no rights on graphile_worker.';
 
 create function app.notification_priority(event text)
  RETURNS integer

@@ -1,5 +1,5 @@
---! Previous: sha1:b2fe5a8cc834ed5918d0160465ecc0e90def8390
---! Hash: sha1:53383e7d27cb637db54b58f3416307c7e9a443b7
+--! Previous: sha1:f29c27e9b8ce037c859ade5a65d8873f5556853e
+--! Hash: sha1:2a5ca7e6cbe093ab22f2a54abfd9b5d3421962f2
 --! Message: webhooks and delivery engine
 
 -- Outbound webhooks and the delivery engine (docs/webhooks.md, docs/delivery-engine.md):

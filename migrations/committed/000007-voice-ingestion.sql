@@ -1,5 +1,5 @@
---! Previous: sha1:53383e7d27cb637db54b58f3416307c7e9a443b7
---! Hash: sha1:70aea317a4add58022908b72eb84ae77a48e14ef
+--! Previous: sha1:2a5ca7e6cbe093ab22f2a54abfd9b5d3421962f2
+--! Hash: sha1:fd28c4d93950c77133240f0c32372408f4de15c8
 --! Message: voice ingestion
 
 -- Voice platform ingestion (docs/voice-integration.md): inbound routing by service phone, post-call

@@ -1,5 +1,5 @@
---! Previous: sha1:70aea317a4add58022908b72eb84ae77a48e14ef
---! Hash: sha1:1e04fee286cb3f3d5dbeeaf86528f65bdff7303c
+--! Previous: sha1:fd28c4d93950c77133240f0c32372408f4de15c8
+--! Hash: sha1:fefae8992f0cff438e92cc113b32d052acadc97f
 --! Message: billing
 
 -- Billing (Stripe sync): schema billing, which the API role cannot see; staff read it.

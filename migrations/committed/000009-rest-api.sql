@@ -1,5 +1,5 @@
---! Previous: sha1:1e04fee286cb3f3d5dbeeaf86528f65bdff7303c
---! Hash: sha1:7b6cd9f86c048b1cc18555ad8d72395f38fc713f
+--! Previous: sha1:fefae8992f0cff438e92cc113b32d052acadc97f
+--! Hash: sha1:67b8558db695a50cc32b816e8e61839ef3f9f0e9
 --! Message: rest api
 
 -- The REST API (docs/rest-api.md): one function per operation. Each authenticates the token

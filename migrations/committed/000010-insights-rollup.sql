@@ -1,5 +1,5 @@
---! Previous: sha1:7b6cd9f86c048b1cc18555ad8d72395f38fc713f
---! Hash: sha1:0998a9e6d32e98e58b3fd87153c5b7c099eb45c9
+--! Previous: sha1:67b8558db695a50cc32b816e8e61839ef3f9f0e9
+--! Hash: sha1:4377c67f25a1267a1acd12df6814b67a4f8abb26
 --! Message: insights rollup
 
 -- Insights from a rollup kept by triggers (docs/rest-api.md "Insights"): after-hours flag, hourly

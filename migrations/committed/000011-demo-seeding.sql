@@ -1,5 +1,5 @@
---! Previous: sha1:0998a9e6d32e98e58b3fd87153c5b7c099eb45c9
---! Hash: sha1:9f2a378e205eb085f6585f723e8c5bf31a0ca2a1
+--! Previous: sha1:4377c67f25a1267a1acd12df6814b67a4f8abb26
+--! Hash: sha1:83f8148ddf7ff858d1c7711da83c65f8b7ba3e52
 --! Message: demo seeding
 
 -- Demo seeding for the CLI (`demo seed`): history, not live traffic (app.seeding suppresses events).

@@ -6,22 +6,12 @@ CREATE OR REPLACE FUNCTION app.notification_enqueue(notification_id uuid, locati
  SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'public', 'pg_temp'
 AS $function$
-declare
-  payload json := json_build_object('notification_id', notification_id, 'location_id', location_id);
-  key text := 'notification:' || notification_id;
 begin
-  if app.wakeups_deferred() then
-    insert into app_private.deferred_jobs (job_key, task, payload, run_at, max_attempts, priority)
-    values (key, 'send_notification', payload, notification_enqueue.run_at, 4, notification_enqueue.priority)
-    on conflict on constraint deferred_jobs_job_key do update
-      set payload = excluded.payload, run_at = excluded.run_at, priority = excluded.priority;
-    return;
-  end if;
-  perform graphile_worker.add_job(
-    identifier := 'send_notification', payload := payload,
-    run_at := run_at, max_attempts := 4, job_key := key, priority := priority);
+  perform app.enqueue('send_notification',
+    jsonb_build_object('notification_id', notification_id, 'location_id', location_id),
+    run_at, 'notification:' || notification_id, 4, priority);
 end
 $function$;
-comment on function app.notification_enqueue(uuid,uuid,integer,timestamp with time zone) is E'Queues send_notification for one notification (job_key notification:<id>, 4 attempts, graphile-worker priority: lower runs first), parked in app_private.deferred_jobs when the transaction defers its wake-ups. SECURITY DEFINER because switchboard_system has no rights on graphile_worker.';
+comment on function app.notification_enqueue(uuid,uuid,integer,timestamp with time zone) is E'Queues send_notification for one notification through app.enqueue (job_key notification:<id>, 4 attempts, graphile-worker priority: lower runs first). SECURITY DEFINER because switchboard_system has no rights on graphile_worker.';
 revoke execute on function app.notification_enqueue(uuid,uuid,integer,timestamp with time zone) from public;
 grant execute on function app.notification_enqueue(uuid,uuid,integer,timestamp with time zone) to switchboard_system;

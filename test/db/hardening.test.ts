@@ -60,7 +60,7 @@ test('3. service_phone is operator-only: PATCH refuses it, the SQL function igno
 describe('4. job queueing', () => {
   test('app.enqueue is not executable by the API role, staff or PUBLIC', async () => {
     const { rows } = await t.owner.query(`
-      select r, has_function_privilege(r, 'app.enqueue(text, jsonb, timestamptz, text, int)', 'execute') as ok
+      select r, has_function_privilege(r, 'app.enqueue(text, jsonb, timestamptz, text, int, int)', 'execute') as ok
         from unnest(array['switchboard_api', 'switchboard_staff', 'public']) r`);
     expect(rows).toEqual([
       { r: 'switchboard_api', ok: false }, { r: 'switchboard_staff', ok: false }, { r: 'public', ok: false },
