@@ -1,5 +1,5 @@
 --! Previous: sha1:f29c27e9b8ce037c859ade5a65d8873f5556853e
---! Hash: sha1:2a5ca7e6cbe093ab22f2a54abfd9b5d3421962f2
+--! Hash: sha1:e1c5eb563a24a71a22e9eea1f4a864ff28df11da
 --! Message: webhooks and delivery engine
 
 -- Outbound webhooks and the delivery engine (docs/webhooks.md, docs/delivery-engine.md):
@@ -86,6 +86,8 @@ create index webhook_deliveries_location_status_created_idx on app.webhook_deliv
 create index webhook_deliveries_location_event_created_idx on app.webhook_deliveries (location_id, event, created_at DESC, id DESC);
 create index webhook_deliveries_endpoint_idx on app.webhook_deliveries (endpoint_id, location_id, status);
 create index webhook_deliveries_event_idx on app.webhook_deliveries (event_id, location_id);
+create index webhook_deliveries_ready_endpoint_idx on app.webhook_deliveries (endpoint_id, next_attempt_at, id) WHERE ((status = 'pending'::text) AND (lease_expires_at IS NULL));
+comment on index app.webhook_deliveries_ready_endpoint_idx is E'Unleased pending attempts per endpoint in due order: the engine''s claim (skip scan over endpoints, then each endpoint''s first due attempts).';
 
 create function app.tg_events__body()
  RETURNS trigger
@@ -420,17 +422,15 @@ AS $function$
 declare
   t timestamptz;
   win int := greatest(max_claims * 4, 64);
+  scanned int;
   excl uuid[];
   busy jsonb;
-  c_ids uuid[] := '{}';
-  c_eps uuid[] := '{}';
-  c_locs uuid[] := '{}';
-  c_dues timestamptz[] := '{}';
-  c_degs boolean[] := '{}';
-  c_rns int[] := '{}';
-  after_due timestamptz := '-infinity';
-  after_id uuid := '00000000-0000-0000-0000-000000000000';
-  w record;
+  c_ids uuid[];
+  c_eps uuid[];
+  c_locs uuid[];
+  c_dues timestamptz[];
+  c_degs boolean[];
+  c_rns int[];
   picked uuid[];
   picked_eps uuid[];
   eps uuid[];
@@ -448,44 +448,64 @@ begin
               from app.webhook_deliveries d
              where d.status = 'pending' and d.lease_expires_at > t and d.endpoint_id is not null
              group by d.endpoint_id) x;
-    -- Candidates: each endpoint's first (per_endpoint - busy) due attempts, window by window; a
-    -- window starts where the last one ended (everything before it was seen).
-    for i in 1..8 loop
-      with cand as (
-        select d.id, d.endpoint_id, d.location_id, d.next_attempt_at, e.failure_count > 0 as degraded
-          from app.webhook_deliveries d
-          join app.webhook_endpoints e on e.id = d.endpoint_id
-         where d.status = 'pending' and d.lease_expires_at is null and d.next_attempt_at <= t
-           and (d.next_attempt_at, d.id) > (after_due, after_id)
-           and e.active and d.endpoint_id not in (select unnest(excl))
-         order by d.next_attempt_at, d.id
-         limit win
+    -- Candidates: each endpoint's first (per_endpoint - busy) due attempts, in two steps.
+    -- 1. The first `win` due attempts in due order, whatever their endpoint (the usual case: many
+    --    endpoints with work, and the window holds more than a batch).
+    -- 2. Only when that window was full and still gave less than a batch (its attempts belong to
+    --    endpoints already at their cap, as when a few busy endpoints hold a backlog): the other
+    --    endpoints with unleased attempts, found by a skip scan of
+    --    webhook_deliveries_ready_endpoint_idx, one probe per endpoint. So no claim walks the
+    --    attempts queued behind endpoints at their cap, and the common case stays one short scan.
+    --    The probes order by all three columns of that index, which only it returns in order.
+    with cand as (
+      select d.id, d.endpoint_id, d.location_id, d.next_attempt_at
+        from app.webhook_deliveries d
+       where d.status = 'pending' and d.lease_expires_at is null and d.next_attempt_at <= t
+       order by d.next_attempt_at, d.id
+       limit win
+    ), per_ep as (
+      select c.*, e.failure_count > 0 as degraded,
+             row_number() over (partition by c.endpoint_id order by c.next_attempt_at, c.id)::int as rn
+        from cand c
+        join app.webhook_endpoints e on e.id = c.endpoint_id and e.active and not (e.id = any (excl))
+    )
+    select (select count(*) from cand)::int,
+           coalesce(array_agg(p.id), '{}'), coalesce(array_agg(p.endpoint_id), '{}'),
+           coalesce(array_agg(p.location_id), '{}'), coalesce(array_agg(p.next_attempt_at), '{}'),
+           coalesce(array_agg(p.degraded), '{}'), coalesce(array_agg(p.rn), '{}')
+      into scanned, c_ids, c_eps, c_locs, c_dues, c_degs, c_rns
+      from per_ep p
+     where p.rn <= per_endpoint - coalesce((busy ->> p.endpoint_id::text)::int, 0);
+
+    if scanned >= win and cardinality(c_ids) < max_claims then
+      excl := excl || array(select distinct x from unnest(c_eps) x);
+      with recursive eps as (
+        (select d.endpoint_id from app.webhook_deliveries d
+          where d.status = 'pending' and d.lease_expires_at is null and d.endpoint_id is not null
+          order by d.endpoint_id, d.next_attempt_at, d.id limit 1)
+        union all
+        select (select d.endpoint_id from app.webhook_deliveries d
+                 where d.status = 'pending' and d.lease_expires_at is null and d.endpoint_id > eps.endpoint_id
+                 order by d.endpoint_id, d.next_attempt_at, d.id limit 1)
+          from eps where eps.endpoint_id is not null
       ), per_ep as (
-        select c.*, coalesce((busy ->> c.endpoint_id::text)::int, 0) as busy,
-               row_number() over (partition by c.endpoint_id order by c.next_attempt_at, c.id)::int as rn
-          from cand c
-      ), sel as (
-        select p.* from per_ep p where p.rn <= per_endpoint - p.busy
+        select x.id, e.id as endpoint_id, x.location_id, x.next_attempt_at, e.failure_count > 0 as degraded,
+               row_number() over (partition by e.id order by x.next_attempt_at, x.id)::int as rn
+          from eps
+          join app.webhook_endpoints e on e.id = eps.endpoint_id and e.active and not (e.id = any (excl))
+          cross join lateral (
+            select d.id, d.location_id, d.next_attempt_at from app.webhook_deliveries d
+             where d.endpoint_id = e.id and d.status = 'pending' and d.lease_expires_at is null
+               and d.next_attempt_at <= t
+             order by d.endpoint_id, d.next_attempt_at, d.id
+             limit greatest(per_endpoint - coalesce((busy ->> e.id::text)::int, 0), 0)) x
       )
-      select (select count(*) from cand)::int as scanned,
-             (select max(c.next_attempt_at) from cand c) as last_due,
-             (select c.id from cand c order by c.next_attempt_at desc, c.id desc limit 1) as last_id,
-             coalesce(array_agg(s.id), '{}') as ids, coalesce(array_agg(s.endpoint_id), '{}') as eps,
-             coalesce(array_agg(s.location_id), '{}') as locs, coalesce(array_agg(s.next_attempt_at), '{}') as dues,
-             coalesce(array_agg(s.degraded), '{}') as degs, coalesce(array_agg(s.rn), '{}') as rns
-        into w
-        from sel s;
-      c_ids := c_ids || w.ids;
-      c_eps := c_eps || w.eps;
-      c_locs := c_locs || w.locs;
-      c_dues := c_dues || w.dues;
-      c_degs := c_degs || w.degs;
-      c_rns := c_rns || w.rns;
-      excl := excl || array(select distinct unnest(w.eps));
-      exit when w.scanned < win or cardinality(c_ids) >= max_claims * 2;
-      after_due := w.last_due;
-      after_id := w.last_id;
-    end loop;
+      select c_ids || coalesce(array_agg(p.id), '{}'), c_eps || coalesce(array_agg(p.endpoint_id), '{}'),
+             c_locs || coalesce(array_agg(p.location_id), '{}'), c_dues || coalesce(array_agg(p.next_attempt_at), '{}'),
+             c_degs || coalesce(array_agg(p.degraded), '{}'), c_rns || coalesce(array_agg(p.rn), '{}')
+        into c_ids, c_eps, c_locs, c_dues, c_degs, c_rns
+        from per_ep p;
+    end if;
 
     with cand as (
       select * from unnest(c_ids, c_eps, c_locs, c_dues, c_degs, c_rns) as x(id, endpoint_id, location_id, next_attempt_at, degraded, rn)

@@ -1,5 +1,5 @@
---! Previous: sha1:2a5ca7e6cbe093ab22f2a54abfd9b5d3421962f2
---! Hash: sha1:fd28c4d93950c77133240f0c32372408f4de15c8
+--! Previous: sha1:e1c5eb563a24a71a22e9eea1f4a864ff28df11da
+--! Hash: sha1:308b797cb6d7a585daf8abd162ab4f112a3d7431
 --! Message: voice ingestion
 
 -- Voice platform ingestion (docs/voice-integration.md): inbound routing by service phone, post-call

@@ -1,5 +1,5 @@
---! Previous: sha1:fd28c4d93950c77133240f0c32372408f4de15c8
---! Hash: sha1:fefae8992f0cff438e92cc113b32d052acadc97f
+--! Previous: sha1:308b797cb6d7a585daf8abd162ab4f112a3d7431
+--! Hash: sha1:8222cd8d0b86d6d7ba56bdb002ebd189dbd86f6d
 --! Message: billing
 
 -- Billing (Stripe sync): schema billing, which the API role cannot see; staff read it.

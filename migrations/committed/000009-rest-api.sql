@@ -1,5 +1,5 @@
---! Previous: sha1:fefae8992f0cff438e92cc113b32d052acadc97f
---! Hash: sha1:67b8558db695a50cc32b816e8e61839ef3f9f0e9
+--! Previous: sha1:8222cd8d0b86d6d7ba56bdb002ebd189dbd86f6d
+--! Hash: sha1:8ebf11f61230f093b71e92e68980c1e40960d28c
 --! Message: rest api
 
 -- The REST API (docs/rest-api.md): one function per operation. Each authenticates the token

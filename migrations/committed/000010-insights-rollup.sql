@@ -1,5 +1,5 @@
---! Previous: sha1:67b8558db695a50cc32b816e8e61839ef3f9f0e9
---! Hash: sha1:4377c67f25a1267a1acd12df6814b67a4f8abb26
+--! Previous: sha1:8ebf11f61230f093b71e92e68980c1e40960d28c
+--! Hash: sha1:41279f8d3cdcb953879f6d3ffa8c361294c731d9
 --! Message: insights rollup
 
 -- Insights from a rollup kept by triggers (docs/rest-api.md "Insights"): after-hours flag, hourly

@@ -1,5 +1,5 @@
---! Previous: sha1:4377c67f25a1267a1acd12df6814b67a4f8abb26
---! Hash: sha1:83f8148ddf7ff858d1c7711da83c65f8b7ba3e52
+--! Previous: sha1:41279f8d3cdcb953879f6d3ffa8c361294c731d9
+--! Hash: sha1:3752fa289486863b2903b80652b821ded2a64e3c
 --! Message: demo seeding
 
 -- Demo seeding for the CLI (`demo seed`): history, not live traffic (app.seeding suppresses events).
