@@ -1,5 +1,5 @@
 --! Previous: sha1:4020bc8b24e1eb1bd905dfeea10b33817510eee3
---! Hash: sha1:f29c27e9b8ce037c859ade5a65d8873f5556853e
+--! Hash: sha1:a6d2533831b43b2858979006457d8ee1b3c77061
 --! Message: notification settings and log
 
 -- Notifications (docs/notifications.md): routing settings, one row per message with its log, the
@@ -420,7 +420,8 @@ declare
   loc uuid := notification_fanout.location_id;
   routes jsonb;
   channel text;
-  rcpt record;
+  ids uuid[];
+  nid uuid;
   n app.notifications;
   reached int;
   made int := 0;
@@ -429,38 +430,43 @@ begin
   routes := coalesce(routes, app.notification_routes_default());
   for channel in select distinct c from jsonb_array_elements_text(coalesce(routes -> type, '[]')) c loop
     reached := 0;
-    for rcpt in
-      (select 'twilio'::text as provider, r.recipient, null::uuid as integration_id
-        from (select l.owner_cell::text as recipient, 0 as ord from app.locations l where l.id = loc
-              union all
-              select x, o from app.notification_settings s, unnest(s.sms_recipients) with ordinality u(x, o)
-               where s.location_id = loc) r
-       where channel = 'sms' and r.recipient is not null
-       group by r.recipient order by min(r.ord))
-      union all
-      (select 'smtp', min(e.email), null::uuid
-        from (select m.email, 0 as ord from app.members m
-               where m.location_id = loc and m.role in ('owner', 'admin')
-              union all
-              select x, o from app.notification_settings s, unnest(s.email_recipients) with ordinality u(x, o)
-               where s.location_id = loc) e
-       where channel = 'email'
-       group by lower(e.email) order by min(e.ord), lower(e.email))
-      union all
-      (select i.provider, coalesce(i.label, i.provider), i.id
-        from app.integrations i
-       where i.location_id = loc and i.status = 'connected' and i.webhook_url is not null
-         and ((channel = 'chat' and i.provider = 'slack')
-           or (channel = 'automation' and i.provider in ('zapier', 'make', 'n8n', 'calcom')))
-       order by i.created_at, i.id)
-    loop
+    -- One insert for all of the channel's recipients, then one send job each.
+    with rcpt as (
+        (select 'twilio'::text as provider, r.recipient, null::uuid as integration_id
+          from (select l.owner_cell::text as recipient, 0 as ord from app.locations l where l.id = loc
+                union all
+                select x, o from app.notification_settings s, unnest(s.sms_recipients) with ordinality u(x, o)
+                 where s.location_id = loc) r
+         where channel = 'sms' and r.recipient is not null
+         group by r.recipient order by min(r.ord))
+        union all
+        (select 'smtp', min(e.email), null::uuid
+          from (select m.email, 0 as ord from app.members m
+                 where m.location_id = loc and m.role in ('owner', 'admin')
+                union all
+                select x, o from app.notification_settings s, unnest(s.email_recipients) with ordinality u(x, o)
+                 where s.location_id = loc) e
+         where channel = 'email'
+         group by lower(e.email) order by min(e.ord), lower(e.email))
+        union all
+        (select i.provider, coalesce(i.label, i.provider), i.id
+          from app.integrations i
+         where i.location_id = loc and i.status = 'connected' and i.webhook_url is not null
+           and ((channel = 'chat' and i.provider = 'slack')
+             or (channel = 'automation' and i.provider in ('zapier', 'make', 'n8n', 'calcom')))
+         order by i.created_at, i.id)
+    ), made_rows as (
       insert into app.notifications (location_id, event_id, event, channel, provider, recipient, integration_id, data)
-      values (loc, event_id, type, channel, rcpt.provider, rcpt.recipient, rcpt.integration_id,
-              case when event_id is null then data end)
-      returning * into n;
-      perform app.notification_enqueue(n.id, n.location_id, app.notification_priority(type));
-      reached := reached + 1;
+      select loc, event_id, type, channel, r.provider, r.recipient, r.integration_id,
+             case when event_id is null then data end
+        from rcpt r
+      returning id
+    )
+    select coalesce(array_agg(m.id), '{}') into ids from made_rows m;
+    foreach nid in array ids loop
+      perform app.notification_enqueue(nid, loc, app.notification_priority(type));
     end loop;
+    reached := cardinality(ids);
     if reached = 0 then
       insert into app.notifications (location_id, event_id, event, channel, provider, status, data)
       values (loc, event_id, type, channel,

@@ -1,5 +1,5 @@
---! Previous: sha1:f29c27e9b8ce037c859ade5a65d8873f5556853e
---! Hash: sha1:e1c5eb563a24a71a22e9eea1f4a864ff28df11da
+--! Previous: sha1:a6d2533831b43b2858979006457d8ee1b3c77061
+--! Hash: sha1:97345c27a9cfcb8310ebd28d6b607d4b8dbd6d0c
 --! Message: webhooks and delivery engine
 
 -- Outbound webhooks and the delivery engine (docs/webhooks.md, docs/delivery-engine.md):
@@ -179,22 +179,22 @@ create function app.tg_events__webhook_fanout()
  SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'public', 'pg_temp'
 AS $function$
-declare
-  d record;
 begin
-  for d in
-    with eps as (
-      select e.id, e.url from app.webhook_endpoints e
-       where e.location_id = new.location_id
-         and case when new.type = 'webhook.test' then e.id = (new.data ->> 'endpoint_id')::uuid
-                  else e.active and new.type = any (e.events) end
-         for key share skip locked)
-    insert into app.webhook_deliveries (location_id, event_id, endpoint_id, event, attempt, status, url, next_attempt_at)
-    select new.location_id, new.id, eps.id, new.type, 1, 'pending', eps.url, now() from eps
-    returning id, location_id, next_attempt_at
-  loop
-    perform app.webhook_enqueue(d.id, d.location_id, d.next_attempt_at);
-  end loop;
+  -- Fresh attempts are due now: no per-attempt app.webhook_enqueue (it would read each row back
+  -- only to find nothing to move); one wake-up for the insert, or none while the transaction
+  -- defers its wake-ups (app.flush_deferred_jobs sends it after the commit).
+  with eps as (
+    select e.id, e.url from app.webhook_endpoints e
+     where e.location_id = new.location_id
+       and case when new.type = 'webhook.test' then e.id = (new.data ->> 'endpoint_id')::uuid
+                else e.active and new.type = any (e.events) end
+       for key share skip locked)
+  insert into app.webhook_deliveries (location_id, event_id, endpoint_id, event, attempt, status, url, next_attempt_at)
+  select new.location_id, new.id, eps.id, new.type, 1, 'pending', eps.url, now() from eps;
+  if found and not app.wakeups_deferred() then
+    -- One notification per transaction (identical ones are merged at commit).
+    perform pg_notify('switchboard_webhooks', '');
+  end if;
   return null;
 end
 $function$;

@@ -1,5 +1,5 @@
---! Previous: sha1:e1c5eb563a24a71a22e9eea1f4a864ff28df11da
---! Hash: sha1:308b797cb6d7a585daf8abd162ab4f112a3d7431
+--! Previous: sha1:97345c27a9cfcb8310ebd28d6b607d4b8dbd6d0c
+--! Hash: sha1:2a1b1ec4a5c65d9448cb7e2ae3aaba3a9542cea3
 --! Message: voice ingestion
 
 -- Voice platform ingestion (docs/voice-integration.md): inbound routing by service phone, post-call

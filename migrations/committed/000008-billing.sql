@@ -1,5 +1,5 @@
---! Previous: sha1:308b797cb6d7a585daf8abd162ab4f112a3d7431
---! Hash: sha1:8222cd8d0b86d6d7ba56bdb002ebd189dbd86f6d
+--! Previous: sha1:2a1b1ec4a5c65d9448cb7e2ae3aaba3a9542cea3
+--! Hash: sha1:7ad90cc110af361073f1dccf4c8e8b4c942a1559
 --! Message: billing
 
 -- Billing (Stripe sync): schema billing, which the API role cannot see; staff read it.

@@ -1,5 +1,5 @@
---! Previous: sha1:8222cd8d0b86d6d7ba56bdb002ebd189dbd86f6d
---! Hash: sha1:8ebf11f61230f093b71e92e68980c1e40960d28c
+--! Previous: sha1:7ad90cc110af361073f1dccf4c8e8b4c942a1559
+--! Hash: sha1:71d4fd896ecb06450fa553b31d50f14a34aa8bf3
 --! Message: rest api
 
 -- The REST API (docs/rest-api.md): one function per operation. Each authenticates the token

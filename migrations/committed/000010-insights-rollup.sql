@@ -1,5 +1,5 @@
---! Previous: sha1:8ebf11f61230f093b71e92e68980c1e40960d28c
---! Hash: sha1:41279f8d3cdcb953879f6d3ffa8c361294c731d9
+--! Previous: sha1:71d4fd896ecb06450fa553b31d50f14a34aa8bf3
+--! Hash: sha1:227648e24d35f5592415ee50f74a92e9afa6fad4
 --! Message: insights rollup
 
 -- Insights from a rollup kept by triggers (docs/rest-api.md "Insights"): after-hours flag, hourly

@@ -1,5 +1,5 @@
---! Previous: sha1:41279f8d3cdcb953879f6d3ffa8c361294c731d9
---! Hash: sha1:3752fa289486863b2903b80652b821ded2a64e3c
+--! Previous: sha1:227648e24d35f5592415ee50f74a92e9afa6fad4
+--! Hash: sha1:f6588fc81b6914ce4a36fc45725f9a2b33630521
 --! Message: demo seeding
 
 -- Demo seeding for the CLI (`demo seed`): history, not live traffic (app.seeding suppresses events).
