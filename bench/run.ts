@@ -110,7 +110,11 @@ function treeRss(root: number): { total: number; parts: { pid: number; cmd: stri
   return { total: parts.reduce((s, p) => s + p.mb, 0), parts };
 }
 
-/** CPU time (user + system, ms) of a process tree. */
+/**
+ * CPU time (user + system, ms) of a process tree, including children that exited and were reaped
+ * (their time moves into the parent's cutime/cstime): without it, a backend that ends during a
+ * measurement takes its CPU with it and the difference can come out negative.
+ */
 function treeCpuMs(root: number): number {
   let ms = 0;
   const todo = [root];
@@ -119,7 +123,7 @@ function treeCpuMs(root: number): number {
     try {
       const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
       const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      ms += ((Number(f[11]) + Number(f[12])) * 1000) / CLOCK_TICKS;
+      ms += ((Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) * 1000) / CLOCK_TICKS;
     } catch {
       continue;
     }
