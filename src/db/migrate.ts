@@ -50,19 +50,34 @@ export async function migrateDatabase(
   log: Logger,
   { includeCurrent = false }: { includeCurrent?: boolean } = {},
 ): Promise<void> {
-  await workerMigrations({
-    connectionString,
-    logger: new WorkerLogger(graphileLogger(log) as never),
-  });
-  const settings = migrateSettings(connectionString, log);
+  // graphile-migrate takes its own lock with pg_try_advisory_lock and fails at once ("Failed to get
+  // exclusive lock") when another process holds it, so an API and a worker starting together on
+  // one database would crash one of them. This session lock makes the second wait, then find the
+  // schema up to date.
+  const lock = new pg.Client({ connectionString });
+  await lock.connect();
   try {
-    await gmMigrate(settings);
-    await assertSameChain(connectionString);
-    if (includeCurrent) await gmWatch(settings, true);
+    await lock.query('select pg_advisory_lock($1)', [MIGRATE_LOCK]);
+    await workerMigrations({
+      connectionString,
+      logger: new WorkerLogger(graphileLogger(log) as never),
+    });
+    const settings = migrateSettings(connectionString, log);
+    try {
+      await gmMigrate(settings);
+      await assertSameChain(connectionString);
+      if (includeCurrent) await gmWatch(settings, true);
+    } finally {
+      pgReal.clearAllPools();
+    }
   } finally {
-    pgReal.clearAllPools();
+    // Ending the session releases the lock, whatever happened above.
+    await lock.end();
   }
 }
+
+/** Advisory lock key serialising migrateDatabase across processes (any constant not used elsewhere). */
+const MIGRATE_LOCK = 0x5b_0d_16_01;
 
 /**
  * graphile-migrate runs the committed migrations numbered after the database's last one and never
