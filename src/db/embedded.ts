@@ -364,17 +364,23 @@ function openPathFor(dir: string, who: RunAs, log: Logger): void {
 // ---------------------------------------------------------------------------------------------
 // Processes
 
-/** The last lines a PostgreSQL program wrote, kept to explain a failure. */
-class Tail {
+/** The last 200 lines a PostgreSQL program wrote (stdout and stderr), kept to explain a failure. */
+export class Tail {
   private lines: string[] = [];
-  push(chunk: string): string[] {
-    const fresh = chunk.split('\n').map((l) => l.trim()).filter(Boolean);
+  /** Each stream's unfinished last line: a chunk may end mid-line, and the other stream's output may come between. */
+  private readonly partial = new Map<string, string>();
+  /** Adds a chunk of one stream; returns the lines it completed. */
+  push(stream: string, chunk: string): string[] {
+    const parts = ((this.partial.get(stream) ?? '') + chunk).split('\n');
+    this.partial.set(stream, parts.pop()!);
+    const fresh = parts.map((l) => l.trim()).filter(Boolean);
     this.lines.push(...fresh);
     if (this.lines.length > 200) this.lines.splice(0, this.lines.length - 200);
     return fresh;
   }
+  /** Every complete line, then each stream's unfinished one. */
   get text(): string {
-    return this.lines.join('\n');
+    return [...this.lines, ...[...this.partial.values()].map((l) => l.trim()).filter(Boolean)].join('\n');
   }
 }
 
@@ -447,9 +453,9 @@ function initdb(bin: Binaries, pgDir: string, pwFile: string, who: RunAs | null,
       `--pgdata=${pgDir}`, '--auth=password', `--username=${EMBEDDED_USER}`, `--pwfile=${pwFile}`,
       '--lc-messages=C', '--encoding=UTF8',
     ], who);
-    const onData = (d: Buffer) => tail.push(d.toString()).forEach((l) => log.trace({ pg: l }, 'initdb'));
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
+    const onData = (stream: string) => (d: Buffer) => tail.push(stream, d.toString()).forEach((l) => log.trace({ pg: l }, 'initdb'));
+    child.stdout!.on('data', onData('stdout'));
+    child.stderr!.on('data', onData('stderr'));
     child.on('error', (err) => reject(spawnFailure(bin.initdb, err, who)));
     child.once('close', (code, signal) => {
       if (code === 0) resolve();
@@ -506,9 +512,9 @@ async function startServer(bin: Binaries, pgDir: string, urlFor: (port: number) 
         resolve();
       });
     });
-    const onData = (d: Buffer) => tail.push(d.toString()).forEach((l) => log.trace({ pg: l }, 'embedded postgres'));
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
+    const onData = (stream: string) => (d: Buffer) => tail.push(stream, d.toString()).forEach((l) => log.trace({ pg: l }, 'embedded postgres'));
+    child.stdout!.on('data', onData('stdout'));
+    child.stderr!.on('data', onData('stderr'));
 
     const deadline = Date.now() + READY_TIMEOUT_MS;
     while (!failure && Date.now() < deadline) {
