@@ -1,5 +1,5 @@
 --! Previous: sha1:4020bc8b24e1eb1bd905dfeea10b33817510eee3
---! Hash: sha1:a6d2533831b43b2858979006457d8ee1b3c77061
+--! Hash: sha1:019aa25eaa2e583ea863b6569f65bbba612f1e9e
 --! Message: notification settings and log
 
 -- Notifications (docs/notifications.md): routing settings, one row per message with its log, the
@@ -429,7 +429,6 @@ begin
   select s.routes into routes from app.notification_settings s where s.location_id = loc;
   routes := coalesce(routes, app.notification_routes_default());
   for channel in select distinct c from jsonb_array_elements_text(coalesce(routes -> type, '[]')) c loop
-    reached := 0;
     -- One insert for all of the channel's recipients, then one send job each.
     with rcpt as (
         (select 'twilio'::text as provider, r.recipient, null::uuid as integration_id

@@ -1,5 +1,5 @@
---! Previous: sha1:a6d2533831b43b2858979006457d8ee1b3c77061
---! Hash: sha1:97345c27a9cfcb8310ebd28d6b607d4b8dbd6d0c
+--! Previous: sha1:019aa25eaa2e583ea863b6569f65bbba612f1e9e
+--! Hash: sha1:4e539270e0ff7e7d31ca53135450b380728b029e
 --! Message: webhooks and delivery engine
 
 -- Outbound webhooks and the delivery engine (docs/webhooks.md, docs/delivery-engine.md):
@@ -164,9 +164,8 @@ begin
   if due is not null and cur is distinct from due then
     update app.webhook_deliveries w set next_attempt_at = due where w.id = webhook_enqueue.delivery_id;
   end if;
-  if coalesce(due, cur, now()) <= now() and not app.wakeups_deferred() then
-    -- One notification per transaction (identical ones are merged at commit).
-    perform pg_notify('switchboard_webhooks', '');
+  if coalesce(due, cur, now()) <= now() then
+    perform app.webhook_wake();
   end if;
 end
 $function$;
@@ -181,8 +180,7 @@ create function app.tg_events__webhook_fanout()
 AS $function$
 begin
   -- Fresh attempts are due now: no per-attempt app.webhook_enqueue (it would read each row back
-  -- only to find nothing to move); one wake-up for the insert, or none while the transaction
-  -- defers its wake-ups (app.flush_deferred_jobs sends it after the commit).
+  -- only to find nothing to move); one wake-up for the insert.
   with eps as (
     select e.id, e.url from app.webhook_endpoints e
      where e.location_id = new.location_id
@@ -191,9 +189,8 @@ begin
        for key share skip locked)
   insert into app.webhook_deliveries (location_id, event_id, endpoint_id, event, attempt, status, url, next_attempt_at)
   select new.location_id, new.id, eps.id, new.type, 1, 'pending', eps.url, now() from eps;
-  if found and not app.wakeups_deferred() then
-    -- One notification per transaction (identical ones are merged at commit).
-    perform pg_notify('switchboard_webhooks', '');
+  if found then
+    perform app.webhook_wake();
   end if;
   return null;
 end
@@ -859,6 +856,20 @@ end
 $function$;
 alter function app.webhook_record_batch(jsonb,integer[],integer,integer) owner to switchboard_system;
 comment on function app.webhook_record_batch(jsonb,integer[],integer,integer) is E'Worker: app.webhook_record for each { delivery_id, endpoint_id, result } of a batch, in endpoint order.';
+
+create function app.webhook_wake()
+ RETURNS void
+ LANGUAGE plpgsql
+AS $function$
+begin
+  -- While the transaction defers its wake-ups, app.flush_deferred_jobs sends this after the commit.
+  if not app.wakeups_deferred() then
+    -- One notification per transaction (identical ones are merged at commit).
+    perform pg_notify('switchboard_webhooks', '');
+  end if;
+end
+$function$;
+comment on function app.webhook_wake() is E'Wakes the webhook engines (NOTIFY switchboard_webhooks) when attempts became due, unless the transaction defers its wake-ups: the one place that decides it, for app.webhook_enqueue and the event fan-out.';
 
 -- Triggers (name prefix = firing order; see migrations/CONVENTIONS.md)
 create trigger _100_body BEFORE INSERT ON app.events FOR EACH ROW

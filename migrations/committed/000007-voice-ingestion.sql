@@ -1,5 +1,5 @@
---! Previous: sha1:97345c27a9cfcb8310ebd28d6b607d4b8dbd6d0c
---! Hash: sha1:2a1b1ec4a5c65d9448cb7e2ae3aaba3a9542cea3
+--! Previous: sha1:4e539270e0ff7e7d31ca53135450b380728b029e
+--! Hash: sha1:476601bf381c0c5eda55991c9fb156aadbe9bf1c
 --! Message: voice ingestion
 
 -- Voice platform ingestion (docs/voice-integration.md): inbound routing by service phone, post-call

@@ -1,5 +1,5 @@
---! Previous: sha1:2a1b1ec4a5c65d9448cb7e2ae3aaba3a9542cea3
---! Hash: sha1:7ad90cc110af361073f1dccf4c8e8b4c942a1559
+--! Previous: sha1:476601bf381c0c5eda55991c9fb156aadbe9bf1c
+--! Hash: sha1:a294d300acac63f9713816fdb076972b6f5b9fbf
 --! Message: billing
 
 -- Billing (Stripe sync): schema billing, which the API role cannot see; staff read it.

@@ -1,5 +1,5 @@
---! Previous: sha1:7ad90cc110af361073f1dccf4c8e8b4c942a1559
---! Hash: sha1:71d4fd896ecb06450fa553b31d50f14a34aa8bf3
+--! Previous: sha1:a294d300acac63f9713816fdb076972b6f5b9fbf
+--! Hash: sha1:5af649e5c4f3a2358ba69c165d2e0ae9bd517f92
 --! Message: rest api
 
 -- The REST API (docs/rest-api.md): one function per operation. Each authenticates the token

@@ -1,5 +1,5 @@
---! Previous: sha1:71d4fd896ecb06450fa553b31d50f14a34aa8bf3
---! Hash: sha1:227648e24d35f5592415ee50f74a92e9afa6fad4
+--! Previous: sha1:5af649e5c4f3a2358ba69c165d2e0ae9bd517f92
+--! Hash: sha1:9366e215649515b2b17fa5a8c2775d56b143710d
 --! Message: insights rollup
 
 -- Insights from a rollup kept by triggers (docs/rest-api.md "Insights"): after-hours flag, hourly

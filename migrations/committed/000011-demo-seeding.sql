@@ -1,5 +1,5 @@
---! Previous: sha1:227648e24d35f5592415ee50f74a92e9afa6fad4
---! Hash: sha1:f6588fc81b6914ce4a36fc45725f9a2b33630521
+--! Previous: sha1:9366e215649515b2b17fa5a8c2775d56b143710d
+--! Hash: sha1:e05fecbd01ae6f32583e8a3ad1ecb6bee9f43ae1
 --! Message: demo seeding
 
 -- Demo seeding for the CLI (`demo seed`): history, not live traffic (app.seeding suppresses events).

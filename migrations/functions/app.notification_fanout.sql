@@ -19,7 +19,6 @@ begin
   select s.routes into routes from app.notification_settings s where s.location_id = loc;
   routes := coalesce(routes, app.notification_routes_default());
   for channel in select distinct c from jsonb_array_elements_text(coalesce(routes -> type, '[]')) c loop
-    reached := 0;
     -- One insert for all of the channel's recipients, then one send job each.
     with rcpt as (
         (select 'twilio'::text as provider, r.recipient, null::uuid as integration_id

@@ -8,8 +8,7 @@ CREATE OR REPLACE FUNCTION app.tg_events__webhook_fanout()
 AS $function$
 begin
   -- Fresh attempts are due now: no per-attempt app.webhook_enqueue (it would read each row back
-  -- only to find nothing to move); one wake-up for the insert, or none while the transaction
-  -- defers its wake-ups (app.flush_deferred_jobs sends it after the commit).
+  -- only to find nothing to move); one wake-up for the insert.
   with eps as (
     select e.id, e.url from app.webhook_endpoints e
      where e.location_id = new.location_id
@@ -18,9 +17,8 @@ begin
        for key share skip locked)
   insert into app.webhook_deliveries (location_id, event_id, endpoint_id, event, attempt, status, url, next_attempt_at)
   select new.location_id, new.id, eps.id, new.type, 1, 'pending', eps.url, now() from eps;
-  if found and not app.wakeups_deferred() then
-    -- One notification per transaction (identical ones are merged at commit).
-    perform pg_notify('switchboard_webhooks', '');
+  if found then
+    perform app.webhook_wake();
   end if;
   return null;
 end

@@ -17,9 +17,8 @@ begin
   if due is not null and cur is distinct from due then
     update app.webhook_deliveries w set next_attempt_at = due where w.id = webhook_enqueue.delivery_id;
   end if;
-  if coalesce(due, cur, now()) <= now() and not app.wakeups_deferred() then
-    -- One notification per transaction (identical ones are merged at commit).
-    perform pg_notify('switchboard_webhooks', '');
+  if coalesce(due, cur, now()) <= now() then
+    perform app.webhook_wake();
   end if;
 end
 $function$;
