@@ -37,6 +37,7 @@ import { createLogger } from '../src/log.js';
 import { makePki, type TestPki } from '../test/support/https.js';
 
 // One row shape for every bench module: bench/run.ts prints them (a type-only import: nothing runs).
+import { clusterCpuMs, treeCpuMs } from './proc.js';
 import type { BenchRow } from './run.js';
 export type { BenchRow };
 
@@ -176,41 +177,6 @@ function rssOf(pid: number): { rss: number; peak: number } | null {
   }
 }
 
-const TICK_MS = 10; // Linux USER_HZ = 100
-
-/** CPU time (ms) of one process from /proc (user + system, its own threads). */
-function cpuOf(pid: number): number {
-  try {
-    const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    return (Number(f[11]) + Number(f[12])) * TICK_MS;
-  } catch {
-    return 0;
-  }
-}
-
-/** CPU time (ms) of a PostgreSQL cluster: the postmaster and every backend it started. */
-function clusterCpu(dataDir: string): number {
-  let postmaster: number;
-  try {
-    postmaster = Number(fs.readFileSync(path.join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
-  } catch {
-    return 0;
-  }
-  let total = 0;
-  for (const entry of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const f = fs.readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1].split(' ');
-      const ppid = Number(f[1]);
-      if (Number(entry) === postmaster) total += (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) * TICK_MS;
-      else if (ppid === postmaster) total += (Number(f[11]) + Number(f[12])) * TICK_MS;
-    } catch {
-      /* exited meanwhile */
-    }
-  }
-  return total;
-}
-
 interface CpuSpent {
   /** This process (the no-op runner, or the receiver and the bench's own polling). */
   self: number;
@@ -221,14 +187,14 @@ interface CpuSpent {
 /** Starts counting CPU (ms) of this process, the worker process and the cluster; call to read. */
 function cpuMeter(dataDir: string, workerPid?: number): () => CpuSpent {
   const self0 = process.cpuUsage();
-  const w0 = workerPid ? cpuOf(workerPid) : 0;
-  const pg0 = clusterCpu(dataDir);
+  const w0 = workerPid ? treeCpuMs(workerPid) : 0;
+  const pg0 = clusterCpuMs(path.join(dataDir, 'pg'));
   return () => {
     const self1 = process.cpuUsage(self0);
     return {
       self: (self1.user + self1.system) / 1000,
-      worker: workerPid ? cpuOf(workerPid) - w0 : 0,
-      pg: clusterCpu(dataDir) - pg0,
+      worker: workerPid ? treeCpuMs(workerPid) - w0 : 0,
+      pg: clusterCpuMs(path.join(dataDir, 'pg')) - pg0,
     };
   };
 }

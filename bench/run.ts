@@ -42,6 +42,7 @@ import { migrateDatabase, projectRoot } from '../src/db/migrate.js';
 import { hashToken } from '../src/auth/tokens.js';
 import { createLogger } from '../src/log.js';
 import { makePki } from '../test/support/https.js';
+import { childrenOf, clusterCpuMs, treeCpuMs } from './proc.js';
 
 /** One printed row. Other bench modules (bench/delivery.ts) return rows of the same shape. */
 export interface BenchRow {
@@ -77,21 +78,6 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 // ---------------------------------------------------------------------------------------------
 // Process-tree RSS (Linux /proc).
 
-function childrenOf(pid: number): number[] {
-  const out: number[] = [];
-  for (const e of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(e)) continue;
-    try {
-      const stat = fs.readFileSync(`/proc/${e}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      if (ppid === pid) out.push(Number(e));
-    } catch {
-      /* gone */
-    }
-  }
-  return out;
-}
-
 function treeRss(root: number): { total: number; parts: { pid: number; cmd: string; mb: number }[] } {
   const parts: { pid: number; cmd: string; mb: number }[] = [];
   const todo = [root];
@@ -108,38 +94,6 @@ function treeRss(root: number): { total: number; parts: { pid: number; cmd: stri
     todo.push(...childrenOf(pid));
   }
   return { total: parts.reduce((s, p) => s + p.mb, 0), parts };
-}
-
-/**
- * CPU time (user + system, ms) of a process tree, including children that exited and were reaped
- * (their time moves into the parent's cutime/cstime): without it, a backend that ends during a
- * measurement takes its CPU with it and the difference can come out negative.
- */
-function treeCpuMs(root: number): number {
-  let ms = 0;
-  const todo = [root];
-  while (todo.length) {
-    const pid = todo.pop()!;
-    try {
-      const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      ms += ((Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) * 1000) / CLOCK_TICKS;
-    } catch {
-      continue;
-    }
-    todo.push(...childrenOf(pid));
-  }
-  return ms;
-}
-const CLOCK_TICKS = 100;
-
-/** The postmaster of the cluster in `pgDir` (its backends are its children). */
-function postmasterPid(pgDir: string): number | null {
-  try {
-    return Number(fs.readFileSync(path.join(pgDir, 'postmaster.pid'), 'utf8').split('\n')[0]) || null;
-  } catch {
-    return null;
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -525,14 +479,14 @@ try {
       }
     })();
     progress(`ingestion: signed call_analyzed, ${SENDERS} senders, ${INGEST_SECONDS} s`);
-    const pm = postmasterPid(path.join(dataDir, 'pg'));
-    const cpu0 = { node: treeCpuMs(service.pid!), pg: pm ? treeCpuMs(pm) : 0, self: process.cpuUsage() };
+    const pgDir = path.join(dataDir, 'pg');
+    const cpu0 = { node: treeCpuMs(service.pid!), pg: clusterCpuMs(pgDir), self: process.cpuUsage() };
     const ing = await cannon(postOpts(`${base}/api/voice/post-call`, INGEST_SECONDS));
     const after = await finalised();
     const selfCpu = process.cpuUsage(cpu0.self);
     const cpuPer = {
       node: (treeCpuMs(service.pid!) - cpu0.node) / Math.max(1, after - before),
-      pg: pm ? (treeCpuMs(pm) - cpu0.pg) / Math.max(1, after - before) : 0,
+      pg: (clusterCpuMs(pgDir) - cpu0.pg) / Math.max(1, after - before),
       bench: (selfCpu.user + selfCpu.system) / 1000 / Math.max(1, after - before),
     };
     const perSecond = (after - before) / INGEST_SECONDS;
