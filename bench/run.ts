@@ -314,6 +314,7 @@ try {
     await owner.query('delete from app.webhook_endpoints where location_id = $1', [ingest.id]);
     await owner.query('delete from app.integrations where location_id = $1', [ingest.id]);
     await owner.query('delete from graphile_worker._private_jobs');
+    await owner.query(`delete from app.notifications where location_id = $1 and status = 'pending'`, [ingest.id]);
   }
   progress(`seeding (mid: ${MID_CALLS.toLocaleString('en')} calls / 30 days${big ? `, big: ${BIG_CALLS.toLocaleString('en')} calls / 90 days` : ''})`);
   await seed('mid', MID_CALLS, 30);
@@ -500,7 +501,8 @@ try {
     // The backlog the load left (webhook attempts, notifications), drained by the worker.
     // Webhook attempts are pending rows (the delivery engine's queue); notifications are jobs.
     const backlog = async () => Number((await owner.query(
-      `select (select count(*) from graphile_worker.jobs) + (select count(*) from app.webhook_deliveries where status = 'pending') as n`)).rows[0].n);
+      `select (select count(*) from graphile_worker.jobs) + (select count(*) from app.webhook_deliveries where status = 'pending')
+              + (select count(*) from app.notifications where status = 'pending') as n`)).rows[0].n);
     const left = await backlog();
     const drainStart = Date.now();
     let remaining = left;
@@ -516,7 +518,7 @@ try {
       ratio: baseRss / peak.total, target: '≤ 300 MB',
       note: `${peak.parts.map((p) => `${p.cmd.split(' ').slice(0, 2).join(' ')} ${p.mb.toFixed(0)}`).join(' + ')}; peak during the load ${underLoadPeak.toFixed(0)} MB; idle ${idleRss.total.toFixed(0)} MB; baseline: the bare baseline process` });
     const counts = Object.fromEntries(https.counts);
-    rows.push({ name: 'fan-out backlog after the load (jobs + pending webhook attempts)', value: left, unit: 'items',
+    rows.push({ name: 'fan-out backlog after the load (pending webhook attempts, notifications, jobs)', value: left, unit: 'items',
       note: `${remaining === 0 ? `drained in ${drained.toFixed(0)} s` : `${remaining} left after ${DRAIN_SECONDS} s`}; received: webhooks ${(counts['/hook/bench-a'] ?? 0) + (counts['/hook/bench-b'] ?? 0)}, slack ${counts['/slack'] ?? 0}, sms ${counts['/sms'] ?? 0}, e-mail ${smtp.count()}` });
   }
 

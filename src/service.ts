@@ -5,7 +5,7 @@ import type { StaffServer } from './admin/graphql.js';
 import type { Config } from './config.js';
 import { resolveDatabase, type Database } from './db/connection.js';
 import { migrateDatabase } from './db/migrate.js';
-import { createApiPool, createOwnerPool } from './db/pools.js';
+import { createApiPool, createOwnerPool, createWorkerPool } from './db/pools.js';
 import { DeferredWakeups } from './db/wakeups.js';
 import type { Logger } from './log.js';
 import { startWorker, type Worker } from './worker/index.js';
@@ -58,7 +58,7 @@ export async function startService(cfg: Config, log: Logger, mode: Mode = 'all')
     if (mode !== 'api') {
       // Connections serve claims, records and job bookkeeping only (never a request in flight):
       // three LISTEN connections (engine and two graphile-worker runners) plus short queries.
-      const workerPool = createOwnerPool(db.url, 12, 'switchboard-worker');
+      const workerPool = createWorkerPool(db.url);
       pools.push(workerPool);
       svc.worker = await startWorker({ cfg, log, pool: workerPool });
       log.info('worker started');

@@ -1,5 +1,5 @@
 --! Previous: -
---! Hash: sha1:71f346e9039804a2f436671804b91076e27f4c77
+--! Hash: sha1:c58d5d9f6698984bc0e75e98a90d42605eecb059
 --! Message: roles schemas and shared helpers
 
 -- Roles, schemas and the helpers every other file uses: the tenant setting, timestamp and phone
@@ -283,6 +283,10 @@ declare
   specs graphile_worker.job_spec[];
   total int := 0;
 begin
+  -- Not waiting for the WAL flush: what this moves is already durable in app_private.deferred_jobs
+  -- (committed by the transaction that parked it); if this commit is lost in a crash the rows are
+  -- still parked and the next flush or the sweep hands them over.
+  perform set_config('synchronous_commit', 'off', true);
   loop
     with taken as (
       delete from app_private.deferred_jobs d
@@ -297,10 +301,11 @@ begin
     total := total + cardinality(specs);
   end loop;
   perform pg_notify('switchboard_webhooks', '');
+  perform pg_notify('switchboard_notifications', '');
   return total;
 end
 $function$;
-comment on function app.flush_deferred_jobs() is E'Adds the jobs deferring transactions parked in app_private.deferred_jobs (batches of 1,000) and wakes the webhook engines; returns how many jobs it added. SECURITY DEFINER because the callers have no rights on graphile_worker.';
+comment on function app.flush_deferred_jobs() is E'Adds the jobs deferring transactions parked in app_private.deferred_jobs (batches of 1,000) and wakes the webhook and notification engines; returns how many jobs it added. SECURITY DEFINER because the callers have no rights on graphile_worker.';
 
 create function app.uuid_or_null(v text)
  RETURNS uuid

@@ -1,5 +1,5 @@
---! Previous: sha1:71f346e9039804a2f436671804b91076e27f4c77
---! Hash: sha1:254f2f4177f7e2186fdf2674399b37b7bd0bfcdd
+--! Previous: sha1:c58d5d9f6698984bc0e75e98a90d42605eecb059
+--! Hash: sha1:f1dea402f956914ff83c787947b11a208ec4ce82
 --! Message: locations members api keys
 
 -- Locations (the tenant, a reference table when distributed), members, API keys (token look-up by

@@ -1,5 +1,5 @@
---! Previous: sha1:254f2f4177f7e2186fdf2674399b37b7bd0bfcdd
---! Hash: sha1:e43f645c13bc8f5f69d21ef2af65f57dac185806
+--! Previous: sha1:f1dea402f956914ff83c787947b11a208ec4ce82
+--! Hash: sha1:10d35d9f9217675feecd48d21d483cc4f3cd25fd
 --! Message: events customers calls leads bookings
 
 -- The events outbox and the records a call produces: customers, calls, leads, bookings; their

@@ -1,5 +1,5 @@
---! Previous: sha1:e43f645c13bc8f5f69d21ef2af65f57dac185806
---! Hash: sha1:4020bc8b24e1eb1bd905dfeea10b33817510eee3
+--! Previous: sha1:10d35d9f9217675feecd48d21d483cc4f3cd25fd
+--! Hash: sha1:2e33c562538930b1d8d73532a31a467fac40bf94
 --! Message: knowledge and settings
 
 -- What the agent knows and how it behaves: FAQs, pricebook, call forwarding, business hours,

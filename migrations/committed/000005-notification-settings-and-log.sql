@@ -1,5 +1,5 @@
---! Previous: sha1:4020bc8b24e1eb1bd905dfeea10b33817510eee3
---! Hash: sha1:019aa25eaa2e583ea863b6569f65bbba612f1e9e
+--! Previous: sha1:2e33c562538930b1d8d73532a31a467fac40bf94
+--! Hash: sha1:d0c4ba0ac85df45a7ccbffb41c818dace774938e
 --! Message: notification settings and log
 
 -- Notifications (docs/notifications.md): routing settings, one row per message with its log, the
@@ -105,6 +105,8 @@ create table app.notifications (
   lease_expires_at timestamp with time zone,
   lease_owner text,
   data jsonb,
+  next_attempt_at timestamp with time zone default now(),
+  priority smallint default 0 not null,
   constraint notifications_pkey primary key (id, location_id),
   constraint notifications_channel_check check ((channel = ANY (ARRAY['sms'::text, 'email'::text, 'chat'::text, 'automation'::text]))),
   constraint notifications_status_check check ((status = ANY (ARRAY['pending'::text, 'sent'::text, 'failed'::text, 'skipped'::text]))),
@@ -123,11 +125,14 @@ comment on column app.notifications.integration_id is E'The Slack or automation 
 comment on column app.notifications.lease_expires_at is E'@behavior -filterBy -orderBy\nWhile a worker sends this notification: when its claim lapses. Null otherwise; an expired lease without a result is a dead try the sweeper re-queues.';
 comment on column app.notifications.lease_owner is E'@behavior -filterBy -orderBy\nThe graphile-worker pool (locked_by) whose job holds the lease.';
 comment on column app.notifications.data is E'@behavior -filterBy -orderBy\nWhat an operational notification (no event_id: webhook_endpoint.failing, webhook_endpoint.disabled) is about; null when the notification comes from an event (the event''s data is used).';
+comment on column app.notifications.next_attempt_at is E'@behavior -filterBy -orderBy\nWhile pending: when the next try is due (now for a new one, later after a failed try). Null once settled.';
+comment on column app.notifications.priority is E'@behavior -filterBy -orderBy\nClaim order: lower first (app.notification_priority: emergencies -10, the rest 0).';
 select app.secure_tenant_table('app.notifications');
 create index notifications_location_created_idx on app.notifications (location_id, created_at DESC, id DESC);
 create index notifications_leased_idx on app.notifications (lease_expires_at) WHERE ((status = 'pending'::text) AND (lease_expires_at IS NOT NULL));
 create index notifications_event_idx on app.notifications (event_id, location_id);
 create index notifications_integration_idx on app.notifications (integration_id, location_id);
+create index notifications_due_idx on app.notifications (priority, next_attempt_at, id) WHERE ((status = 'pending'::text) AND (lease_expires_at IS NULL));
 
 create table app.notification_log (
   id uuid default gen_random_uuid() not null,
@@ -163,71 +168,6 @@ end
 $function$;
 alter function app.tg_events__notify() owner to switchboard_system;
 comment on function app.tg_events__notify() is E'Creates the notifications an event routes to (app.notification_fanout); webhook.test never notifies. SECURITY DEFINER (switchboard_system) for the same reason as the fan-out.';
-
-create function app.notification_for_send(notification_id uuid)
- RETURNS jsonb
- LANGUAGE sql
- STABLE SECURITY DEFINER
- SET search_path TO 'pg_catalog', 'public', 'pg_temp'
-AS $function$
-  select jsonb_build_object(
-    'id', n.id, 'location_id', n.location_id, 'channel', n.channel, 'provider', n.provider,
-    'recipient', n.recipient, 'status', n.status, 'attempts', n.attempts,
-    'target_url', case when i.status = 'connected' then i.webhook_url end,
-    'integration_status', i.status,
-    'location', jsonb_build_object('name', l.name, 'timezone', l.timezone, 'service_phone', l.service_phone),
-    'event', case when e.id is null
-                  then jsonb_build_object('event', n.event, 'location_id', n.location_id,
-                                          'created_at', app.iso(n.created_at), 'data', coalesce(n.data, '{}'::jsonb))
-                  else jsonb_build_object('event', e.type, 'location_id', e.location_id,
-                                          'created_at', app.iso(e.created_at), 'data', e.data) end,
-    -- The event data masks caller phones; people being told to call back need the real number.
-    'callback_phone', coalesce(
-      case when e.type like 'call.%' then (select c.caller_phone from app.calls c
-                                            where c.id = app.uuid_or_null(e.data ->> 'id') and c.location_id = n.location_id) end,
-      case when e.type like 'lead.%' then e.data ->> 'phone' end,
-      case when e.type like 'booking.%' then (
-        select coalesce(ld.phone, cu.phone) from (select 1) one
-          left join app.leads ld on ld.id = app.uuid_or_null(e.data ->> 'lead_id') and ld.location_id = n.location_id
-          left join app.customers cu on cu.id = app.uuid_or_null(e.data ->> 'customer_id') and cu.location_id = n.location_id) end,
-      case when e.type = 'spam.blocked' then null end))
-    from app.notifications n
-    join app.locations l on l.id = n.location_id
-    left join app.events e on e.id = n.event_id
-    left join app.integrations i on i.id = n.integration_id
-   where n.id = notification_for_send.notification_id
-$function$;
-alter function app.notification_for_send(uuid) owner to switchboard_system;
-comment on function app.notification_for_send(uuid) is E'Everything the send task needs for one notification: channel, recipient, target URL (only while the integration is connected), the body (the event''s, or the notification''s own data for an operational one), location and the unmasked callback number.';
-
-create function app.notification_record(notification_id uuid, status text, detail text, response_status integer, final boolean)
- RETURNS jsonb
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog', 'public', 'pg_temp'
-AS $function$
-declare
-  n app.notifications;
-begin
-  if status not in ('sent', 'failed', 'skipped') then
-    perform app.raise('SB400', format('Unknown notification outcome %s', status));
-  end if;
-  update app.notifications t
-     set attempts = t.attempts + case when notification_record.status = 'skipped' then 0 else 1 end,
-         status = case when notification_record.status = 'failed' and not final then 'pending'
-                       else notification_record.status end,
-         lease_expires_at = null,
-         lease_owner = null
-   where t.id = notification_record.notification_id and t.status = 'pending'
-  returning * into n;
-  if n.id is null then return null; end if;
-  insert into app.notification_log (location_id, notification_id, status, detail, response_status)
-  values (n.location_id, n.id, notification_record.status, left(detail, 2000), response_status);
-  return jsonb_build_object('id', n.id, 'status', n.status, 'attempts', n.attempts);
-end
-$function$;
-alter function app.notification_record(uuid,text,text,integer,boolean) owner to switchboard_system;
-comment on function app.notification_record(uuid,text,text,integer,boolean) is E'Appends one try to notification_log, ends its lease and moves the notification: sent | skipped | failed (final) or back to pending (a retry follows). Only a pending notification moves, so a replayed job records nothing twice.';
 
 create function app.notification_settings_json(s app.notification_settings)
  RETURNS jsonb
@@ -313,70 +253,12 @@ end
 $function$;
 comment on function api.notifications_list(text,text,jsonb,boolean) is E'GET notifications[?include=log]: newest first, keyset pages.';
 
-create function app.notification_enqueue(notification_id uuid, location_id uuid, priority integer, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone)
- RETURNS void
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog', 'public', 'pg_temp'
-AS $function$
-begin
-  perform app.enqueue('send_notification',
-    jsonb_build_object('notification_id', notification_id, 'location_id', location_id),
-    run_at, 'notification:' || notification_id, 4, priority);
-end
-$function$;
-comment on function app.notification_enqueue(uuid,uuid,integer,timestamp with time zone) is E'Queues send_notification for one notification through app.enqueue (job_key notification:<id>, 4 attempts, graphile-worker priority: lower runs first). SECURITY DEFINER because switchboard_system has no rights on graphile_worker.';
-
 create function app.notification_priority(event text)
  RETURNS integer
  LANGUAGE sql
  IMMUTABLE PARALLEL SAFE
 AS $function$ select case when event = 'call.emergency' then -10 else 0 end $function$;
-comment on function app.notification_priority(text) is E'graphile-worker priority of a notification''s send job: emergencies (-10) before everything else (0).';
-
-create function app.notification_claim(notification_id uuid, location_id uuid, owner text, lease_ms integer)
- RETURNS jsonb
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog', 'public', 'pg_temp'
-AS $function$
-declare
-  t timestamptz := clock_timestamp();
-  nid uuid;
-begin
-  update app.notifications n
-     set lease_expires_at = t + make_interval(secs => lease_ms / 1000.0), lease_owner = owner
-   where n.id = notification_claim.notification_id and n.location_id = notification_claim.location_id
-     and n.status = 'pending'
-     and (n.lease_expires_at is null or n.lease_expires_at <= t)
-  returning n.id into nid;
-  if nid is null then return null; end if;
-  return app.notification_for_send(nid);
-end
-$function$;
-alter function app.notification_claim(uuid,uuid,text,integer) owner to switchboard_system;
-comment on function app.notification_claim(uuid,uuid,text,integer) is E'Worker: leases a pending notification of the given location for one try and returns what to send; null when gone, foreign, settled or held by a live try.';
-
-create function app.notification_release(notification_id uuid, owner text)
- RETURNS boolean
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog', 'public', 'pg_temp'
-AS $function$
-declare
-  n app.notifications;
-begin
-  update app.notifications t set lease_expires_at = null, lease_owner = null
-   where t.id = notification_release.notification_id and t.status = 'pending'
-     and t.lease_owner = notification_release.owner
-  returning * into n;
-  if n.id is null then return false; end if;
-  perform app.notification_enqueue(n.id, n.location_id, app.notification_priority(n.event));
-  return true;
-end
-$function$;
-alter function app.notification_release(uuid,text) owner to switchboard_system;
-comment on function app.notification_release(uuid,text) is E'Worker: ends the lease of a try abandoned unsent (shutdown) and queues the send again at once.';
+comment on function app.notification_priority(text) is E'Claim order of a notification (app.notifications.priority): emergencies (-10) before everything else (0).';
 
 create function app.notification_sweep(grace_seconds integer)
  RETURNS integer
@@ -386,29 +268,19 @@ create function app.notification_sweep(grace_seconds integer)
 AS $function$
 declare
   cutoff timestamptz := now() - make_interval(secs => grace_seconds);
-  ids uuid[];
-  owners text[];
-  r record;
+  n int;
 begin
-  select array_agg(x.id), array_agg(distinct x.lease_owner)
-    into ids, owners
-    from (select n.id, n.lease_owner from app.notifications n
-           where n.status = 'pending' and n.lease_expires_at < cutoff
-             for update skip locked) x;
-  if ids is null then return 0; end if;
-  perform app.worker_unlock(owners);
-  for r in
-    update app.notifications n set lease_expires_at = null, lease_owner = null
-     where n.id = any (ids)
-    returning n.id, n.location_id, n.event
-  loop
-    perform app.notification_enqueue(r.id, r.location_id, app.notification_priority(r.event));
-  end loop;
-  return cardinality(ids);
+  update app.notifications t set lease_expires_at = null, lease_owner = null, next_attempt_at = now()
+   where t.id in (select x.id from app.notifications x
+                   where x.status = 'pending' and x.lease_expires_at < cutoff
+                     for update skip locked);
+  get diagnostics n = row_count;
+  if n > 0 then perform app.notification_wake(); end if;
+  return n;
 end
 $function$;
 alter function app.notification_sweep(integer) owner to switchboard_system;
-comment on function app.notification_sweep(integer) is E'Worker (cron): re-queues notifications whose lease lapsed without a result (the worker died) and unlocks that worker''s jobs.';
+comment on function app.notification_sweep(integer) is E'Worker (cron): queues again, due at once, the notifications whose lease lapsed without a result (the engine died).';
 
 create function app.notification_fanout(location_id uuid, event_id uuid, type text, data jsonb)
  RETURNS integer
@@ -420,8 +292,7 @@ declare
   loc uuid := notification_fanout.location_id;
   routes jsonb;
   channel text;
-  ids uuid[];
-  nid uuid;
+  queued int := 0;
   n app.notifications;
   reached int;
   made int := 0;
@@ -429,7 +300,7 @@ begin
   select s.routes into routes from app.notification_settings s where s.location_id = loc;
   routes := coalesce(routes, app.notification_routes_default());
   for channel in select distinct c from jsonb_array_elements_text(coalesce(routes -> type, '[]')) c loop
-    -- One insert for all of the channel's recipients, then one send job each.
+    -- One insert for all of the channel's recipients; the rows are the notification engines' queue.
     with rcpt as (
         (select 'twilio'::text as provider, r.recipient, null::uuid as integration_id
           from (select l.owner_cell::text as recipient, 0 as ord from app.locations l where l.id = loc
@@ -455,22 +326,19 @@ begin
              or (channel = 'automation' and i.provider in ('zapier', 'make', 'n8n', 'calcom')))
          order by i.created_at, i.id)
     ), made_rows as (
-      insert into app.notifications (location_id, event_id, event, channel, provider, recipient, integration_id, data)
+      insert into app.notifications (location_id, event_id, event, channel, provider, recipient, integration_id, data, priority)
       select loc, event_id, type, channel, r.provider, r.recipient, r.integration_id,
-             case when event_id is null then data end
+             case when event_id is null then data end, app.notification_priority(type)
         from rcpt r
       returning id
     )
-    select coalesce(array_agg(m.id), '{}') into ids from made_rows m;
-    foreach nid in array ids loop
-      perform app.notification_enqueue(nid, loc, app.notification_priority(type));
-    end loop;
-    reached := cardinality(ids);
+    select count(*) into reached from made_rows m;
+    queued := queued + reached;
     if reached = 0 then
-      insert into app.notifications (location_id, event_id, event, channel, provider, status, data)
+      insert into app.notifications (location_id, event_id, event, channel, provider, status, data, next_attempt_at)
       values (loc, event_id, type, channel,
               case channel when 'sms' then 'twilio' when 'email' then 'smtp' when 'chat' then 'slack' else 'automation' end,
-              'skipped', case when event_id is null then data end)
+              'skipped', case when event_id is null then data end, null)
       returning * into n;
       insert into app.notification_log (location_id, notification_id, status, detail)
       values (loc, n.id, 'skipped', case channel
@@ -482,11 +350,166 @@ begin
     end if;
     made := made + reached;
   end loop;
+  if queued > 0 then perform app.notification_wake(); end if;
   return made;
 end
 $function$;
 alter function app.notification_fanout(uuid,uuid,text,jsonb) owner to switchboard_system;
-comment on function app.notification_fanout(uuid,uuid,text,jsonb) is E'Creates the notifications one occurrence routes to (channel × recipient; event_id null + data for operational ones) and queues send_notification for each (emergencies first); unreachable channels are logged skipped.';
+comment on function app.notification_fanout(uuid,uuid,text,jsonb) is E'Creates the notifications one occurrence routes to (channel × recipient; event_id null + data for operational ones) due at once in the notification queue (emergencies first; one wake-up for the engines); unreachable channels are logged skipped.';
+
+create function app.notification_wake()
+ RETURNS void
+ LANGUAGE plpgsql
+AS $function$
+begin
+  -- While the transaction defers its wake-ups, app.flush_deferred_jobs sends this after the commit.
+  if not app.wakeups_deferred() then
+    perform pg_notify('switchboard_notifications', '');
+  end if;
+end
+$function$;
+comment on function app.notification_wake() is E'Wakes the notification engines (NOTIFY switchboard_notifications) when notifications became due, unless the transaction defers its wake-ups.';
+
+create function app.notification_claim_batch(owner text, max_claims integer, lease_ms integer)
+ RETURNS json
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+AS $function$
+declare
+  t timestamptz := clock_timestamp();
+  ids uuid[];
+  next_due timestamptz;
+begin
+  with picked as (
+    select n.id, n.location_id from app.notifications n
+     where n.status = 'pending' and n.lease_expires_at is null and n.next_attempt_at <= t
+     order by n.priority, n.next_attempt_at, n.id
+     limit greatest(max_claims, 0)
+       for update skip locked
+  ), leased as (
+    update app.notifications n
+       set lease_expires_at = t + make_interval(secs => lease_ms / 1000.0), lease_owner = owner
+      from picked p
+     where n.id = p.id and n.location_id = p.location_id
+    returning n.id, n.priority, n.next_attempt_at
+  )
+  select array_agg(l.id order by l.priority, l.next_attempt_at, l.id) into ids from leased l;
+  if coalesce(cardinality(ids), 0) < max_claims then
+    -- The queue has nothing more due: when the engine should look again (a retry's backoff).
+    select min(n.next_attempt_at) into next_due from app.notifications n
+     where n.status = 'pending' and n.lease_expires_at is null;
+  end if;
+  return json_build_object(
+    'claims', app.notification_for_send(coalesce(ids, '{}')),
+    'next_due_at', app.iso(next_due));
+end
+$function$;
+alter function app.notification_claim_batch(text,integer,integer) owner to switchboard_system;
+comment on function app.notification_claim_batch(text,integer,integer) is E'Notification engine: leases up to max_claims due notifications (emergencies first, then by due time) for one try each and returns what to send, plus when the next one falls due when the queue ran dry.';
+
+create function app.notification_record_batch(owner text, results jsonb, max_attempts integer)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+AS $function$
+declare
+  bad text;
+  n int;
+begin
+  select x.status into bad
+    from jsonb_to_recordset(results) x(status text)
+   where x.status is null or x.status not in ('sent', 'failed', 'skipped') limit 1;
+  if found then
+    perform app.raise('SB400', format('Unknown notification outcome %s', coalesce(bad, 'null')));
+  end if;
+  with r as (
+    select x.id, x.status, x.detail, x.response_status,
+           x.status = 'failed' and not coalesce(x.permanent, false) as retryable
+      from jsonb_to_recordset(results) x(id uuid, status text, detail text, response_status integer, permanent boolean)
+  ), moved as (
+    update app.notifications t
+       set attempts = t.attempts + case when r.status = 'skipped' then 0 else 1 end,
+           status = case when r.retryable and t.attempts + 1 < max_attempts then 'pending' else r.status end,
+           -- graphile-worker's backoff, which this lane used before: e^attempts seconds (2.7 s, 7.4 s, 20 s).
+           next_attempt_at = case when r.retryable and t.attempts + 1 < max_attempts
+                                  then now() + make_interval(secs => exp(least(10, t.attempts + 1))) end,
+           lease_expires_at = null,
+           lease_owner = null
+      from r
+     -- The ids as an array: an index scan of the primary key (joined to the recordset alone, whose
+     -- size the planner cannot know, it would read the whole table).
+     where t.id = any (array(select x.id from jsonb_to_recordset(results) x(id uuid)))
+       and t.id = r.id and t.status = 'pending' and t.lease_owner = owner
+    returning t.id, t.location_id, r.status, r.detail, r.response_status
+  )
+  insert into app.notification_log (location_id, notification_id, status, detail, response_status)
+  select m.location_id, m.id, m.status, left(m.detail, 2000), m.response_status from moved m;
+  get diagnostics n = row_count;
+  return n;
+end
+$function$;
+alter function app.notification_record_batch(text,jsonb,integer) owner to switchboard_system;
+comment on function app.notification_record_batch(text,jsonb,integer) is E'Notification engine: records tries [{id, status sent|failed|skipped, detail, response_status, permanent}] held by owner. Each appends to notification_log, ends its lease and moves the notification: sent | skipped | failed (permanent, or the max_attempts-th try) or pending again after e^attempts seconds. A try whose lease was swept and taken by another engine is not recorded twice. Returns how many were recorded.';
+
+create function app.notification_release(owner text, ids uuid[])
+ RETURNS integer
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+AS $function$
+declare
+  n int;
+begin
+  update app.notifications t set lease_expires_at = null, lease_owner = null, next_attempt_at = now()
+   where t.id = any (ids) and t.status = 'pending' and t.lease_owner = owner;
+  get diagnostics n = row_count;
+  if n > 0 then perform app.notification_wake(); end if;
+  return n;
+end
+$function$;
+alter function app.notification_release(text,uuid[]) owner to switchboard_system;
+comment on function app.notification_release(text,uuid[]) is E'Notification engine: ends the leases of tries abandoned unsent (shutdown); they are due again at once, no try is counted.';
+
+create function app.notification_for_send(ids uuid[])
+ RETURNS json
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+AS $function$
+begin
+  -- plpgsql, not sql: its plan is kept for the session (a SQL function's body is planned on every call).
+  return (select coalesce(json_agg(jsonb_build_object(
+    'id', n.id, 'location_id', n.location_id, 'channel', n.channel, 'provider', n.provider,
+    'recipient', n.recipient, 'status', n.status, 'attempts', n.attempts,
+    'target_url', case when i.status = 'connected' then i.webhook_url end,
+    'integration_status', i.status,
+    'location', jsonb_build_object('name', l.name, 'timezone', l.timezone, 'service_phone', l.service_phone),
+    'event', case when e.id is null
+                  then jsonb_build_object('event', n.event, 'location_id', n.location_id,
+                                          'created_at', app.iso(n.created_at), 'data', coalesce(n.data, '{}'::jsonb))
+                  else jsonb_build_object('event', e.type, 'location_id', e.location_id,
+                                          'created_at', app.iso(e.created_at), 'data', e.data) end,
+    -- The event data masks caller phones; people being told to call back need the real number.
+    'callback_phone', coalesce(
+      case when e.type like 'call.%' then (select c.caller_phone from app.calls c
+                                            where c.id = app.uuid_or_null(e.data ->> 'id') and c.location_id = n.location_id) end,
+      case when e.type like 'lead.%' then e.data ->> 'phone' end,
+      case when e.type like 'booking.%' then (
+        select coalesce(ld.phone, cu.phone) from (select 1) one
+          left join app.leads ld on ld.id = app.uuid_or_null(e.data ->> 'lead_id') and ld.location_id = n.location_id
+          left join app.customers cu on cu.id = app.uuid_or_null(e.data ->> 'customer_id') and cu.location_id = n.location_id) end,
+      case when e.type = 'spam.blocked' then null end)) order by x.o), '[]'::json)
+    from unnest(ids) with ordinality x(id, o)
+    join app.notifications n on n.id = x.id
+    join app.locations l on l.id = n.location_id
+    left join app.events e on e.id = n.event_id
+    left join app.integrations i on i.id = n.integration_id);
+end
+$function$;
+alter function app.notification_for_send(uuid[]) owner to switchboard_system;
+comment on function app.notification_for_send(uuid[]) is E'Everything the engine needs to send these notifications, as a JSON array in the order of ids: channel, recipient, target URL (only while the integration is connected), the body (the event''s, or the notification''s own data for an operational one), location and the unmasked callback number.';
 
 -- Triggers (name prefix = firing order; see migrations/CONVENTIONS.md)
 create trigger _600_notify AFTER INSERT ON app.events FOR EACH ROW
@@ -498,14 +521,12 @@ create trigger _100_set_updated_at BEFORE UPDATE ON app.notifications FOR EACH R
 
 -- Grants: the one place for this concern's privileges (tenant tables get theirs from
 -- app.secure_tenant_table above; only departures from it are here).
-revoke execute on function app.notification_for_send(uuid) from public;
-revoke execute on function app.notification_record(uuid,text,text,integer,boolean) from public;
 grant execute on function api.notification_settings_get(text,text) to switchboard_api;
 grant execute on function api.notification_settings_patch(text,text,jsonb) to switchboard_api;
 grant execute on function api.notifications_list(text,text,jsonb,boolean) to switchboard_api;
-revoke execute on function app.notification_enqueue(uuid,uuid,integer,timestamp with time zone) from public;
-grant execute on function app.notification_enqueue(uuid,uuid,integer,timestamp with time zone) to switchboard_system;
-revoke execute on function app.notification_claim(uuid,uuid,text,integer) from public;
-revoke execute on function app.notification_release(uuid,text) from public;
 revoke execute on function app.notification_sweep(integer) from public;
 revoke execute on function app.notification_fanout(uuid,uuid,text,jsonb) from public;
+revoke execute on function app.notification_claim_batch(text,integer,integer) from public;
+revoke execute on function app.notification_record_batch(text,jsonb,integer) from public;
+revoke execute on function app.notification_release(text,uuid[]) from public;
+revoke execute on function app.notification_for_send(uuid[]) from public;

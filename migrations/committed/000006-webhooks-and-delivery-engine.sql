@@ -1,5 +1,5 @@
---! Previous: sha1:019aa25eaa2e583ea863b6569f65bbba612f1e9e
---! Hash: sha1:4e539270e0ff7e7d31ca53135450b380728b029e
+--! Previous: sha1:d0c4ba0ac85df45a7ccbffb41c818dace774938e
+--! Hash: sha1:38517893c1c2ad1006bdd603eda20887cebe4456
 --! Message: webhooks and delivery engine
 
 -- Outbound webhooks and the delivery engine (docs/webhooks.md, docs/delivery-engine.md):

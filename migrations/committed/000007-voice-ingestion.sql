@@ -1,5 +1,5 @@
---! Previous: sha1:4e539270e0ff7e7d31ca53135450b380728b029e
---! Hash: sha1:476601bf381c0c5eda55991c9fb156aadbe9bf1c
+--! Previous: sha1:38517893c1c2ad1006bdd603eda20887cebe4456
+--! Hash: sha1:7a4254ca2f5440015d830b656e8f1c961af7bfe1
 --! Message: voice ingestion
 
 -- Voice platform ingestion (docs/voice-integration.md): inbound routing by service phone, post-call

@@ -1,5 +1,5 @@
---! Previous: sha1:476601bf381c0c5eda55991c9fb156aadbe9bf1c
---! Hash: sha1:a294d300acac63f9713816fdb076972b6f5b9fbf
+--! Previous: sha1:7a4254ca2f5440015d830b656e8f1c961af7bfe1
+--! Hash: sha1:8596dcdeba9316ea4988b04187b5835d3d379524
 --! Message: billing
 
 -- Billing (Stripe sync): schema billing, which the API role cannot see; staff read it.

@@ -1,5 +1,5 @@
---! Previous: sha1:a294d300acac63f9713816fdb076972b6f5b9fbf
---! Hash: sha1:5af649e5c4f3a2358ba69c165d2e0ae9bd517f92
+--! Previous: sha1:8596dcdeba9316ea4988b04187b5835d3d379524
+--! Hash: sha1:46a38e2767f854f58cdd620db26df2bb400035e5
 --! Message: rest api
 
 -- The REST API (docs/rest-api.md): one function per operation. Each authenticates the token

@@ -1,5 +1,5 @@
---! Previous: sha1:5af649e5c4f3a2358ba69c165d2e0ae9bd517f92
---! Hash: sha1:9366e215649515b2b17fa5a8c2775d56b143710d
+--! Previous: sha1:46a38e2767f854f58cdd620db26df2bb400035e5
+--! Hash: sha1:f0025e8fac614a319ebd072e6d5d1ac65d23cdcd
 --! Message: insights rollup
 
 -- Insights from a rollup kept by triggers (docs/rest-api.md "Insights"): after-hours flag, hourly

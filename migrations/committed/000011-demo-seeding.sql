@@ -1,5 +1,5 @@
---! Previous: sha1:9366e215649515b2b17fa5a8c2775d56b143710d
---! Hash: sha1:e05fecbd01ae6f32583e8a3ad1ecb6bee9f43ae1
+--! Previous: sha1:f0025e8fac614a319ebd072e6d5d1ac65d23cdcd
+--! Hash: sha1:5f74753e7529fcd242320670892cd17fcf6beaa0
 --! Message: demo seeding
 
 -- Demo seeding for the CLI (`demo seed`): history, not live traffic (app.seeding suppresses events).

@@ -10,6 +10,10 @@ declare
   specs graphile_worker.job_spec[];
   total int := 0;
 begin
+  -- Not waiting for the WAL flush: what this moves is already durable in app_private.deferred_jobs
+  -- (committed by the transaction that parked it); if this commit is lost in a crash the rows are
+  -- still parked and the next flush or the sweep hands them over.
+  perform set_config('synchronous_commit', 'off', true);
   loop
     with taken as (
       delete from app_private.deferred_jobs d
@@ -24,9 +28,10 @@ begin
     total := total + cardinality(specs);
   end loop;
   perform pg_notify('switchboard_webhooks', '');
+  perform pg_notify('switchboard_notifications', '');
   return total;
 end
 $function$;
-comment on function app.flush_deferred_jobs() is E'Adds the jobs deferring transactions parked in app_private.deferred_jobs (batches of 1,000) and wakes the webhook engines; returns how many jobs it added. SECURITY DEFINER because the callers have no rights on graphile_worker.';
+comment on function app.flush_deferred_jobs() is E'Adds the jobs deferring transactions parked in app_private.deferred_jobs (batches of 1,000) and wakes the webhook and notification engines; returns how many jobs it added. SECURITY DEFINER because the callers have no rights on graphile_worker.';
 revoke execute on function app.flush_deferred_jobs() from public;
 grant execute on function app.flush_deferred_jobs() to switchboard_system;

@@ -10,8 +10,7 @@ declare
   loc uuid := notification_fanout.location_id;
   routes jsonb;
   channel text;
-  ids uuid[];
-  nid uuid;
+  queued int := 0;
   n app.notifications;
   reached int;
   made int := 0;
@@ -19,7 +18,7 @@ begin
   select s.routes into routes from app.notification_settings s where s.location_id = loc;
   routes := coalesce(routes, app.notification_routes_default());
   for channel in select distinct c from jsonb_array_elements_text(coalesce(routes -> type, '[]')) c loop
-    -- One insert for all of the channel's recipients, then one send job each.
+    -- One insert for all of the channel's recipients; the rows are the notification engines' queue.
     with rcpt as (
         (select 'twilio'::text as provider, r.recipient, null::uuid as integration_id
           from (select l.owner_cell::text as recipient, 0 as ord from app.locations l where l.id = loc
@@ -45,22 +44,19 @@ begin
              or (channel = 'automation' and i.provider in ('zapier', 'make', 'n8n', 'calcom')))
          order by i.created_at, i.id)
     ), made_rows as (
-      insert into app.notifications (location_id, event_id, event, channel, provider, recipient, integration_id, data)
+      insert into app.notifications (location_id, event_id, event, channel, provider, recipient, integration_id, data, priority)
       select loc, event_id, type, channel, r.provider, r.recipient, r.integration_id,
-             case when event_id is null then data end
+             case when event_id is null then data end, app.notification_priority(type)
         from rcpt r
       returning id
     )
-    select coalesce(array_agg(m.id), '{}') into ids from made_rows m;
-    foreach nid in array ids loop
-      perform app.notification_enqueue(nid, loc, app.notification_priority(type));
-    end loop;
-    reached := cardinality(ids);
+    select count(*) into reached from made_rows m;
+    queued := queued + reached;
     if reached = 0 then
-      insert into app.notifications (location_id, event_id, event, channel, provider, status, data)
+      insert into app.notifications (location_id, event_id, event, channel, provider, status, data, next_attempt_at)
       values (loc, event_id, type, channel,
               case channel when 'sms' then 'twilio' when 'email' then 'smtp' when 'chat' then 'slack' else 'automation' end,
-              'skipped', case when event_id is null then data end)
+              'skipped', case when event_id is null then data end, null)
       returning * into n;
       insert into app.notification_log (location_id, notification_id, status, detail)
       values (loc, n.id, 'skipped', case channel
@@ -72,9 +68,10 @@ begin
     end if;
     made := made + reached;
   end loop;
+  if queued > 0 then perform app.notification_wake(); end if;
   return made;
 end
 $function$;
 alter function app.notification_fanout(uuid,uuid,text,jsonb) owner to switchboard_system;
-comment on function app.notification_fanout(uuid,uuid,text,jsonb) is E'Creates the notifications one occurrence routes to (channel × recipient; event_id null + data for operational ones) and queues send_notification for each (emergencies first); unreachable channels are logged skipped.';
+comment on function app.notification_fanout(uuid,uuid,text,jsonb) is E'Creates the notifications one occurrence routes to (channel × recipient; event_id null + data for operational ones) due at once in the notification queue (emergencies first; one wake-up for the engines); unreachable channels are logged skipped.';
 revoke execute on function app.notification_fanout(uuid,uuid,text,jsonb) from public;

@@ -5,4 +5,4 @@ CREATE OR REPLACE FUNCTION app.notification_priority(event text)
  LANGUAGE sql
  IMMUTABLE PARALLEL SAFE
 AS $function$ select case when event = 'call.emergency' then -10 else 0 end $function$;
-comment on function app.notification_priority(text) is E'graphile-worker priority of a notification''s send job: emergencies (-10) before everything else (0).';
+comment on function app.notification_priority(text) is E'Claim order of a notification (app.notifications.priority): emergencies (-10) before everything else (0).';

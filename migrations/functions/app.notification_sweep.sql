@@ -8,27 +8,17 @@ CREATE OR REPLACE FUNCTION app.notification_sweep(grace_seconds integer)
 AS $function$
 declare
   cutoff timestamptz := now() - make_interval(secs => grace_seconds);
-  ids uuid[];
-  owners text[];
-  r record;
+  n int;
 begin
-  select array_agg(x.id), array_agg(distinct x.lease_owner)
-    into ids, owners
-    from (select n.id, n.lease_owner from app.notifications n
-           where n.status = 'pending' and n.lease_expires_at < cutoff
-             for update skip locked) x;
-  if ids is null then return 0; end if;
-  perform app.worker_unlock(owners);
-  for r in
-    update app.notifications n set lease_expires_at = null, lease_owner = null
-     where n.id = any (ids)
-    returning n.id, n.location_id, n.event
-  loop
-    perform app.notification_enqueue(r.id, r.location_id, app.notification_priority(r.event));
-  end loop;
-  return cardinality(ids);
+  update app.notifications t set lease_expires_at = null, lease_owner = null, next_attempt_at = now()
+   where t.id in (select x.id from app.notifications x
+                   where x.status = 'pending' and x.lease_expires_at < cutoff
+                     for update skip locked);
+  get diagnostics n = row_count;
+  if n > 0 then perform app.notification_wake(); end if;
+  return n;
 end
 $function$;
 alter function app.notification_sweep(integer) owner to switchboard_system;
-comment on function app.notification_sweep(integer) is E'Worker (cron): re-queues notifications whose lease lapsed without a result (the worker died) and unlocks that worker''s jobs.';
+comment on function app.notification_sweep(integer) is E'Worker (cron): queues again, due at once, the notifications whose lease lapsed without a result (the engine died).';
 revoke execute on function app.notification_sweep(integer) from public;

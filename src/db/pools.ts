@@ -29,6 +29,25 @@ export function createOwnerPool(connectionString: string, max = 5, name = 'switc
   }));
 }
 
+/**
+ * Pool of a worker process: claims, records, releases and graphile-worker's job bookkeeping, all
+ * with `synchronous_commit = off`. None of them answers anyone outside: a commit lost in a database
+ * crash (the last few hundred milliseconds) only undoes a lease or an outcome, and the lapsed lease
+ * or the re-run job sends again, which is the at-least-once the delivery rules already promise.
+ * Not waiting for the WAL flush keeps these frequent small transactions from queueing on the
+ * disk with the ingestion commits, which must be durable (docs/performance.md).
+ */
+export function createWorkerPool(connectionString: string, max = 12, name = 'switchboard-worker'): pg.Pool {
+  return withErrorHandler(new pg.Pool({
+    connectionString,
+    max,
+    options: '-c synchronous_commit=off',
+    connectionTimeoutMillis: 5000,
+    idleTimeoutMillis: 30000,
+    application_name: name,
+  } as pg.PoolConfig));
+}
+
 /** An idle client losing its connection (database restart) must not crash the process. */
 function withErrorHandler(pool: pg.Pool): pg.Pool {
   pool.on('error', () => undefined);

@@ -1,39 +1,19 @@
 /**
- * Sending one notification: claim it (SQL: a lease for this try), deliver it on its channel,
- * record the try (SQL). No database connection is held while the provider answers.
- * A failure is logged as a `failed` try and rethrown so graphile-worker retries it with its backoff;
- * on the job's last attempt the notification becomes `failed` and the job completes (the log,
- * not the jobs table, is the record). A channel the operator has not configured is `skipped`.
- * A try cut short by shutdown is released (queued again at once) instead of recorded; a try whose
- * worker died keeps its lease until it lapses, then the sweeper queues it again.
+ * Sending one notification on its channel (chat, automation, SMS, e-mail) with no database
+ * connection held; the notification engine (src/notify/engine.ts) claims, calls `deliver` and
+ * records. A channel the operator has not configured is `skipped`; a failure is a SendFailure
+ * (`permanent` for a refused target); a send cut short by shutdown throws AbortedError.
  */
-import type { JobHelpers, Task } from 'graphile-worker';
 import nodemailer from 'nodemailer';
 import { notificationChannels, notificationStatuses } from '../allowed-values.js';
-import { callFn } from '../db/pools.js';
 import type { TaskDeps } from '../worker/task.js';
 import { emailContent, renderMessage, slackPayload, type EventBody } from './messages.js';
 import { AbortedError, BlockedTargetError, postOutbound, type OutboundResponse } from './outbound.js';
 
-export interface NotificationPayload {
-  notification_id: string;
-  location_id: string;
-}
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-export function assertNotificationPayload(p: unknown): asserts p is NotificationPayload {
-  const o = p as Record<string, unknown> | null;
-  if (!o || typeof o !== 'object' || typeof o.notification_id !== 'string' || !UUID.test(o.notification_id)
-      || typeof o.location_id !== 'string' || !UUID.test(o.location_id)) {
-    throw new Error('send_notification payload must be { notification_id, location_id } (UUIDs)');
-  }
-}
-
 /** How long past the send time-out a try's lease lasts (a silent worker is presumed dead after it). */
 export const NOTIFY_LEASE_GRACE_MS = 30_000;
 
-/** What app.notification_claim() / app.notification_for_send() return. */
+/** One claimed notification, as app.notification_claim_batch() returns it (app.notification_for_send()). */
 export interface NotificationToSend {
   id: string;
   location_id: string;
@@ -49,7 +29,7 @@ export interface NotificationToSend {
   callback_phone: string | null;
 }
 
-interface Outcome {
+export interface Outcome {
   status: 'sent' | 'skipped';
   detail: string;
   response_status?: number | null;
@@ -62,7 +42,7 @@ export class SendFailure extends Error {
   }
 }
 
-/** The worker's task deps; `ca` (extra trusted CA, tests) reaches every outbound HTTPS call. */
+/** The worker's deps; `ca` (extra trusted CA, tests) reaches every outbound HTTPS call. */
 export type SenderDeps = TaskDeps;
 
 const snippet = (s: string) => s.replace(/\s+/g, ' ').trim().slice(0, 300);
@@ -159,47 +139,12 @@ async function sendEmail(deps: SenderDeps, n: NotificationToSend, signal?: Abort
   }
 }
 
-function deliver(deps: SenderDeps, n: NotificationToSend, signal?: AbortSignal): Promise<Outcome> {
+/** Sends one notification on its channel: an outcome, or a SendFailure / AbortedError thrown. */
+export function deliver(deps: SenderDeps, n: NotificationToSend, signal?: AbortSignal): Promise<Outcome> {
   switch (n.channel) {
     case 'chat': return sendChat(deps, n, signal);
     case 'automation': return sendAutomation(deps, n, signal);
     case 'sms': return sendSms(deps, n, signal);
     case 'email': return sendEmail(deps, n, signal);
   }
-}
-
-/** The send_notification task with its dependencies bound; outbound HTTPS trusts `deps.ca` too (tests). */
-export function makeSendNotification(deps: SenderDeps): Task {
-  return async (payload: unknown, helpers: JobHelpers) => {
-    assertNotificationPayload(payload);
-    // The lease owner is the graphile-worker pool running the job (its locked_by), so the sweeper
-    // can unlock that pool's jobs if it dies mid-send.
-    const owner = helpers.job.locked_by ?? `direct:${process.pid}`;
-    const leaseMs = deps.cfg.WEBHOOK_TIMEOUT_MS + (deps.leaseGraceMs ?? NOTIFY_LEASE_GRACE_MS);
-    const n = await callFn<NotificationToSend | null>(deps.pool, 'app.notification_claim',
-      [payload.notification_id, payload.location_id, owner, leaseMs]);
-    // Gone, foreign to the payload's location, settled, or held by a live try: a replayed job does nothing.
-    if (!n) return;
-    const final = helpers.job.attempts >= helpers.job.max_attempts;
-    const record = (status: string, detail: string, responseStatus: number | null, last: boolean) =>
-      callFn(deps.pool, 'app.notification_record', [n.id, status, detail, responseStatus, last]);
-    let outcome: Outcome;
-    try {
-      outcome = await deliver(deps, n, helpers.abortSignal);
-    } catch (err) {
-      if (err instanceof AbortedError) {
-        // Shutdown: not a try. Queued again at once (for this or another worker), nothing logged.
-        await callFn(deps.pool, 'app.notification_release', [n.id, owner]);
-        deps.log.info({ notification_id: n.id, channel: n.channel }, 'notification try abandoned on shutdown; queued again');
-        return;
-      }
-      const f = err instanceof SendFailure ? err : new SendFailure((err as Error).message);
-      const last = final || f.permanent;
-      await record('failed', f.message, f.responseStatus, last);
-      deps.log.warn({ notification_id: n.id, channel: n.channel, attempt: helpers.job.attempts, last }, 'notification try failed');
-      if (last) return;
-      throw f;
-    }
-    await record(outcome.status, outcome.detail, outcome.response_status ?? null, true);
-  };
 }

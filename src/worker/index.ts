@@ -3,9 +3,8 @@
  *
  * - Webhooks: the delivery engine (src/webhooks/engine.ts), WEBHOOK_CONCURRENCY requests in flight,
  *   WEBHOOK_ENDPOINT_CONCURRENCY per endpoint across all workers.
- * - Notifications: a graphile-worker runner of their own (NOTIFY_CONCURRENCY) whose task list is
- *   only send_notification, so webhook traffic never occupies it; emergencies carry a higher job
- *   priority and go first.
+ * - Notifications: the notification engine (src/notify/engine.ts), NOTIFY_CONCURRENCY sends in
+ *   flight of its own, so webhook traffic never occupies them; emergencies are claimed first.
  * - Jobs: a small graphile-worker runner for everything else in tasks/ (finalize_call, the cron
  *   sweeper and pruning).
  *
@@ -14,16 +13,14 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { run, Logger as WorkerLogger, type Runner, type RunnerOptions, type Task, type TaskList } from 'graphile-worker';
+import { run, Logger as WorkerLogger, type Runner, type RunnerOptions, type TaskList } from 'graphile-worker';
 import type { Logger } from '../log.js';
+import { NotificationEngine, type NotificationEngineOptions } from '../notify/engine.js';
 import { WebhookEngine, type EngineOptions } from '../webhooks/engine.js';
 import type { TaskDeps, TaskFactory } from './task.js';
 
 /** tasks/ beside this module's tree: the .ts sources from src/, the compiled .js from dist/. */
 export const tasksFolder = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'tasks');
-
-/** Tasks of the notification lane; every other task runs in the jobs lane. */
-export const NOTIFY_TASKS = ['send_notification'];
 
 export async function loadTasks(deps: TaskDeps): Promise<TaskList> {
   const list: TaskList = {};
@@ -58,6 +55,8 @@ export interface WorkerOptions {
   pollInterval?: number;
   /** Webhook engine settings (defaults from the config). */
   engine?: EngineOptions;
+  /** Notification engine settings (defaults from the config). */
+  notifyEngine?: NotificationEngineOptions;
   /** Run the crontab (default true). */
   cron?: boolean;
   /** Lease grace for webhook attempts and notification tries (default 30 s); tests shorten it. */
@@ -66,11 +65,11 @@ export interface WorkerOptions {
 
 export interface Worker {
   engine: WebhookEngine;
-  notify: Runner;
+  notify: NotificationEngine;
   jobs: Runner;
   /** In-flight work finishes or is released; then every lane stops. */
   stop(): Promise<void>;
-  /** Settles when both graphile-worker runners have exited. */
+  /** Settles when the graphile-worker runner has exited. */
   promise: Promise<void>;
 }
 
@@ -81,21 +80,21 @@ function workerLogger(log: Logger): WorkerLogger {
   });
 }
 
-export async function startWorker(baseDeps: TaskDeps, { jobsConcurrency = 2, pollInterval = 1000, engine: engineOpts, cron = true, leaseGraceMs }: WorkerOptions = {}): Promise<Worker> {
+export async function startWorker(baseDeps: TaskDeps, { jobsConcurrency = 2, pollInterval = 1000, engine: engineOpts, notifyEngine: notifyOpts, cron = true, leaseGraceMs }: WorkerOptions = {}): Promise<Worker> {
   const deps: TaskDeps = leaseGraceMs === undefined ? baseDeps : { ...baseDeps, leaseGraceMs };
   const taskList = await loadTasks(deps);
   const log = deps.log.child({ component: 'worker' });
-  const notifyTasks: TaskList = {};
-  const jobTasks: TaskList = {};
-  for (const [name, task] of Object.entries(taskList)) (NOTIFY_TASKS.includes(name) ? notifyTasks : jobTasks)[name] = task;
-  const common = { pgPool: deps.pool, noHandleSignals: true, pollInterval, logger: workerLogger(log), preset: GRAPHILE_PRESET };
 
   const started: Array<{ stop(): Promise<void> }> = [];
   try {
-    const notify = await run({ ...common, concurrency: deps.cfg.NOTIFY_CONCURRENCY, taskList: notifyTasks, parsedCronItems: [] });
-    started.push(notify);
-    const jobs = await run({ ...common, concurrency: jobsConcurrency, taskList: jobTasks, ...(cron ? { crontab: CRONTAB } : { parsedCronItems: [] }) });
+    const jobs = await run({
+      pgPool: deps.pool, noHandleSignals: true, pollInterval, logger: workerLogger(log), preset: GRAPHILE_PRESET,
+      concurrency: jobsConcurrency, taskList, ...(cron ? { crontab: CRONTAB } : { parsedCronItems: [] }),
+    });
     started.push(jobs);
+    const notify = new NotificationEngine(deps, { pollIntervalMs: pollInterval, ...notifyOpts });
+    started.push(notify);
+    await notify.start();
     const engine = new WebhookEngine({ cfg: deps.cfg, log: deps.log, pool: deps.pool, ca: deps.ca },
       { leaseGraceMs: deps.leaseGraceMs, ...engineOpts });
     started.push(engine);
@@ -105,10 +104,10 @@ export async function startWorker(baseDeps: TaskDeps, { jobsConcurrency = 2, pol
       engine,
       notify,
       jobs,
-      promise: Promise.all([notify.promise, jobs.promise]).then(() => undefined),
+      promise: jobs.promise,
       stop: () =>
         (stopping ??= Promise.all([engine.stop(), notify.stop(), jobs.stop()]).then(async () => {
-          await Promise.all([notify.promise, jobs.promise]);
+          await jobs.promise;
         })),
     };
   } catch (err) {

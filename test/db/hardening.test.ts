@@ -69,7 +69,7 @@ describe('4. job queueing', () => {
     try {
       await c.query('begin');
       await c.query('set local role switchboard_api');
-      await expect(c.query(`select app.enqueue('send_notification', '{}'::jsonb)`)).rejects.toMatchObject({ code: '42501' });
+      await expect(c.query(`select app.enqueue('finalize_call', '{}'::jsonb)`)).rejects.toMatchObject({ code: '42501' });
     } finally {
       await c.query('rollback');
       c.release();

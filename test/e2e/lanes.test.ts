@@ -4,7 +4,7 @@
  * is still draining, by the production worker (startWorker). Order and counts only.
  */
 import type pg from 'pg';
-import { callFn, createOwnerPool } from '../../src/db/pools.js';
+import { callFn, createWorkerPool } from '../../src/db/pools.js';
 import { startWorker, type Worker } from '../../src/worker/index.js';
 import { createLocation, mintKey, request, startTestApi, testLog, type TestApi } from '../support/harness.js';
 import { makePki, reply, startHttpsReceiver, type HttpsReceiver, type Responder, type TestPki } from '../support/https.js';
@@ -72,7 +72,7 @@ test('an emergency call’s SMS, e-mail and chat are sent while a 2,000-event we
   slack.respond(note('chat', reply(200, 'ok')));
   const { eventId } = await emergencyCall(t.owner, loc.id);
 
-  workerPool = createOwnerPool(t.db.url, 12, 'lanes-worker');
+  workerPool = createWorkerPool(t.db.url, 12, 'lanes-worker');
   workerPool.on('connect', (c) => c.on('error', () => undefined));
   worker = await startWorker({ cfg: t.cfg, log: testLog, pool: workerPool, ca: pki.caPem }, { pollInterval: 200 });
 

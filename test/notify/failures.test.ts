@@ -2,7 +2,8 @@ import { callFn } from '../../src/db/pools.js';
 import { createLocation, mintKey, request, startTestApi, testConfig, type TestApi } from '../support/harness.js';
 import { makePki, reply, startHttpsReceiver, type HttpsReceiver, type TestPki } from '../support/https.js';
 import { startSmtp, type SmtpReceiver } from '../support/smtp.js';
-import { connectIntegration, emergencyCall, notificationsOf, runDueJobs, runTask } from './support.js';
+import { NOTIFY_MAX_ATTEMPTS } from '../../src/notify/engine.js';
+import { connectIntegration, emergencyCall, notificationsOf, sendDue, tryNow } from './support.js';
 
 let t: TestApi;
 let pki: TestPki;
@@ -35,7 +36,7 @@ test('a routed channel with nobody to reach is recorded skipped with the reason,
   expect(ns[0].log[0].detail).toBe('no slack integration connected');
   expect(ns[1].log[0].detail).toMatch(/no e-mail recipient/);
   expect(ns[2].log[0].detail).toMatch(/owner_cell is unset/);
-  await runDueJobs(t.owner, t.cfg, pki.caPem);
+  await sendDue(t.owner, t.cfg, pki.caPem);
   expect(slack.received).toHaveLength(0);
   expect(sms.received).toHaveLength(0);
   expect(smtp.messages).toHaveLength(0);
@@ -46,7 +47,7 @@ test('an unconfigured channel (no SMTP_URL, no SMS settings) is logged skipped w
   await callFn(t.owner, 'admin.member_invite', [loc.id, 'boss@bare.test', 'owner', null]);
   const { eventId } = await emergencyCall(t.owner, loc.id);
   const bare = testConfig({ DATABASE_URL: t.db.url });
-  await runDueJobs(t.owner, bare, pki.caPem);
+  await sendDue(t.owner, bare, pki.caPem);
   const ns = await notificationsOf(t.owner, eventId);
   const email = ns.find((n) => n.channel === 'email')!;
   const text = ns.find((n) => n.channel === 'sms')!;
@@ -67,44 +68,39 @@ test('Slack answering 500: each try is logged failed, retried until the last att
   slack.respond(reply(500, 'internal_error'));
   const before = slack.received.length;
 
-  await expect(runTask(t.owner, t.cfg, pki.caPem, n.id, loc.id, 1, 3)).rejects.toThrow(/slack: HTTP 500/);
+  await tryNow(t.owner, t.cfg, pki.caPem, n.id);
   let [row] = await notificationsOf(t.owner, eventId);
   expect(row.status).toBe('pending');
   expect(row.log.map((g) => [g.status, g.response_status])).toEqual([['failed', 500]]);
 
-  await expect(runTask(t.owner, t.cfg, pki.caPem, n.id, loc.id, 2, 3)).rejects.toThrow(/HTTP 500/);
-  await expect(runTask(t.owner, t.cfg, pki.caPem, n.id, loc.id, 3, 3)).resolves.toBeUndefined();
+  for (let i = 2; i <= NOTIFY_MAX_ATTEMPTS; i++) await tryNow(t.owner, t.cfg, pki.caPem, n.id);
   [row] = await notificationsOf(t.owner, eventId);
   expect(row.status).toBe('failed');
-  expect(row.attempts).toBe(3);
-  expect(row.log.map((g) => g.status)).toEqual(['failed', 'failed', 'failed']);
-  expect(slack.received.length - before).toBe(3);
+  expect(row.attempts).toBe(NOTIFY_MAX_ATTEMPTS);
+  expect(row.log.map((g) => g.status)).toEqual(Array(NOTIFY_MAX_ATTEMPTS).fill('failed'));
+  expect(slack.received.length - before).toBe(NOTIFY_MAX_ATTEMPTS);
 
-  // Settled: a stray replay does not send again.
-  await runTask(t.owner, t.cfg, pki.caPem, n.id, loc.id, 4, 4);
-  expect(slack.received.length - before).toBe(3);
+  // Settled: nothing sends it again.
+  await tryNow(t.owner, t.cfg, pki.caPem, n.id);
+  expect(slack.received.length - before).toBe(NOTIFY_MAX_ATTEMPTS);
   slack.respond(reply(200, 'ok'));
 });
 
-test('a failure through graphile-worker leaves the job queued for a retry with backoff', async () => {
+test('a failed try leaves the notification pending, its next try due after the backoff (e^attempts seconds)', async () => {
   const loc = await createLocation(t.owner, { name: 'Worker Retry Co', owner_cell: '+12125550122' });
   await t.owner.query(`update app.notification_settings set routes = routes || '{"call.emergency": ["sms"]}' where location_id = $1`, [loc.id]);
   sms.respond(reply(503, '{"code":20429,"message":"Too Many Requests"}'));
   const { eventId } = await emergencyCall(t.owner, loc.id);
-  await runDueJobs(t.owner, t.cfg, pki.caPem);
+  await sendDue(t.owner, t.cfg, pki.caPem);
   const [n] = await notificationsOf(t.owner, eventId);
   expect(n.status).toBe('pending');
+  expect(n.attempts).toBe(1);
   expect(n.log).toEqual([expect.objectContaining({ status: 'failed', response_status: 503, detail: expect.stringContaining('Too Many Requests') })]);
-  // graphile-worker records a failure asynchronously after runOnce resolves: poll (not a timing assertion).
-  let rows: unknown[] = [];
-  for (let i = 0; i < 100; i++) {
-    ({ rows } = await t.owner.query(
-      `select attempts, max_attempts, run_at > now() as later, last_error from graphile_worker.jobs where key = $1 and last_error is not null`,
-      [`notification:${n.id}`]));
-    if (rows.length) break;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  expect(rows).toEqual([{ attempts: 1, max_attempts: 4, later: true, last_error: expect.stringContaining('HTTP 503') }]);
+  const { rows } = await t.owner.query(
+    `select lease_owner, round(extract(epoch from n.next_attempt_at - g.at)::numeric, 1)::float8 as backoff
+       from app.notifications n join app.notification_log g on g.notification_id = n.id where n.id = $1`, [n.id]);
+  // e^1 = 2.72 s after the try was recorded (both stamped in the record transaction).
+  expect(rows).toEqual([{ lease_owner: null, backoff: 2.7 }]);
   sms.respond(reply(201, '{"sid":"SM2"}'));
 });
 
@@ -117,11 +113,14 @@ test('connection refused and SMTP rejection are failed tries with the error', as
   const ns = await notificationsOf(t.owner, eventId);
   const chat = ns.find((n) => n.channel === 'chat')!;
   const email = ns.find((n) => n.channel === 'email')!;
-  await expect(runTask(t.owner, t.cfg, pki.caPem, chat.id, loc.id, 1, 4)).rejects.toThrow(/ECONNREFUSED/);
-  await expect(runTask(t.owner, t.cfg, pki.caPem, email.id, loc.id, 4, 4)).resolves.toBeUndefined();
+  // Three e-mail tries used up already: this is its last.
+  await t.owner.query(`update app.notifications set attempts = $2 where id = $1`, [email.id, NOTIFY_MAX_ATTEMPTS - 1]);
+  await sendDue(t.owner, t.cfg, pki.caPem);
   smtp.refuse(null);
   const after = await notificationsOf(t.owner, eventId);
-  expect(after.find((n) => n.channel === 'chat')!.log).toEqual([expect.objectContaining({ status: 'failed', detail: expect.stringContaining('ECONNREFUSED') })]);
+  const chatAfter = after.find((n) => n.channel === 'chat')!;
+  expect(chatAfter.status).toBe('pending');
+  expect(chatAfter.log).toEqual([expect.objectContaining({ status: 'failed', detail: expect.stringContaining('ECONNREFUSED') })]);
   const mail = after.find((n) => n.channel === 'email')!;
   expect(mail.status).toBe('failed');
   expect(mail.log).toEqual([expect.objectContaining({ status: 'failed', response_status: 550 })]);
@@ -134,7 +133,7 @@ test('with private targets disallowed, a loopback Slack URL is refused once and 
   const chat = (await notificationsOf(t.owner, eventId)).find((n) => n.channel === 'chat')!;
   const strict = testConfig({ DATABASE_URL: t.db.url, WEBHOOK_ALLOW_PRIVATE_TARGETS: 'false' });
   const before = slack.received.length;
-  await expect(runTask(t.owner, strict, pki.caPem, chat.id, loc.id, 1, 4)).resolves.toBeUndefined();
+  await sendDue(t.owner, strict, pki.caPem);
   const [row] = (await notificationsOf(t.owner, eventId)).filter((n) => n.channel === 'chat');
   expect(row.status).toBe('failed');
   expect(row.log).toEqual([expect.objectContaining({ status: 'failed', detail: expect.stringMatching(/refused target .*127\.0\.0\.1 is not public/) })]);
@@ -146,7 +145,7 @@ test('a disconnected integration is skipped at send time', async () => {
   await connectIntegration(t.owner, loc.id, 'slack', slack.url);
   const { eventId } = await emergencyCall(t.owner, loc.id);
   await t.owner.query(`update app.integrations set status = 'disconnected' where location_id = $1`, [loc.id]);
-  await runDueJobs(t.owner, t.cfg, pki.caPem);
+  await sendDue(t.owner, t.cfg, pki.caPem);
   const chat = (await notificationsOf(t.owner, eventId)).find((n) => n.channel === 'chat')!;
   expect(chat.status).toBe('skipped');
   expect(chat.log[0].detail).toBe('slack integration is no longer connected');

@@ -2,7 +2,7 @@ import { createLocation, mintKey, request, startTestApi, type TestApi } from '..
 import { callFn } from '../../src/db/pools.js';
 import { makePki, reply, startHttpsReceiver, type HttpsReceiver, type TestPki } from '../support/https.js';
 import { decodeQuotedPrintable, mailSubject, startSmtp, type SmtpReceiver } from '../support/smtp.js';
-import { connectIntegration, emergencyCall, notificationsOf, runDueJobs } from './support.js';
+import { connectIntegration, emergencyCall, notificationsOf, sendDue } from './support.js';
 
 let t: TestApi;
 let pki: TestPki;
@@ -49,7 +49,7 @@ test('an emergency call fans out to SMS, e-mail and Slack, each received and log
     ['sms', 'twilio', '+12125550100', 'pending'],
   ]);
 
-  await runDueJobs(t.owner, t.cfg, pki.caPem);
+  await sendDue(t.owner, t.cfg, pki.caPem);
 
   // SMS API: Twilio form fields, basic auth, concise body with the real callback number.
   expect(sms.received).toHaveLength(1);
@@ -124,7 +124,7 @@ test('an emergency call fans out to SMS, e-mail and Slack, each received and log
   expect(plain.body.data[0]).not.toHaveProperty('log');
 
   // A replayed job finds the notification settled and sends nothing more.
-  await runDueJobs(t.owner, t.cfg, pki.caPem);
+  await sendDue(t.owner, t.cfg, pki.caPem);
   expect(slack.received).toHaveLength(1);
 });
 
@@ -137,7 +137,7 @@ test('a lead routed to automation posts the event body as flat JSON to the conne
     `insert into app.leads (location_id, name, phone, service_type, urgency_level, estimated_value)
      values ($1, 'Priya Nair', '+13125550177', 'AC tune-up', 2, 189) returning id`, [loc.id]);
   const leadId = rows[0].id;
-  await runDueJobs(t.owner, t.cfg, pki.caPem);
+  await sendDue(t.owner, t.cfg, pki.caPem);
   expect(zap.received).toHaveLength(1);
   const body = JSON.parse(zap.received[0].body);
   expect(Object.keys(body).sort()).toEqual(['created_at', 'data', 'event', 'location_id']);

@@ -1,22 +1,34 @@
-import type { JobHelpers } from 'graphile-worker';
-import { Logger, runOnce } from 'graphile-worker';
 import type pg from 'pg';
 import type { Config } from '../../src/config.js';
-import { makeSendNotification } from '../../src/notify/send.js';
+import { NotificationEngine } from '../../src/notify/engine.js';
 import { testLog } from '../support/harness.js';
 
-export const silentWorkerLogger = new Logger(() => () => undefined);
-
-/** Runs every due job once through graphile-worker itself (the path production takes). */
-export async function runDueJobs(pool: pg.Pool, cfg: Config, ca: string): Promise<void> {
-  await runOnce({ pgPool: pool, logger: silentWorkerLogger, taskList: { send_notification: makeSendNotification({ cfg, log: testLog, pool, ca }) } });
+/**
+ * Runs a notification engine (the path production takes) until nothing is due and every send it
+ * claimed is recorded; then stops it.
+ */
+export async function sendDue(pool: pg.Pool, cfg: Config, ca: string): Promise<void> {
+  const engine = new NotificationEngine({ cfg, log: testLog, pool, ca }, { pollIntervalMs: 20 });
+  await engine.start();
+  try {
+    for (let i = 0; i < 1000; i++) {
+      const { rows: [q] } = await pool.query(
+        `select count(*) filter (where lease_expires_at is null and next_attempt_at <= now())::int as due,
+                count(*) filter (where lease_owner = $1)::int as mine
+           from app.notifications where status = 'pending'`, [engine.id]);
+      if (q.due === 0 && q.mine === 0 && engine.inFlightCount === 0) return;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    throw new Error('notifications still due after 20 s');
+  } finally {
+    await engine.stop();
+  }
 }
 
-/** Calls the task directly as attempt `attempts` of `max` (retry paths without waiting for backoff). */
-export function runTask(pool: pg.Pool, cfg: Config, ca: string, notificationId: string, locationId: string, attempts = 1, max = 4) {
-  const task = makeSendNotification({ cfg, log: testLog, pool, ca });
-  const helpers = { job: { attempts, max_attempts: max } } as unknown as JobHelpers;
-  return task({ notification_id: notificationId, location_id: locationId }, helpers);
+/** Makes one pending notification due now (skipping its backoff) and runs the engine: its next try. */
+export async function tryNow(pool: pg.Pool, cfg: Config, ca: string, notificationId: string): Promise<void> {
+  await pool.query(`update app.notifications set next_attempt_at = now() where id = $1 and status = 'pending'`, [notificationId]);
+  await sendDue(pool, cfg, ca);
 }
 
 export async function connectIntegration(owner: pg.Pool, locationId: string, provider: string, url: string, label?: string) {

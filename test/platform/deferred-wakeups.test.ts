@@ -1,16 +1,16 @@
 /**
  * Voice ingestion defers its wake-ups (src/db/wakeups.ts): the post-call transaction sends no
- * NOTIFY, so ingestion transactions never queue on PostgreSQL's notification lock; its jobs wait
- * in app_private.deferred_jobs until app.flush_deferred_jobs() hands them to graphile-worker with
- * one NOTIFY for the job runners and one for the webhook engines.
+ * NOTIFY, so ingestion transactions never queue on PostgreSQL's notification lock. Its webhook
+ * attempts and notifications are pending rows due at once (the engines' queues); its
+ * graphile-worker jobs (finalize_call) wait in app_private.deferred_jobs. After the commit
+ * app.flush_deferred_jobs() hands the jobs over and wakes the webhook and notification engines.
  */
 import pg from 'pg';
-import { callFn } from '../../src/db/pools.js';
+import { callFn, createWorkerPool } from '../../src/db/pools.js';
 import { sweep } from '../../src/worker/sweep.js';
 import { startTestApi, type TestApi } from '../support/harness.js';
 import { postVoice, VOICE_SECRET, voiceFixture, voiceLocation, type VoiceLocation } from './support.js';
 
-const TWO_SENDS = [{ identifier: 'send_notification' }, { identifier: 'send_notification' }];
 let t: TestApi;
 let listener: pg.Client;
 const heard: string[] = [];
@@ -20,14 +20,14 @@ beforeAll(async () => {
   listener = new pg.Client({ connectionString: t.db.url });
   await listener.connect();
   listener.on('notification', (n) => heard.push(n.channel));
-  await listener.query('LISTEN "jobs:insert"; LISTEN switchboard_webhooks');
+  await listener.query('LISTEN "jobs:insert"; LISTEN switchboard_webhooks; LISTEN switchboard_notifications');
 });
 afterAll(async () => {
   await listener.end();
   await t.close();
 });
 
-/** A location whose booked call makes two e-mail notifications (lead, booking: two jobs) and two webhook attempts. */
+/** A location whose booked call makes two e-mail notifications (lead, booking) and two webhook attempts. */
 async function fannedOutLocation(): Promise<VoiceLocation> {
   const loc = await voiceLocation(t.owner);
   await t.owner.query(`update app.notification_settings set email_recipients = '{ops@example.com}' where location_id = $1`, [loc.id]);
@@ -37,67 +37,93 @@ async function fannedOutLocation(): Promise<VoiceLocation> {
   return loc;
 }
 
-const parked = (locId: string) => t.owner.query(
-  `select d.task, d.job_key from app_private.deferred_jobs d where d.payload ->> 'location_id' = $1 order by d.id`, [locId]).then((r) => r.rows);
-const queued = (locId: string) => t.owner.query(
+const parked = (jobKey: string) => t.owner.query(
+  `select d.task from app_private.deferred_jobs d where d.job_key = $1`, [jobKey]).then((r) => r.rows.map((x) => x.task));
+const queued = (jobKey: string) => t.owner.query(
   `select t.identifier from graphile_worker._private_jobs j join graphile_worker._private_tasks t on t.id = j.task_id
-    where j.payload ->> 'location_id' = $1`, [locId]).then((r) => r.rows);
+    where j.key = $1`, [jobKey]).then((r) => r.rows.map((x) => x.identifier));
+/** The location's webhook attempts and notifications that are pending and due now. */
+const due = (locId: string) => t.owner.query(
+  `select (select count(*)::int from app.webhook_deliveries where location_id = $1 and status = 'pending' and next_attempt_at <= now()) as attempts,
+          (select count(*)::int from app.notifications where location_id = $1 and status = 'pending' and next_attempt_at <= now()) as notifications`,
+  [locId]).then((r) => r.rows[0]);
 /** Notifications are delivered after a commit, in order: a round trip on the listener drains them. */
 async function heardSince(mark: number): Promise<string[]> {
   await listener.query('select 1');
   return heard.slice(mark);
 }
 
-test('a deferring post-call transaction parks its jobs and notifies nobody; the flush hands them over with one NOTIFY each', async () => {
+test('a deferring post-call transaction notifies nobody; its flush wakes both engines once', async () => {
   const loc = await fannedOutLocation();
   const mark = heard.length;
   const r = await callFn<{ finalized: boolean }>(t.owner, 'app.voice_post_call', [voiceFixture('booked', loc), true]);
   expect(r.finalized).toBe(true);
   expect(await heardSince(mark)).toEqual([]);
-  expect((await parked(loc.id)).map((j) => j.task)).toEqual(['send_notification', 'send_notification']);
-  expect(await queued(loc.id)).toEqual([]);
-  // The attempt itself is a pending row (the engine's queue), due now.
-  const { rows: [d] } = await t.owner.query(
-    `select count(*)::int n from app.webhook_deliveries where location_id = $1 and status = 'pending' and next_attempt_at <= now()`, [loc.id]);
-  expect(d.n).toBe(2);
+  // The fan-out is pending rows (the engines' queues), due now.
+  expect(await due(loc.id)).toEqual({ attempts: 2, notifications: 2 });
 
   const mark2 = heard.length;
-  expect(await callFn<number>(t.owner, 'app.flush_deferred_jobs', [])).toBeGreaterThanOrEqual(2);
-  expect(await parked(loc.id)).toEqual([]);
-  expect(await queued(loc.id)).toEqual(TWO_SENDS);
-  expect((await heardSince(mark2)).sort()).toEqual(['jobs:insert', 'switchboard_webhooks']);
+  await callFn<number>(t.owner, 'app.flush_deferred_jobs', []);
+  expect((await heardSince(mark2)).sort()).toEqual(['switchboard_notifications', 'switchboard_webhooks']);
 });
 
 test('without deferral the same call notifies in its own transaction (the behaviour deferral removes)', async () => {
   const loc = await fannedOutLocation();
   const mark = heard.length;
   await callFn(t.owner, 'app.voice_post_call', [voiceFixture('booked', loc)]);
-  expect(new Set(await heardSince(mark))).toEqual(new Set(['jobs:insert', 'switchboard_webhooks']));
-  expect(await parked(loc.id)).toEqual([]);
-  expect(await queued(loc.id)).toEqual(TWO_SENDS);
+  expect(new Set(await heardSince(mark))).toEqual(new Set(['switchboard_notifications', 'switchboard_webhooks']));
+  expect(await due(loc.id)).toEqual({ attempts: 2, notifications: 2 });
 });
 
-test('POST /api/voice/post-call answers only after its jobs are in the queue', async () => {
+test('POST /api/voice/post-call answers only after the engines were woken', async () => {
   const loc = await fannedOutLocation();
+  const mark = heard.length;
   const res = await postVoice(t.baseUrl, 'post-call', voiceFixture('booked', loc));
   expect(res.body.data).toMatchObject({ finalized: true });
-  expect(await parked(loc.id)).toEqual([]);
-  expect(await queued(loc.id)).toEqual(TWO_SENDS);
+  expect(new Set(await heardSince(mark))).toEqual(new Set(['switchboard_notifications', 'switchboard_webhooks']));
+  expect(await due(loc.id)).toEqual({ attempts: 2, notifications: 2 });
 });
 
 test('a parked job is removed by key (app.dequeue), and the sweep flushes what a dead process left', async () => {
   const loc = await fannedOutLocation();
-  const ended = voiceFixture('analysis-missing-call-ended', loc);
-  await callFn(t.owner, 'app.voice_post_call', [ended, true]);
+  await callFn(t.owner, 'app.voice_post_call', [voiceFixture('analysis-missing-call-ended', loc), true]);
   const { rows: [c] } = await t.owner.query(`select id from app.calls where location_id = $1`, [loc.id]);
-  expect(await t.owner.query(`select 1 from app_private.deferred_jobs where job_key = $1`, [`finalize_call:${c.id}`]).then((r) => r.rowCount)).toBe(1);
+  expect(await parked(`finalize_call:${c.id}`)).toEqual(['finalize_call']);
   await callFn(t.owner, 'app.dequeue', [`finalize_call:${c.id}`]);
-  expect(await t.owner.query(`select 1 from app_private.deferred_jobs where job_key = $1`, [`finalize_call:${c.id}`]).then((r) => r.rowCount)).toBe(0);
+  expect(await parked(`finalize_call:${c.id}`)).toEqual([]);
 
   const loc2 = await fannedOutLocation();
-  await callFn(t.owner, 'app.voice_post_call', [voiceFixture('booked', loc2), true]);
-  expect(await parked(loc2.id)).toHaveLength(2);
+  await callFn(t.owner, 'app.voice_post_call', [voiceFixture('analysis-missing-call-ended', loc2), true]);
+  const { rows: [c2] } = await t.owner.query(`select id from app.calls where location_id = $1`, [loc2.id]);
+  expect(await parked(`finalize_call:${c2.id}`)).toEqual(['finalize_call']);
+  expect(await queued(`finalize_call:${c2.id}`)).toEqual([]);
+  const mark = heard.length;
   await sweep({ pool: t.owner });
-  expect(await parked(loc2.id)).toEqual([]);
-  expect(await queued(loc2.id)).toEqual(TWO_SENDS);
+  expect(await parked(`finalize_call:${c2.id}`)).toEqual([]);
+  expect(await queued(`finalize_call:${c2.id}`)).toEqual(['finalize_call']);
+  expect(await heardSince(mark)).toContain('jobs:insert');
+});
+
+test('durability: ingestion commits wait for the WAL flush; the flush and the worker pool do not', async () => {
+  const setting = (c: pg.PoolClient | pg.Pool, sql: string) => c.query(sql).then((r) => r.rows[0].synchronous_commit);
+  // The owner pool (ingestion answers the platform after its commit): the server default, on.
+  expect(await setting(t.owner, 'show synchronous_commit')).toBe('on');
+  // app.flush_deferred_jobs turns it off for its own transaction only.
+  const c = await t.owner.connect();
+  try {
+    await c.query('begin');
+    await c.query('select app.flush_deferred_jobs()');
+    expect(await setting(c, 'show synchronous_commit')).toBe('off');
+    await c.query('commit');
+    expect(await setting(c, 'show synchronous_commit')).toBe('on');
+  } finally {
+    c.release();
+  }
+  // A worker pool's claims, records and job bookkeeping: off on every connection.
+  const worker = createWorkerPool(t.db.url, 1, 'durability-test');
+  try {
+    expect(await setting(worker, 'show synchronous_commit')).toBe('off');
+  } finally {
+    await worker.end();
+  }
 });

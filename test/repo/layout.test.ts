@@ -91,7 +91,7 @@ describe('tasks/', () => {
   }
 
   test('the folder holds the tasks (the file name is the task identifier)', () => {
-    expect(taskFiles).toEqual(expect.arrayContaining(['delivery_sweep.ts', 'finalize_call.ts', 'prune_deliveries.ts', 'send_notification.ts']));
+    expect(taskFiles).toEqual(expect.arrayContaining(['delivery_sweep.ts', 'finalize_call.ts', 'prune_deliveries.ts']));
   });
 
   test.each(taskFiles)('%s is a thin adapter over src/', (file) => {

@@ -1,7 +1,8 @@
 /**
  * SIGTERM of a worker process (`npm run start:worker`) in the middle of work: it exits 0 within
- * the shutdown budget, leaves no graphile-worker job locked (finished jobs are marked complete),
- * and the sends it was waiting on are released for the next worker instead of being stranded.
+ * the shutdown budget, leaves no graphile-worker job locked and no lease held (finished sends are
+ * recorded), and the sends it was waiting on are released for the next worker instead of being
+ * stranded.
  */
 import type { ServerResponse } from 'node:http';
 import { createLocation, mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
@@ -37,7 +38,7 @@ test('SIGTERM mid-work: exit 0, no job row left locked, in-flight sends released
   };
   hooks.respond(hold);
   sms.respond(hold);
-  // Plenty of quick work around them: 300 Slack notifications answered at once.
+  // Plenty of quick work around them: 300 Slack notifications answered at once, and a job.
   slack.respond(reply(200, 'ok'));
 
   const loc = await createLocation(t.owner, { name: 'Graceful Gutters', owner_cell: '+12125550177' });
@@ -55,7 +56,8 @@ test('SIGTERM mid-work: exit 0, no job row left locked, in-flight sends released
     const webhookEvent = await emit(t.owner, loc.id, 'call.ended', { id: 'call-term' });
     const { eventId: smsEvent } = await emergencyCall(t.owner, loc.id);
     await emitMany(t.owner, loc.id, 'lead.created', 300);
-    await waitFor(async () => held.length === 2 && slack.received.length >= 30, 'sends in flight and jobs completing', 30000);
+    await t.owner.query(`select graphile_worker.add_job('finalize_call', json_build_object('call_id', gen_random_uuid()))`);
+    await waitFor(async () => held.length === 2 && slack.received.length >= 30, 'sends in flight and others recorded', 30000);
 
     worker.child.kill('SIGTERM');
     expect(await worker.exited).toBe(0);
@@ -70,12 +72,16 @@ test('SIGTERM mid-work: exit 0, no job row left locked, in-flight sends released
     expect(d.status).toBe('pending');
     const { rows: [lease] } = await t.owner.query('select lease_owner, lease_expires_at from app.webhook_deliveries where id = $1', [d.id]);
     expect(lease).toEqual({ lease_owner: null, lease_expires_at: null });
-    // The held SMS was released too: pending, no try logged, its job queued again and unlocked.
+    // The held SMS was released too: pending, no try logged, no lease, due again at once.
     const smsRows = await notificationsOf(t.owner, smsEvent);
     expect(smsRows.map((n) => [n.channel, n.status, n.log.length])).toEqual([['sms', 'pending', 0]]);
-    const { rows: smsJobs } = await t.owner.query(
-      `select locked_at, attempts from graphile_worker._private_jobs where key = $1`, [`notification:${smsRows[0].id}`]);
-    expect(smsJobs).toEqual([{ locked_at: null, attempts: 0 }]);
+    const { rows: [smsLease] } = await t.owner.query(
+      `select lease_owner, lease_expires_at, attempts, next_attempt_at <= now() as due from app.notifications where id = $1`, [smsRows[0].id]);
+    expect(smsLease).toEqual({ lease_owner: null, lease_expires_at: null, attempts: 0, due: true });
+    // Every Slack post that got its answer was recorded: no notification keeps a lease.
+    const { rows: [leases] } = await t.owner.query(
+      `select count(*)::int as n from app.notifications where location_id = $1 and lease_owner is not null`, [loc.id]);
+    expect(leases.n).toBe(0);
   } finally {
     if (worker.child.exitCode === null) worker.child.kill('SIGKILL');
   }

@@ -5,14 +5,14 @@
  */
 import pg from 'pg';
 import type { Config } from '../../src/config.js';
-import { createOwnerPool } from '../../src/db/pools.js';
+import { createWorkerPool } from '../../src/db/pools.js';
 import { startWorker, type Worker, type WorkerOptions } from '../../src/worker/index.js';
 import { testLog } from '../support/harness.js';
 import type { TestPki } from '../support/https.js';
 
 /** The production worker in this process (no crontab: tests run the sweeper themselves), trusting the test CA. */
 export async function startTestWorker(cfg: Config, dbUrl: string, pki: Pick<TestPki, 'caPem'>, opts: WorkerOptions = {}): Promise<{ worker: Worker; pool: pg.Pool; stop(): Promise<void> }> {
-  const pool = createOwnerPool(dbUrl, 12, 'test-worker');
+  const pool = createWorkerPool(dbUrl, 12, 'test-worker');
   pool.on('connect', (c) => c.on('error', () => undefined));
   const worker = await startWorker({ cfg, log: testLog, pool, ca: pki.caPem }, {
     pollInterval: 200, cron: false, ...opts, engine: { pollIntervalMs: 200, ...opts.engine },

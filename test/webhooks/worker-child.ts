@@ -5,13 +5,13 @@
  * 30 s. No crontab: the test runs the sweeper itself. Prints "ready" once running.
  */
 import { loadConfig } from '../../src/config.js';
-import { createOwnerPool } from '../../src/db/pools.js';
+import { createWorkerPool } from '../../src/db/pools.js';
 import { createLogger } from '../../src/log.js';
 import { startWorker } from '../../src/worker/index.js';
 
 const cfg = loadConfig();
 const log = createLogger('silent');
-const pool = createOwnerPool(cfg.DATABASE_URL!, 12, 'crash-child');
+const pool = createWorkerPool(cfg.DATABASE_URL!, 12, 'crash-child');
 pool.on('connect', (c) => c.on('error', () => undefined));
 await startWorker({ cfg, log, pool }, {
   pollInterval: 200,
