@@ -2,6 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type pg from 'pg';
 import type { StaffServer } from './admin/graphql.js';
+import { AuthCache } from './auth/cache.js';
 import type { Config } from './config.js';
 import { resolveDatabase, type Database } from './db/connection.js';
 import { migrateDatabase } from './db/migrate.js';
@@ -19,6 +20,8 @@ export interface Service {
   worker?: Worker;
   /** Post-commit wake-ups of voice ingestion (API modes). */
   wakeups?: DeferredWakeups;
+  /** Cache of `GET /me` answers and its LISTEN connection (API modes). */
+  authCache?: AuthCache;
   stop(): Promise<void>;
 }
 
@@ -42,7 +45,11 @@ export async function startService(cfg: Config, log: Logger, mode: Mode = 'all')
       pools.push(apiPool, ownerPool);
       const wakeups = new DeferredWakeups(ownerPool, log);
       svc.wakeups = wakeups;
-      const app = createApp({ cfg, log, apiPool, ownerPool, wakeups });
+      // Its own connection (LISTEN switchboard_auth), outside the pools: a request never waits for it.
+      const authCache = new AuthCache({ connectionString: db.url, log });
+      svc.authCache = authCache;
+      await authCache.start();
+      const app = createApp({ cfg, log, apiPool, ownerPool, wakeups, authCache });
       const server = createServer(app);
       server.keepAliveTimeout = 5000;
       await new Promise<void>((resolve, reject) => {
@@ -64,6 +71,7 @@ export async function startService(cfg: Config, log: Logger, mode: Mode = 'all')
       log.info('worker started');
     }
   } catch (err) {
+    await svc.authCache?.stop();
     await Promise.allSettled(pools.map((p) => p.end()));
     await db.stop();
     throw err;
@@ -87,6 +95,7 @@ export async function startService(cfg: Config, log: Logger, mode: Mode = 'all')
       await Promise.all([closed, svc.admin?.close(), worker]);
       // Requests are done: hand their parked jobs over before the pools close.
       await svc.wakeups?.idle();
+      await svc.authCache?.stop();
       await Promise.allSettled(pools.map((p) => p.end()));
       await db.stop();
       log.info('stopped');

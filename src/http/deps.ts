@@ -3,6 +3,7 @@
  * (src/http/platform/*) can name it without importing src/http/app.ts, which imports them.
  */
 import type pg from 'pg';
+import type { AuthCache } from '../auth/cache.js';
 import type { Config } from '../config.js';
 import type { DeferredWakeups } from '../db/wakeups.js';
 import type { Logger } from '../log.js';
@@ -16,4 +17,6 @@ export interface AppDeps {
   ownerPool: pg.Pool;
   /** Post-commit wake-ups of voice ingestion (made from ownerPool when not given). */
   wakeups?: DeferredWakeups;
+  /** Cache of `GET /me` answers with its LISTEN connection (src/auth/cache.ts); none → every /me reads the database. */
+  authCache?: AuthCache;
 }

@@ -1,6 +1,7 @@
 import type { Request, Response, Router } from 'express';
 import type pg from 'pg';
 import { z, type ZodType } from 'zod';
+import type { AuthCache } from '../auth/cache.js';
 import { bearerToken, hashToken } from '../auth/tokens.js';
 import { callFn, callJsonText, callPageText, type PageText } from '../db/pools.js';
 import { ApiError, fromZod } from './errors.js';
@@ -22,6 +23,8 @@ export interface Ctx<P, Q, B> {
    * for list routes), for the response to carry as is.
    */
   call: (fn: string, ...args: unknown[]) => Promise<unknown>;
+  /** The process's cache of `GET /me` answers (src/auth/cache.ts), when it runs one. */
+  authCache?: AuthCache;
 }
 
 /**
@@ -88,7 +91,7 @@ function sendData(res: Response, status: number, data: unknown): void {
   res.send(body);
 }
 
-export function mountRoutes(router: Router, routes: RouteSpec[], pool: pg.Pool, limiter: RateLimiter): void {
+export function mountRoutes(router: Router, routes: RouteSpec[], pool: pg.Pool, limiter: RateLimiter, authCache?: AuthCache): void {
   const byPath = new Map<string, Set<string>>();
   for (const spec of routes) {
     const methods = byPath.get(spec.path) ?? new Set<string>();
@@ -119,6 +122,7 @@ export function mountRoutes(router: Router, routes: RouteSpec[], pool: pg.Pool, 
         body: body.data as never,
         req,
         res,
+        authCache,
         call: spec.list
           ? async (fn, ...args) => callPageText(pool, fn, args)
           : async (fn, ...args) => {

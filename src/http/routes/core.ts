@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ApiKey, Location, LocationPatch } from '../schemas.js';
-import { defineRoute, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
+import { defineRoute, JsonText, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
 
 
 export const coreRoutes: RouteSpec[] = [
@@ -8,7 +8,12 @@ export const coreRoutes: RouteSpec[] = [
     method: 'get', path: '/me', tag: 'Me', scope: null,
     summary: 'The calling API key, its location and scopes',
     response: z.object({ api_key: ApiKey, location: Location, scopes: z.array(z.string()) }),
-    handler: ({ call, token }) => call('api.me', token),
+    // Answered from the process's auth cache when it holds a fresh entry (src/auth/cache.ts).
+    handler: async ({ call, token, authCache }) => {
+      if (!authCache) return call('api.me', token);
+      const me = await authCache.me(token, async () => ((await call('api.me', token)) as JsonText | null)?.text ?? null);
+      return me === null ? null : new JsonText(me);
+    },
   }),
   defineRoute({
     method: 'get', path: '/locations', tag: 'Locations', scope: 'locations:read', list: true,
@@ -26,7 +31,12 @@ export const coreRoutes: RouteSpec[] = [
     method: 'patch', path: '/locations/:locationId', tag: 'Locations', scope: 'locations:write',
     summary: 'Update the location profile', params: LocationParams, body: LocationPatch, conflict: true,
     rules: ['phone_valid', 'timezone_known', 'ipv6_literal'], response: Location,
-    handler: ({ call, token, params, body }) => call('api.location_patch', token, params.locationId, body),
+    handler: async ({ call, token, params, body, authCache }) => {
+      const location = await call('api.location_patch', token, params.locationId, body);
+      // This process's cached /me answers of the location go now, not when the NOTIFY arrives.
+      if (authCache && location instanceof JsonText) authCache.invalidate((JSON.parse(location.text) as { id: string }).id);
+      return location;
+    },
   }),
   defineRoute({
     method: 'get', path: '/locations/:locationId/api-keys', tag: 'API keys', scope: 'api_keys:read', list: true,
