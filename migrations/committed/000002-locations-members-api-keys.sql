@@ -1,5 +1,5 @@
 --! Previous: sha1:c58d5d9f6698984bc0e75e98a90d42605eecb059
---! Hash: sha1:f1dea402f956914ff83c787947b11a208ec4ce82
+--! Hash: sha1:459d21b06d19b871c3e2513a072ea0c9efa42032
 --! Message: locations members api keys
 
 -- Locations (the tenant, a reference table when distributed), members, API keys (token look-up by
@@ -365,11 +365,38 @@ $function$;
 alter function admin.member_invite(text,text,text,text) owner to switchboard_system;
 comment on function admin.member_invite(text,text,text,text) is E'CLI: member invite.';
 
+create function app_private.tg__auth_cache_notify()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+declare
+  -- tg_argv[0]: the column holding the location id (id on locations, location_id on keys).
+  before text := to_jsonb(old) ->> tg_argv[0];
+  after text := case when tg_op = 'UPDATE' then to_jsonb(new) ->> tg_argv[0] end;
+begin
+  perform pg_notify('switchboard_auth', before);
+  if tg_op = 'UPDATE' and after is distinct from before then
+    perform pg_notify('switchboard_auth', after);
+  end if;
+  return null;
+end
+$function$;
+comment on function app_private.tg__auth_cache_notify() is E'NOTIFY switchboard_auth with the location id of a changed or deleted API key or location (both ids when a key moves): API processes drop their cached GET /me answers of that location (docs/performance.md "GET /me"). The argument names the location id column.';
+
 -- Triggers (name prefix = firing order; see migrations/CONVENTIONS.md)
 create trigger _100_set_updated_at BEFORE UPDATE ON app.locations FOR EACH ROW
   execute function app.tg__set_updated_at();
 create trigger _300_defaults AFTER INSERT ON app.locations FOR EACH ROW
   execute function app.tg_locations__defaults();
+create trigger _900_auth_cache AFTER DELETE OR UPDATE ON app.locations FOR EACH ROW
+  execute function app_private.tg__auth_cache_notify('id');
+comment on trigger _900_auth_cache on app.locations is E'A location''s edit or deletion reaches cached GET /me answers at once.';
+create trigger _900_auth_cache AFTER UPDATE ON app.api_keys FOR EACH ROW WHEN (((to_jsonb(old.*) - 'last_used_at'::text) IS DISTINCT FROM (to_jsonb(new.*) - 'last_used_at'::text)))
+  execute function app_private.tg__auth_cache_notify('location_id');
+comment on trigger _900_auth_cache on app.api_keys is E'A key''s change other than last_used_at (revocation, scopes, label) reaches cached GET /me answers at once.';
+create trigger _900_auth_cache_delete AFTER DELETE ON app.api_keys FOR EACH ROW
+  execute function app_private.tg__auth_cache_notify('location_id');
+comment on trigger _900_auth_cache_delete on app.api_keys is E'A deleted key reaches cached GET /me answers at once.';
 
 -- Grants: the one place for this concern's privileges (tenant tables get theirs from
 -- app.secure_tenant_table above; only departures from it are here).

@@ -1,5 +1,5 @@
---! Previous: sha1:f1dea402f956914ff83c787947b11a208ec4ce82
---! Hash: sha1:10d35d9f9217675feecd48d21d483cc4f3cd25fd
+--! Previous: sha1:459d21b06d19b871c3e2513a072ea0c9efa42032
+--! Hash: sha1:c83d376a5fa59f3498bae9f3c664d8e8d3ba6eb3
 --! Message: events customers calls leads bookings
 
 -- The events outbox and the records a call produces: customers, calls, leads, bookings; their

@@ -1,5 +1,5 @@
---! Previous: sha1:10d35d9f9217675feecd48d21d483cc4f3cd25fd
---! Hash: sha1:2e33c562538930b1d8d73532a31a467fac40bf94
+--! Previous: sha1:c83d376a5fa59f3498bae9f3c664d8e8d3ba6eb3
+--! Hash: sha1:e6c613729279387bca6a5af0ce690f90de125b2d
 --! Message: knowledge and settings
 
 -- What the agent knows and how it behaves: FAQs, pricebook, call forwarding, business hours,

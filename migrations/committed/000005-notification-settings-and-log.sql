@@ -1,5 +1,5 @@
---! Previous: sha1:2e33c562538930b1d8d73532a31a467fac40bf94
---! Hash: sha1:d0c4ba0ac85df45a7ccbffb41c818dace774938e
+--! Previous: sha1:e6c613729279387bca6a5af0ce690f90de125b2d
+--! Hash: sha1:a5dcc0a9768685635ef1020e5c294110e83e4130
 --! Message: notification settings and log
 
 -- Notifications (docs/notifications.md): routing settings, one row per message with its log, the

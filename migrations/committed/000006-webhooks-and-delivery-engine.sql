@@ -1,5 +1,5 @@
---! Previous: sha1:d0c4ba0ac85df45a7ccbffb41c818dace774938e
---! Hash: sha1:38517893c1c2ad1006bdd603eda20887cebe4456
+--! Previous: sha1:a5dcc0a9768685635ef1020e5c294110e83e4130
+--! Hash: sha1:fd737b587e3b410c68af98044f805fa1799460f8
 --! Message: webhooks and delivery engine
 
 -- Outbound webhooks and the delivery engine (docs/webhooks.md, docs/delivery-engine.md):

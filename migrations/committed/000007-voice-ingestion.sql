@@ -1,5 +1,5 @@
---! Previous: sha1:38517893c1c2ad1006bdd603eda20887cebe4456
---! Hash: sha1:7a4254ca2f5440015d830b656e8f1c961af7bfe1
+--! Previous: sha1:fd737b587e3b410c68af98044f805fa1799460f8
+--! Hash: sha1:2ef2d399b40b8657a87d567d7c26b78693284bcb
 --! Message: voice ingestion
 
 -- Voice platform ingestion (docs/voice-integration.md): inbound routing by service phone, post-call

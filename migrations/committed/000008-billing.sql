@@ -1,5 +1,5 @@
---! Previous: sha1:7a4254ca2f5440015d830b656e8f1c961af7bfe1
---! Hash: sha1:8596dcdeba9316ea4988b04187b5835d3d379524
+--! Previous: sha1:2ef2d399b40b8657a87d567d7c26b78693284bcb
+--! Hash: sha1:ea5701b0d17020c4e1fe3f723b5ee0c24ff10e1e
 --! Message: billing
 
 -- Billing (Stripe sync): schema billing, which the API role cannot see; staff read it.

@@ -1,5 +1,5 @@
---! Previous: sha1:8596dcdeba9316ea4988b04187b5835d3d379524
---! Hash: sha1:46a38e2767f854f58cdd620db26df2bb400035e5
+--! Previous: sha1:ea5701b0d17020c4e1fe3f723b5ee0c24ff10e1e
+--! Hash: sha1:a9b58cc7afe551aa2612ceb26b3fe2ed7c98e4f1
 --! Message: rest api
 
 -- The REST API (docs/rest-api.md): one function per operation. Each authenticates the token

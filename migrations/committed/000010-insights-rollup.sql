@@ -1,5 +1,5 @@
---! Previous: sha1:46a38e2767f854f58cdd620db26df2bb400035e5
---! Hash: sha1:f0025e8fac614a319ebd072e6d5d1ac65d23cdcd
+--! Previous: sha1:a9b58cc7afe551aa2612ceb26b3fe2ed7c98e4f1
+--! Hash: sha1:d366500f7277eb871f7aedd73e4ebeacad8d4b95
 --! Message: insights rollup
 
 -- Insights from a rollup kept by triggers (docs/rest-api.md "Insights"): after-hours flag, hourly

@@ -1,5 +1,5 @@
---! Previous: sha1:f0025e8fac614a319ebd072e6d5d1ac65d23cdcd
---! Hash: sha1:5f74753e7529fcd242320670892cd17fcf6beaa0
+--! Previous: sha1:d366500f7277eb871f7aedd73e4ebeacad8d4b95
+--! Hash: sha1:5642d32c7acc998e8607fc2742797dd73c12571f
 --! Message: demo seeding
 
 -- Demo seeding for the CLI (`demo seed`): history, not live traffic (app.seeding suppresses events).
