@@ -1,5 +1,5 @@
 --! Previous: sha1:e6c613729279387bca6a5af0ce690f90de125b2d
---! Hash: sha1:a5dcc0a9768685635ef1020e5c294110e83e4130
+--! Hash: sha1:92cba5dafe44960f10f5eadb1da154d96aaf4c29
 --! Message: notification settings and log
 
 -- Notifications (docs/notifications.md): routing settings, one row per message with its log, the
@@ -291,67 +291,70 @@ AS $function$
 declare
   loc uuid := notification_fanout.location_id;
   routes jsonb;
-  channel text;
-  queued int := 0;
-  n app.notifications;
-  reached int;
-  made int := 0;
+  chans text[];
+  reached text[];
+  queued int;
+  skipped int;
 begin
   select s.routes into routes from app.notification_settings s where s.location_id = loc;
-  routes := coalesce(routes, app.notification_routes_default());
-  for channel in select distinct c from jsonb_array_elements_text(coalesce(routes -> type, '[]')) c loop
-    -- One insert for all of the channel's recipients; the rows are the notification engines' queue.
-    with rcpt as (
-        (select 'twilio'::text as provider, r.recipient, null::uuid as integration_id
-          from (select l.owner_cell::text as recipient, 0 as ord from app.locations l where l.id = loc
-                union all
-                select x, o from app.notification_settings s, unnest(s.sms_recipients) with ordinality u(x, o)
-                 where s.location_id = loc) r
-         where channel = 'sms' and r.recipient is not null
-         group by r.recipient order by min(r.ord))
-        union all
-        (select 'smtp', min(e.email), null::uuid
-          from (select m.email, 0 as ord from app.members m
-                 where m.location_id = loc and m.role in ('owner', 'admin')
-                union all
-                select x, o from app.notification_settings s, unnest(s.email_recipients) with ordinality u(x, o)
-                 where s.location_id = loc) e
-         where channel = 'email'
-         group by lower(e.email) order by min(e.ord), lower(e.email))
-        union all
-        (select i.provider, coalesce(i.label, i.provider), i.id
-          from app.integrations i
-         where i.location_id = loc and i.status = 'connected' and i.webhook_url is not null
-           and ((channel = 'chat' and i.provider = 'slack')
-             or (channel = 'automation' and i.provider in ('zapier', 'make', 'n8n', 'calcom')))
-         order by i.created_at, i.id)
-    ), made_rows as (
-      insert into app.notifications (location_id, event_id, event, channel, provider, recipient, integration_id, data, priority)
-      select loc, event_id, type, channel, r.provider, r.recipient, r.integration_id,
-             case when event_id is null then data end, app.notification_priority(type)
-        from rcpt r
-      returning id
-    )
-    select count(*) into reached from made_rows m;
-    queued := queued + reached;
-    if reached = 0 then
-      insert into app.notifications (location_id, event_id, event, channel, provider, status, data, next_attempt_at)
-      values (loc, event_id, type, channel,
-              case channel when 'sms' then 'twilio' when 'email' then 'smtp' when 'chat' then 'slack' else 'automation' end,
-              'skipped', case when event_id is null then data end, null)
-      returning * into n;
-      insert into app.notification_log (location_id, notification_id, status, detail)
-      values (loc, n.id, 'skipped', case channel
-        when 'sms' then 'no SMS recipient: owner_cell is unset and sms_recipients is empty'
-        when 'email' then 'no e-mail recipient: no owner or admin member and email_recipients is empty'
-        when 'chat' then 'no slack integration connected'
-        else 'no automation integration connected (zapier, make, n8n, calcom)' end);
-      reached := 1;
-    end if;
-    made := made + reached;
-  end loop;
+  chans := array(select distinct c from jsonb_array_elements_text(coalesce(coalesce(routes, app.notification_routes_default()) -> type, '[]')) c);
+  if cardinality(chans) = 0 then return 0; end if;
+  -- Every routed channel's recipients in one insert (one statement per event, not per channel);
+  -- the rows are the notification engines' queue.
+  with rcpt as (
+      (select 'sms'::text as channel, 'twilio'::text as provider, r.recipient, null::uuid as integration_id
+        from (select l.owner_cell::text as recipient, 0 as ord from app.locations l where l.id = loc
+              union all
+              select x, o from app.notification_settings s, unnest(s.sms_recipients) with ordinality u(x, o)
+               where s.location_id = loc) r
+       where 'sms' = any (chans) and r.recipient is not null
+       group by r.recipient order by min(r.ord))
+      union all
+      (select 'email', 'smtp', min(e.email), null::uuid
+        from (select m.email, 0 as ord from app.members m
+               where m.location_id = loc and m.role in ('owner', 'admin')
+              union all
+              select x, o from app.notification_settings s, unnest(s.email_recipients) with ordinality u(x, o)
+               where s.location_id = loc) e
+       where 'email' = any (chans)
+       group by lower(e.email) order by min(e.ord), lower(e.email))
+      union all
+      (select case when i.provider = 'slack' then 'chat' else 'automation' end, i.provider, coalesce(i.label, i.provider), i.id
+        from app.integrations i
+       where i.location_id = loc and i.status = 'connected' and i.webhook_url is not null
+         and ((i.provider = 'slack' and 'chat' = any (chans))
+           or (i.provider in ('zapier', 'make', 'n8n', 'calcom') and 'automation' = any (chans)))
+       order by i.created_at, i.id)
+  ), made_rows as (
+    insert into app.notifications (location_id, event_id, event, channel, provider, recipient, integration_id, data, priority)
+    select loc, event_id, type, r.channel, r.provider, r.recipient, r.integration_id,
+           case when event_id is null then data end, app.notification_priority(type)
+      from rcpt r
+    returning channel
+  )
+  select count(*)::int, coalesce(array_agg(distinct m.channel), '{}') into queued, reached from made_rows m;
   if queued > 0 then perform app.notification_wake(); end if;
-  return made;
+  if cardinality(reached) = cardinality(chans) then return queued; end if;
+  -- A routed channel with nobody to reach gets one skipped notification with the reason, so silence is explained.
+  with unreached as (
+    select c as channel from unnest(chans) c where not c = any (reached)
+  ), made as (
+    insert into app.notifications (location_id, event_id, event, channel, provider, status, data, next_attempt_at)
+    select loc, event_id, type, u.channel,
+           case u.channel when 'sms' then 'twilio' when 'email' then 'smtp' when 'chat' then 'slack' else 'automation' end,
+           'skipped', case when event_id is null then data end, null
+      from unreached u
+    returning id, channel
+  )
+  insert into app.notification_log (location_id, notification_id, status, detail)
+  select loc, m.id, 'skipped', case m.channel
+    when 'sms' then 'no SMS recipient: owner_cell is unset and sms_recipients is empty'
+    when 'email' then 'no e-mail recipient: no owner or admin member and email_recipients is empty'
+    when 'chat' then 'no slack integration connected'
+    else 'no automation integration connected (zapier, make, n8n, calcom)' end
+    from made m;
+  get diagnostics skipped = row_count;
+  return queued + skipped;
 end
 $function$;
 alter function app.notification_fanout(uuid,uuid,text,jsonb) owner to switchboard_system;

@@ -1,5 +1,5 @@
---! Previous: sha1:a5dcc0a9768685635ef1020e5c294110e83e4130
---! Hash: sha1:fd737b587e3b410c68af98044f805fa1799460f8
+--! Previous: sha1:92cba5dafe44960f10f5eadb1da154d96aaf4c29
+--! Hash: sha1:b9e7b5f4d59145b7870618bd39c5414b4788a60f
 --! Message: webhooks and delivery engine
 
 -- Outbound webhooks and the delivery engine (docs/webhooks.md, docs/delivery-engine.md):

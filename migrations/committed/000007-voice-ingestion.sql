@@ -1,5 +1,5 @@
---! Previous: sha1:fd737b587e3b410c68af98044f805fa1799460f8
---! Hash: sha1:2ef2d399b40b8657a87d567d7c26b78693284bcb
+--! Previous: sha1:b9e7b5f4d59145b7870618bd39c5414b4788a60f
+--! Hash: sha1:36f0bbaea80401a255a2036d89635992fbebaec1
 --! Message: voice ingestion
 
 -- Voice platform ingestion (docs/voice-integration.md): inbound routing by service phone, post-call

@@ -1,5 +1,5 @@
---! Previous: sha1:2ef2d399b40b8657a87d567d7c26b78693284bcb
---! Hash: sha1:ea5701b0d17020c4e1fe3f723b5ee0c24ff10e1e
+--! Previous: sha1:36f0bbaea80401a255a2036d89635992fbebaec1
+--! Hash: sha1:f8c00c03251edc289b474d13ef9f6994d756e214
 --! Message: billing
 
 -- Billing (Stripe sync): schema billing, which the API role cannot see; staff read it.

@@ -1,5 +1,5 @@
---! Previous: sha1:ea5701b0d17020c4e1fe3f723b5ee0c24ff10e1e
---! Hash: sha1:a9b58cc7afe551aa2612ceb26b3fe2ed7c98e4f1
+--! Previous: sha1:f8c00c03251edc289b474d13ef9f6994d756e214
+--! Hash: sha1:98f80954d90939008fea0545a1a86808ec235aa1
 --! Message: rest api
 
 -- The REST API (docs/rest-api.md): one function per operation. Each authenticates the token

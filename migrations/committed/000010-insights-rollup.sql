@@ -1,5 +1,5 @@
---! Previous: sha1:a9b58cc7afe551aa2612ceb26b3fe2ed7c98e4f1
---! Hash: sha1:d366500f7277eb871f7aedd73e4ebeacad8d4b95
+--! Previous: sha1:98f80954d90939008fea0545a1a86808ec235aa1
+--! Hash: sha1:d3443f1cf263754f4ac0b81eb01ac7890cda8cdf
 --! Message: insights rollup
 
 -- Insights from a rollup kept by triggers (docs/rest-api.md "Insights"): after-hours flag, hourly

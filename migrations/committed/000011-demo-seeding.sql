@@ -1,5 +1,5 @@
---! Previous: sha1:d366500f7277eb871f7aedd73e4ebeacad8d4b95
---! Hash: sha1:5642d32c7acc998e8607fc2742797dd73c12571f
+--! Previous: sha1:d3443f1cf263754f4ac0b81eb01ac7890cda8cdf
+--! Hash: sha1:24ca2f3796cc895ef85f08bd05052c0957bb4517
 --! Message: demo seeding
 
 -- Demo seeding for the CLI (`demo seed`): history, not live traffic (app.seeding suppresses events).
