@@ -1,9 +1,6 @@
 /** The staff GraphQL server; its preset is graphile.config.ts at the top level. */
 import { createServer, type Server } from 'node:http';
-import express from 'express';
-import { postgraphile } from 'postgraphile';
-import { grafserv } from 'postgraphile/grafserv/express/v4';
-import { staffPreset } from '../../graphile.config.js';
+import express, { type Express } from 'express';
 
 export interface StaffServer {
   server: Server;
@@ -11,13 +8,36 @@ export interface StaffServer {
   close(): Promise<void>;
 }
 
-/** Serves GraphQL + Ruru on its own listener (ADMIN_HOST:ADMIN_PORT), never on the public port. */
+/**
+ * Serves GraphQL + Ruru on its own listener (ADMIN_HOST:ADMIN_PORT), never on the public port.
+ * The listener is bound at start; PostGraphile and the preset's modules (~30 MB) are loaded, and
+ * the schema built, on the first request, so a process nobody queries does not carry them
+ * (docs/performance.md, "The process").
+ */
 export async function startStaffGraphql(connectionString: string, host: string, port: number): Promise<StaffServer> {
-  const pgl = postgraphile(staffPreset(connectionString));
-  const serv = pgl.createServ(grafserv);
   const app = express();
   const server = createServer(app);
-  await serv.addTo(app, server);
+  let release: (() => Promise<void>) | undefined;
+  let loading: Promise<Express> | undefined;
+  const load = () =>
+    (loading ??= (async () => {
+      const [{ postgraphile }, { grafserv }, { staffPreset }] = await Promise.all([
+        import('postgraphile'), import('postgraphile/grafserv/express/v4'), import('../../graphile.config.js'),
+      ]);
+      const pgl = postgraphile(staffPreset(connectionString));
+      release = async () => {
+        await pgl.release();
+      };
+      const inner = express();
+      await pgl.createServ(grafserv).addTo(inner, server);
+      return inner;
+    })().catch((err: unknown) => {
+      loading = undefined; // the next request tries again
+      throw err;
+    }));
+  app.use((req, res, next) => {
+    load().then((inner) => inner(req, res, next), next);
+  });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, resolve);
@@ -29,7 +49,8 @@ export async function startStaffGraphql(connectionString: string, host: string, 
     url: `http://${host}:${actual}`,
     close: async () => {
       await new Promise<void>((r) => server.close(() => r()));
-      await pgl.release();
+      await loading?.catch(() => undefined);
+      await release?.();
     },
   };
 }

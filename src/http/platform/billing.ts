@@ -5,7 +5,6 @@
  * dated in the future would otherwise stay replayable for as long as its date is ahead.
  */
 import { Router } from 'express';
-import Stripe from 'stripe';
 import { z } from 'zod';
 import { callFn } from '../../db/pools.js';
 import type { AppDeps } from '../deps.js';
@@ -100,6 +99,9 @@ export function billingRouter(deps: AppDeps): Router {
     const header = req.header('stripe-signature');
     if (!header) throw invalidSignature('Stripe-Signature');
     if (!withinTolerance(signedAt(header), Date.now())) throw invalidSignature('Stripe-Signature');
+    // Loaded on the first billing webhook, not at start: the library holds ~11 MB a process that
+    // never sees one would carry (docs/performance.md, "The process").
+    const { default: Stripe } = await import('stripe');
     let event: unknown;
     try {
       // Verifies the signature on the raw bytes first, then parses them.
