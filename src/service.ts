@@ -64,7 +64,8 @@ export async function startService(cfg: Config, log: Logger, mode: Mode = 'all')
     }
     if (mode !== 'api') {
       // Connections serve claims, records and job bookkeeping only (never a request in flight):
-      // three LISTEN connections (engine and two graphile-worker runners) plus short queries.
+      // three LISTEN connections (the webhook and notification engines, the graphile-worker
+      // runner) plus short queries.
       const workerPool = createWorkerPool(db.url);
       pools.push(workerPool);
       svc.worker = await startWorker({ cfg, log, pool: workerPool });
