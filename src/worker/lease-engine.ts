@@ -179,6 +179,12 @@ export abstract class LeaseEngine<C, R> {
     const abort = new AbortController();
     this.onStart(claim);
     const done = (this.stopping ? Promise.resolve(null) : this.send(claim, abort.signal))
+      .catch((err: unknown) => {
+        // A send is meant to turn every failure into an outcome; one that throws anyway must not
+        // keep its slot: the row is released (due again) and the error logged.
+        this.log.error({ err, id: key }, 'send failed unexpectedly; released');
+        return null;
+      })
       .then((result) => {
         this.inFlight.delete(key);
         this.onEnd(claim);

@@ -1,0 +1,48 @@
+/**
+ * The shared engine machinery (src/worker/lease-engine.ts) without a queue table: a send that
+ * throws instead of returning an outcome gives its row back and frees its slot.
+ */
+import type pg from 'pg';
+import { LeaseEngine, type ClaimBatch } from '../../src/worker/lease-engine.js';
+import { testLog } from '../support/harness.js';
+
+class ThrowingEngine extends LeaseEngine<{ id: string }, { id: string }> {
+  claims = [[{ id: 'a' }, { id: 'b' }]];
+  released: string[] = [];
+  recorded: string[] = [];
+  constructor() {
+    // No pool is touched: start() (LISTEN) is never called; claims and records are in memory.
+    super({} as pg.Pool, testLog, { ownerPrefix: 'test', channel: 'test_channel', concurrency: 4, pollIntervalMs: 60_000, shutdownGraceMs: 100 });
+  }
+  protected async claimBatch(): Promise<ClaimBatch<{ id: string }>> {
+    return { claims: this.claims.shift() ?? [], next_due_at: null };
+  }
+  protected keyOf(c: { id: string }) {
+    return c.id;
+  }
+  protected async send(c: { id: string }) {
+    if (c.id === 'a') throw new Error('bug in a sender');
+    return c;
+  }
+  protected async recordBatch(rs: Array<{ id: string }>) {
+    this.recorded.push(...rs.map((r) => r.id));
+  }
+  protected async recordOne(r: { id: string }) {
+    this.recorded.push(r.id);
+  }
+  protected async release(ids: string[]) {
+    this.released.push(...ids);
+  }
+}
+
+test('a send that throws releases its row and frees its slot; the others are recorded', async () => {
+  const engine = new ThrowingEngine();
+  engine.kick();
+  for (let i = 0; i < 200 && (engine.released.length + engine.recorded.length < 2 || engine.inFlightCount > 0); i++) {
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  await engine.stop();
+  expect(engine.released).toEqual(['a']);
+  expect(engine.recorded).toEqual(['b']);
+  expect(engine.inFlightCount).toBe(0);
+});
