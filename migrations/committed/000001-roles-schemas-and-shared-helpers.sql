@@ -1,5 +1,5 @@
 --! Previous: -
---! Hash: sha1:c58d5d9f6698984bc0e75e98a90d42605eecb059
+--! Hash: sha1:2612b81529e039bfc3235d6912e90a046a90f20b
 --! Message: roles schemas and shared helpers
 
 -- Roles, schemas and the helpers every other file uses: the tenant setting, timestamp and phone
@@ -336,6 +336,20 @@ begin
 end
 $function$;
 comment on function app.enqueue(text,jsonb,timestamp with time zone,text,integer,integer) is E'Adds a graphile-worker job (or, when the transaction defers its wake-ups, parks it in app_private.deferred_jobs): the one door into the queue. SECURITY DEFINER because the calling roles have no rights on graphile_worker; only adds a job.';
+
+create function app.engine_wake(channel text)
+ RETURNS void
+ LANGUAGE plpgsql
+AS $function$
+begin
+  -- While the transaction defers its wake-ups, app.flush_deferred_jobs wakes every engine after the commit.
+  if not app.wakeups_deferred() then
+    -- One notification per channel and transaction (identical ones are merged at commit).
+    perform pg_notify(channel, '');
+  end if;
+end
+$function$;
+comment on function app.engine_wake(text) is E'Wakes the engines listening on channel (NOTIFY) when work became due now, unless the transaction defers its wake-ups: the one place that decides it, for the webhook and notification engines alike.';
 
 -- Grants: the one place for this concern's privileges (tenant tables get theirs from
 -- app.secure_tenant_table above; only departures from it are here).

@@ -1,5 +1,5 @@
---! Previous: sha1:c58d5d9f6698984bc0e75e98a90d42605eecb059
---! Hash: sha1:459d21b06d19b871c3e2513a072ea0c9efa42032
+--! Previous: sha1:2612b81529e039bfc3235d6912e90a046a90f20b
+--! Hash: sha1:970b3e22c200c65929d415202971dbde380f05a5
 --! Message: locations members api keys
 
 -- Locations (the tenant, a reference table when distributed), members, API keys (token look-up by

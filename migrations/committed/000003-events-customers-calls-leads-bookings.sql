@@ -1,5 +1,5 @@
---! Previous: sha1:459d21b06d19b871c3e2513a072ea0c9efa42032
---! Hash: sha1:c83d376a5fa59f3498bae9f3c664d8e8d3ba6eb3
+--! Previous: sha1:970b3e22c200c65929d415202971dbde380f05a5
+--! Hash: sha1:8fb38ed1d3c48ba959db9f10eab49c2b68fd4c52
 --! Message: events customers calls leads bookings
 
 -- The events outbox and the records a call produces: customers, calls, leads, bookings; their

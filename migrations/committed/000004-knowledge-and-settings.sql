@@ -1,5 +1,5 @@
---! Previous: sha1:c83d376a5fa59f3498bae9f3c664d8e8d3ba6eb3
---! Hash: sha1:e6c613729279387bca6a5af0ce690f90de125b2d
+--! Previous: sha1:8fb38ed1d3c48ba959db9f10eab49c2b68fd4c52
+--! Hash: sha1:e48fd39b5ce7573ca1f57e3bab3fcd475b9b8b4a
 --! Message: knowledge and settings
 
 -- What the agent knows and how it behaves: FAQs, pricebook, call forwarding, business hours,

@@ -1,5 +1,5 @@
---! Previous: sha1:e6c613729279387bca6a5af0ce690f90de125b2d
---! Hash: sha1:92cba5dafe44960f10f5eadb1da154d96aaf4c29
+--! Previous: sha1:e48fd39b5ce7573ca1f57e3bab3fcd475b9b8b4a
+--! Hash: sha1:38f95957af346a9a49f30fd5e6b6e62552d4dd5e
 --! Message: notification settings and log
 
 -- Notifications (docs/notifications.md): routing settings, one row per message with its log, the
@@ -362,16 +362,9 @@ comment on function app.notification_fanout(uuid,uuid,text,jsonb) is E'Creates t
 
 create function app.notification_wake()
  RETURNS void
- LANGUAGE plpgsql
-AS $function$
-begin
-  -- While the transaction defers its wake-ups, app.flush_deferred_jobs sends this after the commit.
-  if not app.wakeups_deferred() then
-    perform pg_notify('switchboard_notifications', '');
-  end if;
-end
-$function$;
-comment on function app.notification_wake() is E'Wakes the notification engines (NOTIFY switchboard_notifications) when notifications became due, unless the transaction defers its wake-ups.';
+ LANGUAGE sql
+AS $function$ select app.engine_wake('switchboard_notifications') $function$;
+comment on function app.notification_wake() is E'Wakes the notification engines (app.engine_wake on switchboard_notifications) when notifications became due.';
 
 create function app.notification_claim_batch(owner text, max_claims integer, lease_ms integer)
  RETURNS json

@@ -1,5 +1,5 @@
---! Previous: sha1:92cba5dafe44960f10f5eadb1da154d96aaf4c29
---! Hash: sha1:b9e7b5f4d59145b7870618bd39c5414b4788a60f
+--! Previous: sha1:38f95957af346a9a49f30fd5e6b6e62552d4dd5e
+--! Hash: sha1:e6d7f3e459c7e369f4527c55d17b6897a2f514e4
 --! Message: webhooks and delivery engine
 
 -- Outbound webhooks and the delivery engine (docs/webhooks.md, docs/delivery-engine.md):
@@ -859,17 +859,9 @@ comment on function app.webhook_record_batch(jsonb,integer[],integer,integer) is
 
 create function app.webhook_wake()
  RETURNS void
- LANGUAGE plpgsql
-AS $function$
-begin
-  -- While the transaction defers its wake-ups, app.flush_deferred_jobs sends this after the commit.
-  if not app.wakeups_deferred() then
-    -- One notification per transaction (identical ones are merged at commit).
-    perform pg_notify('switchboard_webhooks', '');
-  end if;
-end
-$function$;
-comment on function app.webhook_wake() is E'Wakes the webhook engines (NOTIFY switchboard_webhooks) when attempts became due, unless the transaction defers its wake-ups: the one place that decides it, for app.webhook_enqueue and the event fan-out.';
+ LANGUAGE sql
+AS $function$ select app.engine_wake('switchboard_webhooks') $function$;
+comment on function app.webhook_wake() is E'Wakes the webhook engines (app.engine_wake on switchboard_webhooks) when attempts became due: for app.webhook_enqueue and the event fan-out.';
 
 -- Triggers (name prefix = firing order; see migrations/CONVENTIONS.md)
 create trigger _100_body BEFORE INSERT ON app.events FOR EACH ROW

@@ -1,5 +1,5 @@
---! Previous: sha1:b9e7b5f4d59145b7870618bd39c5414b4788a60f
---! Hash: sha1:36f0bbaea80401a255a2036d89635992fbebaec1
+--! Previous: sha1:e6d7f3e459c7e369f4527c55d17b6897a2f514e4
+--! Hash: sha1:2d4cd18563da726c12253d63c20fe46f0c2658e9
 --! Message: voice ingestion
 
 -- Voice platform ingestion (docs/voice-integration.md): inbound routing by service phone, post-call

@@ -1,5 +1,5 @@
---! Previous: sha1:36f0bbaea80401a255a2036d89635992fbebaec1
---! Hash: sha1:f8c00c03251edc289b474d13ef9f6994d756e214
+--! Previous: sha1:2d4cd18563da726c12253d63c20fe46f0c2658e9
+--! Hash: sha1:494ca7d1bcc406144ac095dfa7c005d6d947f791
 --! Message: billing
 
 -- Billing (Stripe sync): schema billing, which the API role cannot see; staff read it.

@@ -1,5 +1,5 @@
---! Previous: sha1:f8c00c03251edc289b474d13ef9f6994d756e214
---! Hash: sha1:98f80954d90939008fea0545a1a86808ec235aa1
+--! Previous: sha1:494ca7d1bcc406144ac095dfa7c005d6d947f791
+--! Hash: sha1:6eb66bbd6a643b62fd6923406a87fea07f3455da
 --! Message: rest api
 
 -- The REST API (docs/rest-api.md): one function per operation. Each authenticates the token

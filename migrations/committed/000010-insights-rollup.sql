@@ -1,5 +1,5 @@
---! Previous: sha1:98f80954d90939008fea0545a1a86808ec235aa1
---! Hash: sha1:d3443f1cf263754f4ac0b81eb01ac7890cda8cdf
+--! Previous: sha1:6eb66bbd6a643b62fd6923406a87fea07f3455da
+--! Hash: sha1:5a94375a33d8df452df5bf6c32a497418462f3ce
 --! Message: insights rollup
 
 -- Insights from a rollup kept by triggers (docs/rest-api.md "Insights"): after-hours flag, hourly

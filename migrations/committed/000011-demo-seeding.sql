@@ -1,5 +1,5 @@
---! Previous: sha1:d3443f1cf263754f4ac0b81eb01ac7890cda8cdf
---! Hash: sha1:24ca2f3796cc895ef85f08bd05052c0957bb4517
+--! Previous: sha1:5a94375a33d8df452df5bf6c32a497418462f3ce
+--! Hash: sha1:b89b18025b6fc5ff52487d78da5eecf79d6c68df
 --! Message: demo seeding
 
 -- Demo seeding for the CLI (`demo seed`): history, not live traffic (app.seeding suppresses events).

@@ -2,13 +2,6 @@
 -- To change this function, see migrations/CONVENTIONS.md ("Changing a function").
 CREATE OR REPLACE FUNCTION app.notification_wake()
  RETURNS void
- LANGUAGE plpgsql
-AS $function$
-begin
-  -- While the transaction defers its wake-ups, app.flush_deferred_jobs sends this after the commit.
-  if not app.wakeups_deferred() then
-    perform pg_notify('switchboard_notifications', '');
-  end if;
-end
-$function$;
-comment on function app.notification_wake() is E'Wakes the notification engines (NOTIFY switchboard_notifications) when notifications became due, unless the transaction defers its wake-ups.';
+ LANGUAGE sql
+AS $function$ select app.engine_wake('switchboard_notifications') $function$;
+comment on function app.notification_wake() is E'Wakes the notification engines (app.engine_wake on switchboard_notifications) when notifications became due.';

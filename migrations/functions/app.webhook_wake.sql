@@ -2,14 +2,6 @@
 -- To change this function, see migrations/CONVENTIONS.md ("Changing a function").
 CREATE OR REPLACE FUNCTION app.webhook_wake()
  RETURNS void
- LANGUAGE plpgsql
-AS $function$
-begin
-  -- While the transaction defers its wake-ups, app.flush_deferred_jobs sends this after the commit.
-  if not app.wakeups_deferred() then
-    -- One notification per transaction (identical ones are merged at commit).
-    perform pg_notify('switchboard_webhooks', '');
-  end if;
-end
-$function$;
-comment on function app.webhook_wake() is E'Wakes the webhook engines (NOTIFY switchboard_webhooks) when attempts became due, unless the transaction defers its wake-ups: the one place that decides it, for app.webhook_enqueue and the event fan-out.';
+ LANGUAGE sql
+AS $function$ select app.engine_wake('switchboard_webhooks') $function$;
+comment on function app.webhook_wake() is E'Wakes the webhook engines (app.engine_wake on switchboard_webhooks) when attempts became due: for app.webhook_enqueue and the event fan-out.';
