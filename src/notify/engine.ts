@@ -15,7 +15,7 @@
 import { callFn } from '../db/pools.js';
 import { LeaseEngine, type ClaimBatch } from '../worker/lease-engine.js';
 import { AbortedError } from './outbound.js';
-import { deliver, NOTIFY_LEASE_GRACE_MS, SendFailure, type NotificationToSend, type SenderDeps } from './send.js';
+import { deliver, SendFailure, type NotificationToSend, type SenderDeps } from './send.js';
 
 export const NOTIFY_WAKE_CHANNEL = 'switchboard_notifications';
 
@@ -42,8 +42,6 @@ export interface TryOutcome {
 }
 
 export class NotificationEngine extends LeaseEngine<NotificationToSend, TryOutcome> {
-  private readonly leaseMs: number;
-
   constructor(private readonly deps: SenderDeps, opts: NotificationEngineOptions = {}) {
     super(deps.pool, deps.log.child({ component: 'notification-engine' }), {
       ownerPrefix: 'notify',
@@ -51,8 +49,9 @@ export class NotificationEngine extends LeaseEngine<NotificationToSend, TryOutco
       concurrency: opts.concurrency ?? deps.cfg.NOTIFY_CONCURRENCY,
       pollIntervalMs: opts.pollIntervalMs ?? 1000,
       shutdownGraceMs: opts.shutdownGraceMs ?? 5000,
+      sendTimeoutMs: deps.cfg.WEBHOOK_TIMEOUT_MS,
+      leaseGraceMs: deps.leaseGraceMs,
     });
-    this.leaseMs = deps.cfg.WEBHOOK_TIMEOUT_MS + (deps.leaseGraceMs ?? NOTIFY_LEASE_GRACE_MS);
   }
 
   protected claimBatch(free: number): Promise<ClaimBatch<NotificationToSend>> {

@@ -10,9 +10,6 @@ import type { TaskDeps } from '../worker/task.js';
 import { emailContent, renderMessage, slackPayload, type EventBody } from './messages.js';
 import { AbortedError, BlockedTargetError, postOutbound, type OutboundResponse } from './outbound.js';
 
-/** How long past the send time-out a try's lease lasts (a silent worker is presumed dead after it). */
-export const NOTIFY_LEASE_GRACE_MS = 30_000;
-
 /** One claimed notification, as app.notification_claim_batch() returns it (app.notification_for_send()). */
 export interface NotificationToSend {
   id: string;

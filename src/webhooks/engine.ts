@@ -35,7 +35,7 @@ export interface EngineOptions {
   concurrency?: number;
   /** In-flight attempts per endpoint across all workers (default WEBHOOK_ENDPOINT_CONCURRENCY). */
   perEndpoint?: number;
-  /** Lease = WEBHOOK_TIMEOUT_MS + this (default 30 s): how long a silent worker is trusted. */
+  /** Lease = WEBHOOK_TIMEOUT_MS + this (default LEASE_GRACE_MS, 30 s): how long a silent worker is trusted. */
   leaseGraceMs?: number;
   /** Safety-net poll when idle (default 1 s). */
   pollIntervalMs?: number;
@@ -52,7 +52,6 @@ interface Result {
 export class WebhookEngine extends LeaseEngine<Claim, Result> {
   readonly perEndpoint: number;
   private readonly degradedLimit: number;
-  private readonly leaseMs: number;
   private degradedInFlight = 0;
 
   constructor(private readonly deps: EngineDeps, opts: EngineOptions = {}) {
@@ -64,10 +63,11 @@ export class WebhookEngine extends LeaseEngine<Claim, Result> {
       concurrency,
       pollIntervalMs: opts.pollIntervalMs ?? 1000,
       shutdownGraceMs: opts.shutdownGraceMs ?? 5000,
+      sendTimeoutMs: cfg.WEBHOOK_TIMEOUT_MS,
+      leaseGraceMs: opts.leaseGraceMs,
     });
     this.perEndpoint = opts.perEndpoint ?? cfg.WEBHOOK_ENDPOINT_CONCURRENCY;
     this.degradedLimit = Math.max(1, Math.floor(concurrency / 2));
-    this.leaseMs = cfg.WEBHOOK_TIMEOUT_MS + (opts.leaseGraceMs ?? 30_000);
   }
 
   protected claimBatch(free: number): Promise<ClaimBatch<Claim>> {

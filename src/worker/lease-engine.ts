@@ -27,7 +27,14 @@ export interface LeaseEngineSettings {
   pollIntervalMs: number;
   /** On stop, how long sends in flight may finish before they are aborted and released (ms). */
   shutdownGraceMs: number;
+  /** A send's own time-out (ms); its lease lasts that plus `leaseGraceMs`. */
+  sendTimeoutMs: number;
+  /** How long past the send time-out a silent engine is still trusted (default LEASE_GRACE_MS). */
+  leaseGraceMs?: number;
 }
+
+/** Default lease grace: a send's lease lapses this long after its time-out (the sweeper acts then). */
+export const LEASE_GRACE_MS = 30_000;
 
 /** What a claim transaction returns: the leased rows and, when known, the next due time. */
 export interface ClaimBatch<C> {
@@ -50,6 +57,8 @@ export abstract class LeaseEngine<C, R> {
   readonly concurrency: number;
   /** Free slots worth a claim while others are busy (a quarter of the concurrency). */
   private readonly minBatch: number;
+  /** How long a claimed row stays leased to this engine (send time-out + grace). */
+  protected readonly leaseMs: number;
   protected readonly pollIntervalMs: number;
   private readonly shutdownGraceMs: number;
   private readonly channel: string;
@@ -74,6 +83,7 @@ export abstract class LeaseEngine<C, R> {
     this.id = `${s.ownerPrefix}:${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.concurrency = s.concurrency;
     this.minBatch = Math.max(1, Math.floor(s.concurrency / 4));
+    this.leaseMs = s.sendTimeoutMs + (s.leaseGraceMs ?? LEASE_GRACE_MS);
     this.pollIntervalMs = s.pollIntervalMs;
     this.shutdownGraceMs = s.shutdownGraceMs;
     this.channel = s.channel;

@@ -5,6 +5,7 @@
 import type pg from 'pg';
 import { LeaseEngine, type ClaimBatch } from '../../src/worker/lease-engine.js';
 import { testLog } from '../support/harness.js';
+import { waitFor } from '../webhooks/support.js';
 
 class ThrowingEngine extends LeaseEngine<{ id: string }, { id: string }> {
   claims = [[{ id: 'a' }, { id: 'b' }]];
@@ -12,7 +13,7 @@ class ThrowingEngine extends LeaseEngine<{ id: string }, { id: string }> {
   recorded: string[] = [];
   constructor() {
     // No pool is touched: start() (LISTEN) is never called; claims and records are in memory.
-    super({} as pg.Pool, testLog, { ownerPrefix: 'test', channel: 'test_channel', concurrency: 4, pollIntervalMs: 60_000, shutdownGraceMs: 100 });
+    super({} as pg.Pool, testLog, { ownerPrefix: 'test', channel: 'test_channel', concurrency: 4, pollIntervalMs: 60_000, shutdownGraceMs: 100, sendTimeoutMs: 1000 });
   }
   protected async claimBatch(): Promise<ClaimBatch<{ id: string }>> {
     return { claims: this.claims.shift() ?? [], next_due_at: null };
@@ -38,9 +39,7 @@ class ThrowingEngine extends LeaseEngine<{ id: string }, { id: string }> {
 test('a send that throws releases its row and frees its slot; the others are recorded', async () => {
   const engine = new ThrowingEngine();
   engine.kick();
-  for (let i = 0; i < 200 && (engine.released.length + engine.recorded.length < 2 || engine.inFlightCount > 0); i++) {
-    await new Promise((r) => setTimeout(r, 5));
-  }
+  await waitFor(async () => engine.released.length + engine.recorded.length === 2 && engine.inFlightCount === 0, 'both sends settled');
   await engine.stop();
   expect(engine.released).toEqual(['a']);
   expect(engine.recorded).toEqual(['b']);
