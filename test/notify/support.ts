@@ -2,6 +2,7 @@ import type pg from 'pg';
 import type { Config } from '../../src/config.js';
 import { NotificationEngine } from '../../src/notify/engine.js';
 import { testLog } from '../support/harness.js';
+import { waitFor } from '../webhooks/support.js';
 
 /**
  * Runs a notification engine (the path production takes) until nothing is due and every send it
@@ -11,15 +12,13 @@ export async function sendDue(pool: pg.Pool, cfg: Config, ca: string): Promise<v
   const engine = new NotificationEngine({ cfg, log: testLog, pool, ca }, { pollIntervalMs: 20 });
   await engine.start();
   try {
-    for (let i = 0; i < 1000; i++) {
+    await waitFor(async () => {
       const { rows: [q] } = await pool.query(
         `select count(*) filter (where lease_expires_at is null and next_attempt_at <= now())::int as due,
                 count(*) filter (where lease_owner = $1)::int as mine
            from app.notifications where status = 'pending'`, [engine.id]);
-      if (q.due === 0 && q.mine === 0 && engine.inFlightCount === 0) return;
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    throw new Error('notifications still due after 20 s');
+      return q.due === 0 && q.mine === 0 && engine.inFlightCount === 0;
+    }, 'no notification due or in flight', 20_000);
   } finally {
     await engine.stop();
   }
