@@ -511,7 +511,7 @@ try {
       note: `service node (API + worker) ${cpuPer.node.toFixed(2)} ms + postgres ${cpuPer.pg.toFixed(2)} ms; senders and receivers (this process) ${cpuPer.bench.toFixed(2)} ms` });
 
     // The backlog the load left (webhook attempts, notifications), drained by the worker.
-    // Webhook attempts are pending rows (the delivery engine's queue); notifications are jobs.
+    // Webhook attempts and notifications are pending rows (the engines' queues); the rest are jobs.
     const backlog = async () => Number((await owner.query(
       `select (select count(*) from graphile_worker.jobs) + (select count(*) from app.webhook_deliveries where status = 'pending')
               + (select count(*) from app.notifications where status = 'pending') as n`)).rows[0].n);
