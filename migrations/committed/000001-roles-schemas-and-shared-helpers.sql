@@ -1,5 +1,5 @@
 --! Previous: -
---! Hash: sha1:2612b81529e039bfc3235d6912e90a046a90f20b
+--! Hash: sha1:88d73ff1b10564cc152db0a60e258e3231d66326
 --! Message: roles schemas and shared helpers
 
 -- Roles, schemas and the helpers every other file uses: the tenant setting, timestamp and phone
@@ -99,11 +99,13 @@ comment on function app.known_scopes() is E'Every API token scope (docs/api-cont
 
 create function app.event_types()
  RETURNS text[]
- LANGUAGE sql
+ LANGUAGE plpgsql
  IMMUTABLE PARALLEL SAFE
 AS $function$
-  select array['call.ended', 'call.emergency', 'lead.created', 'lead.updated',
-               'booking.created', 'booking.updated', 'spam.blocked']
+begin
+  return array['call.ended', 'call.emergency', 'lead.created', 'lead.updated',
+               'booking.created', 'booking.updated', 'spam.blocked'];
+end
 $function$;
 comment on function app.event_types() is E'Event types a webhook endpoint may subscribe to.';
 

@@ -1,5 +1,5 @@
---! Previous: sha1:2612b81529e039bfc3235d6912e90a046a90f20b
---! Hash: sha1:970b3e22c200c65929d415202971dbde380f05a5
+--! Previous: sha1:88d73ff1b10564cc152db0a60e258e3231d66326
+--! Hash: sha1:4dba7d0264081dfa5629d9aa611a28e5dd85fce9
 --! Message: locations members api keys
 
 -- Locations (the tenant, a reference table when distributed), members, API keys (token look-up by

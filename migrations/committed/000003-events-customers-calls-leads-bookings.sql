@@ -1,5 +1,5 @@
---! Previous: sha1:970b3e22c200c65929d415202971dbde380f05a5
---! Hash: sha1:8fb38ed1d3c48ba959db9f10eab49c2b68fd4c52
+--! Previous: sha1:4dba7d0264081dfa5629d9aa611a28e5dd85fce9
+--! Hash: sha1:452f13390651b564a205b80007632527162c631a
 --! Message: events customers calls leads bookings
 
 -- The events outbox and the records a call produces: customers, calls, leads, bookings; their
@@ -46,9 +46,15 @@ create index events_location_created_idx on app.events (location_id, created_at 
 
 create function app.emit(location_id uuid, type text, data jsonb)
  RETURNS uuid
- LANGUAGE sql
+ LANGUAGE plpgsql
 AS $function$
-  insert into app.events (location_id, type, data) values (location_id, type, data) returning id
+declare
+  new_id uuid;
+begin
+  insert into app.events (location_id, type, data) values (emit.location_id, emit.type, emit.data)
+  returning events.id into new_id;
+  return new_id;
+end
 $function$;
 comment on function app.emit(uuid,text,jsonb) is E'Writes one event to the outbox.';
 

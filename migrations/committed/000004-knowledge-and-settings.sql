@@ -1,5 +1,5 @@
---! Previous: sha1:8fb38ed1d3c48ba959db9f10eab49c2b68fd4c52
---! Hash: sha1:e48fd39b5ce7573ca1f57e3bab3fcd475b9b8b4a
+--! Previous: sha1:452f13390651b564a205b80007632527162c631a
+--! Hash: sha1:80879e838e59b120228a4c6c19ca512df2ef76d2
 --! Message: knowledge and settings
 
 -- What the agent knows and how it behaves: FAQs, pricebook, call forwarding, business hours,

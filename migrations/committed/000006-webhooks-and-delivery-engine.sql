@@ -1,5 +1,5 @@
---! Previous: sha1:38f95957af346a9a49f30fd5e6b6e62552d4dd5e
---! Hash: sha1:e6d7f3e459c7e369f4527c55d17b6897a2f514e4
+--! Previous: sha1:e45686d5d989ff31bbefd2214554c3a79d148f6e
+--! Hash: sha1:075908b080c7f591004a9da6b7ff8325a77f0109
 --! Message: webhooks and delivery engine
 
 -- Outbound webhooks and the delivery engine (docs/webhooks.md, docs/delivery-engine.md):

@@ -1,5 +1,5 @@
---! Previous: sha1:e6d7f3e459c7e369f4527c55d17b6897a2f514e4
---! Hash: sha1:2d4cd18563da726c12253d63c20fe46f0c2658e9
+--! Previous: sha1:075908b080c7f591004a9da6b7ff8325a77f0109
+--! Hash: sha1:68bbf7dc3e89b9081199cedb2fef012d484ebaf5
 --! Message: voice ingestion
 
 -- Voice platform ingestion (docs/voice-integration.md): inbound routing by service phone, post-call
@@ -120,96 +120,32 @@ create function app.voice_finalize(c app.calls, analysis jsonb)
  LANGUAGE plpgsql
 AS $function$
 declare
-  cad jsonb := coalesce(analysis -> 'custom_analysis_data', '{}');
-  v_outcome text := cad ->> 'outcome';
-  urgency int := least(greatest(coalesce((cad ->> 'urgency_level')::int, 0), 0), 5);
-  voicemail boolean := coalesce(c.in_voicemail, false) or c.disconnection_reason = 'voicemail_reached';
-  captured boolean := cad ?| array['caller_name', 'caller_address', 'caller_email', 'service_type',
-                                   'issue_summary', 'appointment_date'];
-  alert boolean;
-  emergency boolean;
-  fire boolean;
-  v_customer_id uuid;
-  inserted boolean;
-  known_name text;
-  l app.leads;
+  s app.calls := app.voice_settle(c, analysis);
 begin
-  if v_outcome is null or v_outcome not in ('booked', 'transferred', 'lead', 'spam', 'dropped', 'other') then
-    v_outcome := case
-      when c.disconnection_reason in ('call_transfer', 'transfer_bridged') then 'transferred'
-      when c.disconnection_reason in ('marked_as_spam', 'scam_detected') then 'spam'
-      when voicemail then 'lead'
-      when c.disconnection_reason = 'user_hangup' and c.duration_sec < 10 and not captured then 'dropped'
-      else 'other' end;
-  end if;
-  -- alert: the call.emergency event; emergency: the stored flag (the alert, or the analysis flag).
-  alert := urgency = 5 or v_outcome = 'transferred';
-  emergency := alert or coalesce((cad ->> 'is_emergency')::boolean, false);
-  -- call.emergency fires once per call (a warm transfer may have fired it already).
-  fire := alert and c.emergency_fired_at is null;
-
-  if c.caller_phone is not null and v_outcome <> 'spam' then
-    insert into app.customers as t (location_id, phone, name, email, address, first_call_at, last_call_at, call_count)
-    values (c.location_id, c.caller_phone, left(cad ->> 'caller_name', 200), cad ->> 'caller_email',
-            left(cad ->> 'caller_address', 500), coalesce(c.started_at, now()), coalesce(c.started_at, now()), 1)
-    on conflict (location_id, phone) do update
-       set name = coalesce(excluded.name, t.name),
-           email = coalesce(excluded.email, t.email),
-           address = coalesce(excluded.address, t.address),
-           first_call_at = least(t.first_call_at, excluded.first_call_at),
-           last_call_at = greatest(t.last_call_at, excluded.last_call_at),
-           call_count = t.call_count + 1
-    returning t.id, (t.xmax = 0), t.name into v_customer_id, inserted, known_name;
-  end if;
-
   update app.calls set
-    outcome = v_outcome,
-    urgency_level = urgency,
-    is_emergency = emergency or calls.emergency_fired_at is not null,
-    emergency_fired_at = case when fire then now() else calls.emergency_fired_at end,
-    customer_id = v_customer_id,
-    is_returning_customer = coalesce(not inserted, false),
-    caller_name = coalesce(left(cad ->> 'caller_name', 200), known_name),
-    caller_address = left(cad ->> 'caller_address', 500),
-    caller_email = cad ->> 'caller_email',
-    service_type = left(cad ->> 'service_type', 200),
-    issue_summary = left(cad ->> 'issue_summary', 10000),
-    detected_intent = left(cad ->> 'detected_intent', 200),
-    estimated_value = (cad ->> 'estimated_value')::numeric,
-    appointment_date = (cad ->> 'appointment_date')::date,
-    appointment_time = case when cad ->> 'appointment_time' ~ '^([01][0-9]|2[0-3]):[0-5][0-9]$' then cad ->> 'appointment_time' end,
-    finalized_at = now()
+    outcome = s.outcome,
+    urgency_level = s.urgency_level,
+    is_emergency = s.is_emergency,
+    emergency_fired_at = s.emergency_fired_at,
+    customer_id = s.customer_id,
+    is_returning_customer = s.is_returning_customer,
+    caller_name = s.caller_name,
+    caller_address = s.caller_address,
+    caller_email = s.caller_email,
+    service_type = s.service_type,
+    issue_summary = s.issue_summary,
+    detected_intent = s.detected_intent,
+    estimated_value = s.estimated_value,
+    appointment_date = s.appointment_date,
+    appointment_time = s.appointment_time,
+    finalized_at = s.finalized_at
   where id = c.id
-  returning * into c;
-
-  if v_outcome in ('lead', 'booked', 'transferred') or (voicemail and v_outcome <> 'spam') then
-    insert into app.leads (location_id, call_id, customer_id, name, phone, email, address, service_type,
-                           urgency_level, estimated_value, status, notes)
-    values (c.location_id, c.id, c.customer_id, c.caller_name, c.caller_phone,
-            case when c.caller_email ~ '^[^@\s]+@[^@\s]+\.[^@\s]+$' and length(c.caller_email) <= 320 then c.caller_email end,
-            c.caller_address, c.service_type, c.urgency_level, c.estimated_value,
-            case when v_outcome = 'booked' then 'booked' else 'new' end, c.issue_summary)
-    returning * into l;
-  end if;
-
-  if v_outcome = 'booked' and c.appointment_date is not null then
-    insert into app.bookings (location_id, call_id, lead_id, customer_id, status, scheduled_date,
-                              scheduled_time, service_type, address, notes)
-    values (c.location_id, c.id, l.id, c.customer_id, 'scheduled', c.appointment_date,
-            c.appointment_time, c.service_type, c.caller_address, c.issue_summary);
-  end if;
-
-  if fire then
-    perform app.emit(c.location_id, 'call.emergency', app.call_summary_json(c) || jsonb_build_object(
-      'reason', case when v_outcome = 'transferred' and urgency < 5 then 'warm_transfer' else 'urgency' end,
-      'lead_id', l.id));
-  end if;
-
-  perform app.emit(c.location_id, 'call.ended', app.call_summary_json(c));
-  return c;
+  returning * into s;
+  perform app.voice_finalize_effects(s, c.emergency_fired_at is null and s.emergency_fired_at is not null);
+  return s;
 end
 $function$;
-comment on function app.voice_finalize(app.calls,jsonb) is E'Settles a call once (outcome from custom_analysis_data, else from disconnection_reason), upserts the customer, creates lead/booking, fires call.emergency (once, only for urgency 5 or a transfer; the analysis is_emergency flag only marks the row) and call.ended. Caller holds the row lock (and removes a queued finalize_call job, see app.voice_post_call).';
+comment on function app.voice_finalize(app.calls,jsonb) is E'Settles a stored call once (app.voice_settle), writes it, and creates what settling creates (app.voice_finalize_effects: lead, booking, call.emergency once, call.ended). Caller holds the row lock (and removes a queued finalize_call job, see app.voice_post_call).';
 
 create function app.voice_finalize_overdue(call_id uuid)
  RETURNS jsonb
@@ -253,6 +189,9 @@ declare
   nc app.calls;
   prev_status text;
   new_status text := case ev when 'call_ended' then 'ended' when 'call_analyzed' then 'analyzed' else 'started' end;
+  -- Settles the call in this request: a call not seen before is then inserted settled.
+  settles boolean := ev = 'call_analyzed' or (ev = 'call_ended' and analysis is not null);
+  inserted_settled boolean := false;
 begin
   if ev not in ('call_started', 'call_ended', 'call_analyzed', 'transfer_started') then
     return jsonb_build_object('status', 'ignored');
@@ -279,6 +218,11 @@ begin
     perform app.raise('SB404', 'No location matches this call', jsonb_build_object('call_id', pc ->> 'call_id'));
   end if;
   perform set_config('app.location_id', loc::text, true);
+  -- Deliveries of one platform call wait for each other here (a replay or a concurrent retry):
+  -- a call not seen before may be inserted settled, its customer upserted first, and two
+  -- deliveries must not both take it for new. Class 7301 keeps these keys apart from other
+  -- advisory locks.
+  perform pg_advisory_xact_lock(7301, hashtext(loc::text || '/' || coalesce(pc ->> 'call_id', '')));
 
   loop
     if row_id is not null then
@@ -332,6 +276,37 @@ begin
       exit;
     end if;
 
+    if settles then
+      nc.location_id := loc;
+      nc.platform_call_id := pc ->> 'call_id';
+      nc.metadata := coalesce(nc.metadata, '{}');
+      nc := app.voice_settle(nc, coalesce(analysis, '{}'));
+      insert into app.calls (location_id, platform_call_id, direction, caller_phone, to_phone, agent_id,
+                             started_at, ended_at, duration_sec, disconnection_reason, transcript,
+                             transcript_turns, recording_url, public_log_url, metadata, call_summary,
+                             user_sentiment, in_voicemail, platform_status,
+                             outcome, urgency_level, is_emergency, emergency_fired_at, customer_id,
+                             is_returning_customer, caller_name, caller_address, caller_email, service_type,
+                             issue_summary, detected_intent, estimated_value, appointment_date,
+                             appointment_time, finalized_at)
+      values (loc, nc.platform_call_id, nc.direction, nc.caller_phone, nc.to_phone, nc.agent_id,
+              nc.started_at, nc.ended_at, nc.duration_sec, nc.disconnection_reason, nc.transcript,
+              nc.transcript_turns, nc.recording_url, nc.public_log_url, nc.metadata, nc.call_summary,
+              nc.user_sentiment, nc.in_voicemail, nc.platform_status,
+              nc.outcome, nc.urgency_level, nc.is_emergency, nc.emergency_fired_at, nc.customer_id,
+              nc.is_returning_customer, nc.caller_name, nc.caller_address, nc.caller_email, nc.service_type,
+              nc.issue_summary, nc.detected_intent, nc.estimated_value, nc.appointment_date,
+              nc.appointment_time, nc.finalized_at)
+      on conflict (location_id, platform_call_id) do nothing
+      returning * into c;
+      if c.id is null then
+        -- Cannot happen under the advisory lock above; refused rather than counting the customer twice.
+        perform app.raise('SB409', 'This call is being recorded by another delivery; retry', jsonb_build_object('call_id', pc ->> 'call_id'));
+      end if;
+      inserted_settled := true;
+      exit;
+    end if;
+
     insert into app.calls (location_id, platform_call_id, direction, caller_phone, to_phone, agent_id,
                            started_at, ended_at, duration_sec, disconnection_reason, transcript,
                            transcript_turns, recording_url, public_log_url, metadata, call_summary,
@@ -366,12 +341,119 @@ begin
     end if;
   end if;
 
+  if inserted_settled then
+    perform app.voice_finalize_effects(c, c.emergency_fired_at is not null);
+  end if;
+
   return jsonb_build_object('call_id', c.id, 'platform_call_id', c.platform_call_id,
     'platform_status', c.platform_status, 'outcome', c.outcome, 'finalized', c.finalized_at is not null);
 end
 $function$;
 alter function app.voice_post_call(jsonb,boolean) owner to switchboard_system;
-comment on function app.voice_post_call(jsonb,boolean) is E'Post-call webhook (call_started | call_ended | call_analyzed | transfer_started): routes by the dialled number first (then metadata call_row_id / location_id), inserts a new call with its facts or updates a known one idempotently on the platform call_id, fires call.emergency on a warm transfer, finalises on analysis (removing a queued finalize_call job) or schedules finalize_call 10 minutes after call_ended. With defer_wakeups the transaction sends no NOTIFY: its jobs wait in app_private.deferred_jobs until the caller runs app.flush_deferred_jobs() after the commit.';
+comment on function app.voice_post_call(jsonb,boolean) is E'Post-call webhook (call_started | call_ended | call_analyzed | transfer_started): routes by the dialled number first (then metadata call_row_id / location_id), serialises deliveries of one platform call id (transaction advisory lock), inserts a new call with its facts (settled at once when this delivery carries the analysis) or updates a known one idempotently on the platform call_id, fires call.emergency on a warm transfer, finalises on analysis (removing a queued finalize_call job) or schedules finalize_call 10 minutes after call_ended. With defer_wakeups the transaction sends no NOTIFY: its jobs wait in app_private.deferred_jobs until the caller runs app.flush_deferred_jobs() after the commit.';
+
+create function app.voice_settle(c app.calls, analysis jsonb)
+ RETURNS app.calls
+ LANGUAGE plpgsql
+AS $function$
+declare
+  cad jsonb := coalesce(analysis -> 'custom_analysis_data', '{}');
+  v_outcome text := cad ->> 'outcome';
+  urgency int := least(greatest(coalesce((cad ->> 'urgency_level')::int, 0), 0), 5);
+  voicemail boolean := coalesce(c.in_voicemail, false) or c.disconnection_reason = 'voicemail_reached';
+  captured boolean := cad ?| array['caller_name', 'caller_address', 'caller_email', 'service_type',
+                                   'issue_summary', 'appointment_date'];
+  alert boolean;
+  emergency boolean;
+  fire boolean;
+  v_customer_id uuid;
+  inserted boolean;
+  known_name text;
+begin
+  if v_outcome is null or v_outcome not in ('booked', 'transferred', 'lead', 'spam', 'dropped', 'other') then
+    v_outcome := case
+      when c.disconnection_reason in ('call_transfer', 'transfer_bridged') then 'transferred'
+      when c.disconnection_reason in ('marked_as_spam', 'scam_detected') then 'spam'
+      when voicemail then 'lead'
+      when c.disconnection_reason = 'user_hangup' and c.duration_sec < 10 and not captured then 'dropped'
+      else 'other' end;
+  end if;
+  -- alert: the call.emergency event; emergency: the stored flag (the alert, or the analysis flag).
+  alert := urgency = 5 or v_outcome = 'transferred';
+  emergency := alert or coalesce((cad ->> 'is_emergency')::boolean, false);
+  -- call.emergency fires once per call (a warm transfer may have fired it already).
+  fire := alert and c.emergency_fired_at is null;
+
+  if c.caller_phone is not null and v_outcome <> 'spam' then
+    insert into app.customers as t (location_id, phone, name, email, address, first_call_at, last_call_at, call_count)
+    values (c.location_id, c.caller_phone, left(cad ->> 'caller_name', 200), cad ->> 'caller_email',
+            left(cad ->> 'caller_address', 500), coalesce(c.started_at, now()), coalesce(c.started_at, now()), 1)
+    on conflict (location_id, phone) do update
+       set name = coalesce(excluded.name, t.name),
+           email = coalesce(excluded.email, t.email),
+           address = coalesce(excluded.address, t.address),
+           first_call_at = least(t.first_call_at, excluded.first_call_at),
+           last_call_at = greatest(t.last_call_at, excluded.last_call_at),
+           call_count = t.call_count + 1
+    returning t.id, (t.xmax = 0), t.name into v_customer_id, inserted, known_name;
+  end if;
+
+  c.outcome := v_outcome;
+  c.urgency_level := urgency;
+  c.is_emergency := emergency or c.emergency_fired_at is not null;
+  c.emergency_fired_at := case when fire then now() else c.emergency_fired_at end;
+  c.customer_id := v_customer_id;
+  c.is_returning_customer := coalesce(not inserted, false);
+  c.caller_name := coalesce(left(cad ->> 'caller_name', 200), known_name);
+  c.caller_address := left(cad ->> 'caller_address', 500);
+  c.caller_email := cad ->> 'caller_email';
+  c.service_type := left(cad ->> 'service_type', 200);
+  c.issue_summary := left(cad ->> 'issue_summary', 10000);
+  c.detected_intent := left(cad ->> 'detected_intent', 200);
+  c.estimated_value := (cad ->> 'estimated_value')::numeric;
+  c.appointment_date := (cad ->> 'appointment_date')::date;
+  c.appointment_time := case when cad ->> 'appointment_time' ~ '^([01][0-9]|2[0-3]):[0-5][0-9]$' then cad ->> 'appointment_time' end;
+  c.finalized_at := now();
+  return c;
+end
+$function$;
+comment on function app.voice_settle(app.calls,jsonb) is E'The settled fields of a call (outcome from custom_analysis_data, else from disconnection_reason; urgency, emergency flags, caller fields, finalized_at) after upserting its customer; writes no call. Shared by app.voice_finalize (a stored call) and app.voice_post_call (a call first seen already analysed, inserted settled).';
+
+create function app.voice_finalize_effects(c app.calls, fired boolean)
+ RETURNS void
+ LANGUAGE plpgsql
+AS $function$
+declare
+  voicemail boolean := coalesce(c.in_voicemail, false) or c.disconnection_reason = 'voicemail_reached';
+  l app.leads;
+begin
+  if c.outcome in ('lead', 'booked', 'transferred') or (voicemail and c.outcome <> 'spam') then
+    insert into app.leads (location_id, call_id, customer_id, name, phone, email, address, service_type,
+                           urgency_level, estimated_value, status, notes)
+    values (c.location_id, c.id, c.customer_id, c.caller_name, c.caller_phone,
+            case when c.caller_email ~ '^[^@\s]+@[^@\s]+\.[^@\s]+$' and length(c.caller_email) <= 320 then c.caller_email end,
+            c.caller_address, c.service_type, c.urgency_level, c.estimated_value,
+            case when c.outcome = 'booked' then 'booked' else 'new' end, c.issue_summary)
+    returning * into l;
+  end if;
+
+  if c.outcome = 'booked' and c.appointment_date is not null then
+    insert into app.bookings (location_id, call_id, lead_id, customer_id, status, scheduled_date,
+                              scheduled_time, service_type, address, notes)
+    values (c.location_id, c.id, l.id, c.customer_id, 'scheduled', c.appointment_date,
+            c.appointment_time, c.service_type, c.caller_address, c.issue_summary);
+  end if;
+
+  if fired then
+    perform app.emit(c.location_id, 'call.emergency', app.call_summary_json(c) || jsonb_build_object(
+      'reason', case when c.outcome = 'transferred' and c.urgency_level < 5 then 'warm_transfer' else 'urgency' end,
+      'lead_id', l.id));
+  end if;
+
+  perform app.emit(c.location_id, 'call.ended', app.call_summary_json(c));
+end
+$function$;
+comment on function app.voice_finalize_effects(app.calls,boolean) is E'What settling a call creates: its lead (lead, booked, transferred, or voicemail not spam), its booking (booked with a date), call.emergency when this settlement fired it, and call.ended.';
 
 -- Grants: the one place for this concern's privileges (tenant tables get theirs from
 -- app.secure_tenant_table above; only departures from it are here).
@@ -380,3 +462,7 @@ revoke execute on function app.voice_finalize(app.calls,jsonb) from public;
 grant execute on function app.voice_finalize(app.calls,jsonb) to switchboard_system;
 revoke execute on function app.voice_finalize_overdue(uuid) from public;
 revoke execute on function app.voice_post_call(jsonb,boolean) from public;
+revoke execute on function app.voice_settle(app.calls,jsonb) from public;
+grant execute on function app.voice_settle(app.calls,jsonb) to switchboard_system;
+revoke execute on function app.voice_finalize_effects(app.calls,boolean) from public;
+grant execute on function app.voice_finalize_effects(app.calls,boolean) to switchboard_system;

@@ -1,5 +1,5 @@
---! Previous: sha1:2d4cd18563da726c12253d63c20fe46f0c2658e9
---! Hash: sha1:494ca7d1bcc406144ac095dfa7c005d6d947f791
+--! Previous: sha1:68bbf7dc3e89b9081199cedb2fef012d484ebaf5
+--! Hash: sha1:7782851ba705fe82ae025cfb1fbde4eeb3a994a4
 --! Message: billing
 
 -- Billing (Stripe sync): schema billing, which the API role cannot see; staff read it.

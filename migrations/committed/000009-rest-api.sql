@@ -1,5 +1,5 @@
---! Previous: sha1:494ca7d1bcc406144ac095dfa7c005d6d947f791
---! Hash: sha1:6eb66bbd6a643b62fd6923406a87fea07f3455da
+--! Previous: sha1:7782851ba705fe82ae025cfb1fbde4eeb3a994a4
+--! Hash: sha1:005460a1f65655302dfa224f7893718393eaa148
 --! Message: rest api
 
 -- The REST API (docs/rest-api.md): one function per operation. Each authenticates the token

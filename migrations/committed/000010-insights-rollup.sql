@@ -1,5 +1,5 @@
---! Previous: sha1:6eb66bbd6a643b62fd6923406a87fea07f3455da
---! Hash: sha1:5a94375a33d8df452df5bf6c32a497418462f3ce
+--! Previous: sha1:005460a1f65655302dfa224f7893718393eaa148
+--! Hash: sha1:c4d5a11bec9e4c942b6a2d451c72c4c4533e5167
 --! Message: insights rollup
 
 -- Insights from a rollup kept by triggers (docs/rest-api.md "Insights"): after-hours flag, hourly

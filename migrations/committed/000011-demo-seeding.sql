@@ -1,5 +1,5 @@
---! Previous: sha1:5a94375a33d8df452df5bf6c32a497418462f3ce
---! Hash: sha1:b89b18025b6fc5ff52487d78da5eecf79d6c68df
+--! Previous: sha1:c4d5a11bec9e4c942b6a2d451c72c4c4533e5167
+--! Hash: sha1:73cefb79dfdf3b453e023e2daed9da3b88db4d7d
 --! Message: demo seeding
 
 -- Demo seeding for the CLI (`demo seed`): history, not live traffic (app.seeding suppresses events).

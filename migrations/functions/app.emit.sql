@@ -2,8 +2,14 @@
 -- To change this function, see migrations/CONVENTIONS.md ("Changing a function").
 CREATE OR REPLACE FUNCTION app.emit(location_id uuid, type text, data jsonb)
  RETURNS uuid
- LANGUAGE sql
+ LANGUAGE plpgsql
 AS $function$
-  insert into app.events (location_id, type, data) values (location_id, type, data) returning id
+declare
+  new_id uuid;
+begin
+  insert into app.events (location_id, type, data) values (emit.location_id, emit.type, emit.data)
+  returning events.id into new_id;
+  return new_id;
+end
 $function$;
 comment on function app.emit(uuid,text,jsonb) is E'Writes one event to the outbox.';

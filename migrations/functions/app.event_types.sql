@@ -2,10 +2,12 @@
 -- To change this function, see migrations/CONVENTIONS.md ("Changing a function").
 CREATE OR REPLACE FUNCTION app.event_types()
  RETURNS text[]
- LANGUAGE sql
+ LANGUAGE plpgsql
  IMMUTABLE PARALLEL SAFE
 AS $function$
-  select array['call.ended', 'call.emergency', 'lead.created', 'lead.updated',
-               'booking.created', 'booking.updated', 'spam.blocked']
+begin
+  return array['call.ended', 'call.emergency', 'lead.created', 'lead.updated',
+               'booking.created', 'booking.updated', 'spam.blocked'];
+end
 $function$;
 comment on function app.event_types() is E'Event types a webhook endpoint may subscribe to.';

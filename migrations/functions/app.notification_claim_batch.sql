@@ -5,26 +5,24 @@ CREATE OR REPLACE FUNCTION app.notification_claim_batch(owner text, max_claims i
  LANGUAGE plpgsql
  SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+ SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
 declare
   t timestamptz := clock_timestamp();
   ids uuid[];
   next_due timestamptz;
 begin
-  with picked as (
-    select n.id, n.location_id from app.notifications n
-     where n.status = 'pending' and n.lease_expires_at is null and n.next_attempt_at <= t
-     order by n.priority, n.next_attempt_at, n.id
-     limit greatest(max_claims, 0)
-       for update skip locked
-  ), leased as (
+  select array_agg(p.id order by p.priority, p.next_attempt_at, p.id) into ids
+    from (select n.id, n.priority, n.next_attempt_at from app.notifications n
+           where n.status = 'pending' and n.lease_expires_at is null and n.next_attempt_at <= t
+           order by n.priority, n.next_attempt_at, n.id
+           limit greatest(max_claims, 0)
+             for update skip locked) p;
+  if ids is not null then
     update app.notifications n
        set lease_expires_at = t + make_interval(secs => lease_ms / 1000.0), lease_owner = owner
-      from picked p
-     where n.id = p.id and n.location_id = p.location_id
-    returning n.id, n.priority, n.next_attempt_at
-  )
-  select array_agg(l.id order by l.priority, l.next_attempt_at, l.id) into ids from leased l;
+     where n.id = any (ids);
+  end if;
   if coalesce(cardinality(ids), 0) < max_claims then
     -- The queue has nothing more due: when the engine should look again (a retry's backoff).
     select min(n.next_attempt_at) into next_due from app.notifications n

@@ -5,6 +5,7 @@ CREATE OR REPLACE FUNCTION app.notification_for_send(ids uuid[])
  LANGUAGE plpgsql
  STABLE SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+ SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
 begin
   -- plpgsql, not sql: its plan is kept for the session (a SQL function's body is planned on every call).

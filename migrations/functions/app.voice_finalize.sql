@@ -5,95 +5,31 @@ CREATE OR REPLACE FUNCTION app.voice_finalize(c app.calls, analysis jsonb)
  LANGUAGE plpgsql
 AS $function$
 declare
-  cad jsonb := coalesce(analysis -> 'custom_analysis_data', '{}');
-  v_outcome text := cad ->> 'outcome';
-  urgency int := least(greatest(coalesce((cad ->> 'urgency_level')::int, 0), 0), 5);
-  voicemail boolean := coalesce(c.in_voicemail, false) or c.disconnection_reason = 'voicemail_reached';
-  captured boolean := cad ?| array['caller_name', 'caller_address', 'caller_email', 'service_type',
-                                   'issue_summary', 'appointment_date'];
-  alert boolean;
-  emergency boolean;
-  fire boolean;
-  v_customer_id uuid;
-  inserted boolean;
-  known_name text;
-  l app.leads;
+  s app.calls := app.voice_settle(c, analysis);
 begin
-  if v_outcome is null or v_outcome not in ('booked', 'transferred', 'lead', 'spam', 'dropped', 'other') then
-    v_outcome := case
-      when c.disconnection_reason in ('call_transfer', 'transfer_bridged') then 'transferred'
-      when c.disconnection_reason in ('marked_as_spam', 'scam_detected') then 'spam'
-      when voicemail then 'lead'
-      when c.disconnection_reason = 'user_hangup' and c.duration_sec < 10 and not captured then 'dropped'
-      else 'other' end;
-  end if;
-  -- alert: the call.emergency event; emergency: the stored flag (the alert, or the analysis flag).
-  alert := urgency = 5 or v_outcome = 'transferred';
-  emergency := alert or coalesce((cad ->> 'is_emergency')::boolean, false);
-  -- call.emergency fires once per call (a warm transfer may have fired it already).
-  fire := alert and c.emergency_fired_at is null;
-
-  if c.caller_phone is not null and v_outcome <> 'spam' then
-    insert into app.customers as t (location_id, phone, name, email, address, first_call_at, last_call_at, call_count)
-    values (c.location_id, c.caller_phone, left(cad ->> 'caller_name', 200), cad ->> 'caller_email',
-            left(cad ->> 'caller_address', 500), coalesce(c.started_at, now()), coalesce(c.started_at, now()), 1)
-    on conflict (location_id, phone) do update
-       set name = coalesce(excluded.name, t.name),
-           email = coalesce(excluded.email, t.email),
-           address = coalesce(excluded.address, t.address),
-           first_call_at = least(t.first_call_at, excluded.first_call_at),
-           last_call_at = greatest(t.last_call_at, excluded.last_call_at),
-           call_count = t.call_count + 1
-    returning t.id, (t.xmax = 0), t.name into v_customer_id, inserted, known_name;
-  end if;
-
   update app.calls set
-    outcome = v_outcome,
-    urgency_level = urgency,
-    is_emergency = emergency or calls.emergency_fired_at is not null,
-    emergency_fired_at = case when fire then now() else calls.emergency_fired_at end,
-    customer_id = v_customer_id,
-    is_returning_customer = coalesce(not inserted, false),
-    caller_name = coalesce(left(cad ->> 'caller_name', 200), known_name),
-    caller_address = left(cad ->> 'caller_address', 500),
-    caller_email = cad ->> 'caller_email',
-    service_type = left(cad ->> 'service_type', 200),
-    issue_summary = left(cad ->> 'issue_summary', 10000),
-    detected_intent = left(cad ->> 'detected_intent', 200),
-    estimated_value = (cad ->> 'estimated_value')::numeric,
-    appointment_date = (cad ->> 'appointment_date')::date,
-    appointment_time = case when cad ->> 'appointment_time' ~ '^([01][0-9]|2[0-3]):[0-5][0-9]$' then cad ->> 'appointment_time' end,
-    finalized_at = now()
+    outcome = s.outcome,
+    urgency_level = s.urgency_level,
+    is_emergency = s.is_emergency,
+    emergency_fired_at = s.emergency_fired_at,
+    customer_id = s.customer_id,
+    is_returning_customer = s.is_returning_customer,
+    caller_name = s.caller_name,
+    caller_address = s.caller_address,
+    caller_email = s.caller_email,
+    service_type = s.service_type,
+    issue_summary = s.issue_summary,
+    detected_intent = s.detected_intent,
+    estimated_value = s.estimated_value,
+    appointment_date = s.appointment_date,
+    appointment_time = s.appointment_time,
+    finalized_at = s.finalized_at
   where id = c.id
-  returning * into c;
-
-  if v_outcome in ('lead', 'booked', 'transferred') or (voicemail and v_outcome <> 'spam') then
-    insert into app.leads (location_id, call_id, customer_id, name, phone, email, address, service_type,
-                           urgency_level, estimated_value, status, notes)
-    values (c.location_id, c.id, c.customer_id, c.caller_name, c.caller_phone,
-            case when c.caller_email ~ '^[^@\s]+@[^@\s]+\.[^@\s]+$' and length(c.caller_email) <= 320 then c.caller_email end,
-            c.caller_address, c.service_type, c.urgency_level, c.estimated_value,
-            case when v_outcome = 'booked' then 'booked' else 'new' end, c.issue_summary)
-    returning * into l;
-  end if;
-
-  if v_outcome = 'booked' and c.appointment_date is not null then
-    insert into app.bookings (location_id, call_id, lead_id, customer_id, status, scheduled_date,
-                              scheduled_time, service_type, address, notes)
-    values (c.location_id, c.id, l.id, c.customer_id, 'scheduled', c.appointment_date,
-            c.appointment_time, c.service_type, c.caller_address, c.issue_summary);
-  end if;
-
-  if fire then
-    perform app.emit(c.location_id, 'call.emergency', app.call_summary_json(c) || jsonb_build_object(
-      'reason', case when v_outcome = 'transferred' and urgency < 5 then 'warm_transfer' else 'urgency' end,
-      'lead_id', l.id));
-  end if;
-
-  perform app.emit(c.location_id, 'call.ended', app.call_summary_json(c));
-  return c;
+  returning * into s;
+  perform app.voice_finalize_effects(s, c.emergency_fired_at is null and s.emergency_fired_at is not null);
+  return s;
 end
 $function$;
-comment on function app.voice_finalize(app.calls,jsonb) is E'Settles a call once (outcome from custom_analysis_data, else from disconnection_reason), upserts the customer, creates lead/booking, fires call.emergency (once, only for urgency 5 or a transfer; the analysis is_emergency flag only marks the row) and call.ended. Caller holds the row lock (and removes a queued finalize_call job, see app.voice_post_call).';
+comment on function app.voice_finalize(app.calls,jsonb) is E'Settles a stored call once (app.voice_settle), writes it, and creates what settling creates (app.voice_finalize_effects: lead, booking, call.emergency once, call.ended). Caller holds the row lock (and removes a queued finalize_call job, see app.voice_post_call).';
 revoke execute on function app.voice_finalize(app.calls,jsonb) from public;
 grant execute on function app.voice_finalize(app.calls,jsonb) to switchboard_system;

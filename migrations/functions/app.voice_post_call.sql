@@ -22,6 +22,9 @@ declare
   nc app.calls;
   prev_status text;
   new_status text := case ev when 'call_ended' then 'ended' when 'call_analyzed' then 'analyzed' else 'started' end;
+  -- Settles the call in this request: a call not seen before is then inserted settled.
+  settles boolean := ev = 'call_analyzed' or (ev = 'call_ended' and analysis is not null);
+  inserted_settled boolean := false;
 begin
   if ev not in ('call_started', 'call_ended', 'call_analyzed', 'transfer_started') then
     return jsonb_build_object('status', 'ignored');
@@ -48,6 +51,11 @@ begin
     perform app.raise('SB404', 'No location matches this call', jsonb_build_object('call_id', pc ->> 'call_id'));
   end if;
   perform set_config('app.location_id', loc::text, true);
+  -- Deliveries of one platform call wait for each other here (a replay or a concurrent retry):
+  -- a call not seen before may be inserted settled, its customer upserted first, and two
+  -- deliveries must not both take it for new. Class 7301 keeps these keys apart from other
+  -- advisory locks.
+  perform pg_advisory_xact_lock(7301, hashtext(loc::text || '/' || coalesce(pc ->> 'call_id', '')));
 
   loop
     if row_id is not null then
@@ -101,6 +109,37 @@ begin
       exit;
     end if;
 
+    if settles then
+      nc.location_id := loc;
+      nc.platform_call_id := pc ->> 'call_id';
+      nc.metadata := coalesce(nc.metadata, '{}');
+      nc := app.voice_settle(nc, coalesce(analysis, '{}'));
+      insert into app.calls (location_id, platform_call_id, direction, caller_phone, to_phone, agent_id,
+                             started_at, ended_at, duration_sec, disconnection_reason, transcript,
+                             transcript_turns, recording_url, public_log_url, metadata, call_summary,
+                             user_sentiment, in_voicemail, platform_status,
+                             outcome, urgency_level, is_emergency, emergency_fired_at, customer_id,
+                             is_returning_customer, caller_name, caller_address, caller_email, service_type,
+                             issue_summary, detected_intent, estimated_value, appointment_date,
+                             appointment_time, finalized_at)
+      values (loc, nc.platform_call_id, nc.direction, nc.caller_phone, nc.to_phone, nc.agent_id,
+              nc.started_at, nc.ended_at, nc.duration_sec, nc.disconnection_reason, nc.transcript,
+              nc.transcript_turns, nc.recording_url, nc.public_log_url, nc.metadata, nc.call_summary,
+              nc.user_sentiment, nc.in_voicemail, nc.platform_status,
+              nc.outcome, nc.urgency_level, nc.is_emergency, nc.emergency_fired_at, nc.customer_id,
+              nc.is_returning_customer, nc.caller_name, nc.caller_address, nc.caller_email, nc.service_type,
+              nc.issue_summary, nc.detected_intent, nc.estimated_value, nc.appointment_date,
+              nc.appointment_time, nc.finalized_at)
+      on conflict (location_id, platform_call_id) do nothing
+      returning * into c;
+      if c.id is null then
+        -- Cannot happen under the advisory lock above; refused rather than counting the customer twice.
+        perform app.raise('SB409', 'This call is being recorded by another delivery; retry', jsonb_build_object('call_id', pc ->> 'call_id'));
+      end if;
+      inserted_settled := true;
+      exit;
+    end if;
+
     insert into app.calls (location_id, platform_call_id, direction, caller_phone, to_phone, agent_id,
                            started_at, ended_at, duration_sec, disconnection_reason, transcript,
                            transcript_turns, recording_url, public_log_url, metadata, call_summary,
@@ -135,10 +174,14 @@ begin
     end if;
   end if;
 
+  if inserted_settled then
+    perform app.voice_finalize_effects(c, c.emergency_fired_at is not null);
+  end if;
+
   return jsonb_build_object('call_id', c.id, 'platform_call_id', c.platform_call_id,
     'platform_status', c.platform_status, 'outcome', c.outcome, 'finalized', c.finalized_at is not null);
 end
 $function$;
 alter function app.voice_post_call(jsonb,boolean) owner to switchboard_system;
-comment on function app.voice_post_call(jsonb,boolean) is E'Post-call webhook (call_started | call_ended | call_analyzed | transfer_started): routes by the dialled number first (then metadata call_row_id / location_id), inserts a new call with its facts or updates a known one idempotently on the platform call_id, fires call.emergency on a warm transfer, finalises on analysis (removing a queued finalize_call job) or schedules finalize_call 10 minutes after call_ended. With defer_wakeups the transaction sends no NOTIFY: its jobs wait in app_private.deferred_jobs until the caller runs app.flush_deferred_jobs() after the commit.';
+comment on function app.voice_post_call(jsonb,boolean) is E'Post-call webhook (call_started | call_ended | call_analyzed | transfer_started): routes by the dialled number first (then metadata call_row_id / location_id), serialises deliveries of one platform call id (transaction advisory lock), inserts a new call with its facts (settled at once when this delivery carries the analysis) or updates a known one idempotently on the platform call_id, fires call.emergency on a warm transfer, finalises on analysis (removing a queued finalize_call job) or schedules finalize_call 10 minutes after call_ended. With defer_wakeups the transaction sends no NOTIFY: its jobs wait in app_private.deferred_jobs until the caller runs app.flush_deferred_jobs() after the commit.';
 revoke execute on function app.voice_post_call(jsonb,boolean) from public;
