@@ -14,6 +14,7 @@
  */
 import { callFn } from '../db/pools.js';
 import { LeaseEngine, type ClaimBatch } from '../worker/lease-engine.js';
+import { Mailer } from './mailer.js';
 import { AbortedError } from './outbound.js';
 import { deliver, SendFailure, type NotificationToSend, type SenderDeps } from './send.js';
 
@@ -42,6 +43,9 @@ export interface TryOutcome {
 }
 
 export class NotificationEngine extends LeaseEngine<NotificationToSend, TryOutcome> {
+  /** Pooled SMTP connections for this engine's e-mail (src/notify/mailer.ts); closed by stop(). */
+  private readonly mailer: Mailer;
+
   constructor(private readonly deps: SenderDeps, opts: NotificationEngineOptions = {}) {
     super(deps.pool, deps.log.child({ component: 'notification-engine' }), {
       ownerPrefix: 'notify',
@@ -52,6 +56,12 @@ export class NotificationEngine extends LeaseEngine<NotificationToSend, TryOutco
       sendTimeoutMs: deps.cfg.WEBHOOK_TIMEOUT_MS,
       leaseGraceMs: deps.leaseGraceMs,
     });
+    this.mailer = new Mailer(deps.cfg.SMTP_URL ?? '', deps.cfg.WEBHOOK_TIMEOUT_MS);
+  }
+
+  override async stop(): Promise<void> {
+    await super.stop();
+    this.mailer.close();
   }
 
   protected claimBatch(free: number): Promise<ClaimBatch<NotificationToSend>> {
@@ -64,7 +74,7 @@ export class NotificationEngine extends LeaseEngine<NotificationToSend, TryOutco
 
   protected async send(n: NotificationToSend, signal: AbortSignal): Promise<TryOutcome | null> {
     try {
-      const o = await deliver(this.deps, n, signal);
+      const o = await deliver(this.deps, n, this.mailer, signal);
       return { id: n.id, status: o.status, detail: o.detail, response_status: o.response_status ?? null, permanent: false };
     } catch (err) {
       if (err instanceof AbortedError) {

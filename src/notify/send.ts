@@ -4,10 +4,10 @@
  * records. A channel the operator has not configured is `skipped`; a failure is a SendFailure
  * (`permanent` for a refused target); a send cut short by shutdown throws AbortedError.
  */
-import nodemailer from 'nodemailer';
 import { notificationChannels, notificationStatuses } from '../allowed-values.js';
 import type { TaskDeps } from '../worker/task.js';
 import { emailContent, renderMessage, slackPayload, type EventBody } from './messages.js';
+import type { Mailer } from './mailer.js';
 import { AbortedError, BlockedTargetError, postOutbound, type OutboundResponse } from './outbound.js';
 
 /** One claimed notification, as app.notification_claim_batch() returns it (app.notification_for_send()). */
@@ -91,57 +91,32 @@ async function sendSms(deps: SenderDeps, n: NotificationToSend, signal?: AbortSi
   }, form.toString(), 'sms', signal);
 }
 
-async function sendEmail(deps: SenderDeps, n: NotificationToSend, signal?: AbortSignal): Promise<Outcome> {
+async function sendEmail(deps: SenderDeps, n: NotificationToSend, mailer: Mailer, signal?: AbortSignal): Promise<Outcome> {
   const { SMTP_URL, MAIL_FROM } = deps.cfg;
   const missing = Object.entries({ SMTP_URL, MAIL_FROM }).filter(([, v]) => !v).map(([k]) => k);
   if (missing.length) return { status: 'skipped', detail: `e-mail not configured: ${missing.join(', ')} unset` };
   const msg = renderMessage({ event: n.event, business: n.location.name, callbackPhone: n.callback_phone });
-  const content = emailContent(msg);
-  const transport = nodemailer.createTransport(SMTP_URL, {
-    connectionTimeout: deps.cfg.WEBHOOK_TIMEOUT_MS,
-    greetingTimeout: deps.cfg.WEBHOOK_TIMEOUT_MS,
-    socketTimeout: deps.cfg.WEBHOOK_TIMEOUT_MS,
-  } as never);
-  // One deadline for the whole exchange, like an HTTP try (nodemailer's time-outs are per phase),
-  // so a try always ends within its lease.
-  let timer: NodeJS.Timeout | undefined;
-  let cut: 'timeout' | 'abort' | null = null;
-  const stop = (why: 'timeout' | 'abort') => {
-    cut ??= why;
-    transport.close();
-  };
-  const onAbort = () => stop('abort');
-  signal?.addEventListener('abort', onAbort, { once: true });
   try {
-    if (signal?.aborted) throw new AbortedError('Aborted by the worker (shutting down)');
-    const sending = transport.sendMail({ from: MAIL_FROM, to: n.recipient ?? '', ...content });
-    const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        stop('timeout');
-        reject(Object.assign(new Error(`No complete answer within ${deps.cfg.WEBHOOK_TIMEOUT_MS} ms`), { code: 'ETIMEDOUT' }));
-      }, deps.cfg.WEBHOOK_TIMEOUT_MS);
-    });
-    sending.catch(() => undefined);
-    const info = await Promise.race([sending, deadline]);
-    const code = Number(/^(\d{3})/.exec(info.response ?? '')?.[1]) || null;
-    return { status: 'sent', detail: `smtp: ${snippet(info.response ?? 'accepted')}`, response_status: code };
+    // One deadline for the whole exchange, like an HTTP try (src/notify/mailer.ts).
+    const info = await mailer.send({ from: MAIL_FROM, to: n.recipient ?? '', ...emailContent(msg) }, signal);
+    const code = Number(/^(\d{3})/.exec(info.response)?.[1]) || null;
+    return { status: 'sent', detail: `smtp: ${snippet(info.response)}`, response_status: code };
   } catch (err) {
-    if (cut === 'abort' || err instanceof AbortedError) throw new AbortedError('Aborted by the worker (shutting down)');
+    if (err instanceof AbortedError) throw err;
     const e = err as Error & { responseCode?: number; code?: string; response?: string };
     throw new SendFailure(`smtp: ${e.code ? `${e.code} ` : ''}${snippet(e.response ?? e.message)}`, e.responseCode ?? null);
-  } finally {
-    clearTimeout(timer);
-    signal?.removeEventListener('abort', onAbort);
-    transport.close();
   }
 }
 
-/** Sends one notification on its channel: an outcome, or a SendFailure / AbortedError thrown. */
-export function deliver(deps: SenderDeps, n: NotificationToSend, signal?: AbortSignal): Promise<Outcome> {
+/**
+ * Sends one notification on its channel: an outcome, or a SendFailure / AbortedError thrown.
+ * E-mail goes through the engine's pooled `mailer`.
+ */
+export function deliver(deps: SenderDeps, n: NotificationToSend, mailer: Mailer, signal?: AbortSignal): Promise<Outcome> {
   switch (n.channel) {
     case 'chat': return sendChat(deps, n, signal);
     case 'automation': return sendAutomation(deps, n, signal);
     case 'sms': return sendSms(deps, n, signal);
-    case 'email': return sendEmail(deps, n, signal);
+    case 'email': return sendEmail(deps, n, mailer, signal);
   }
 }

@@ -11,19 +11,29 @@ export interface ReceivedMail {
 export interface SmtpReceiver {
   url: string;
   messages: ReceivedMail[];
+  /** SMTP sessions opened so far (connections, not messages). */
+  readonly connections: number;
   /** Refuse recipients from now on with this SMTP reply (null accepts again). */
   refuse(code: number | null): void;
+  /** Hold each message's final reply this long from now on (0 answers at once). */
+  stall(ms: number): void;
   close(): Promise<void>;
 }
 
 export async function startSmtp(): Promise<SmtpReceiver> {
   const messages: ReceivedMail[] = [];
   let refuseCode: number | null = null;
+  let connections = 0;
+  let stallMs = 0;
   const server = new SMTPServer({
     secure: false,
     authOptional: true,
     disabledCommands: ['STARTTLS', 'AUTH'],
     logger: false,
+    onConnect(_session, cb) {
+      connections++;
+      cb();
+    },
     onRcptTo(_addr, _session, cb) {
       if (refuseCode) return cb(Object.assign(new Error('Mailbox unavailable'), { responseCode: refuseCode }));
       cb();
@@ -37,7 +47,8 @@ export async function startSmtp(): Promise<SmtpReceiver> {
           to: session.envelope.rcptTo.map((r) => r.address),
           raw: Buffer.concat(chunks).toString('utf8'),
         });
-        cb();
+        if (stallMs) setTimeout(() => cb(), stallMs);
+        else cb();
       });
     },
   });
@@ -46,8 +57,14 @@ export async function startSmtp(): Promise<SmtpReceiver> {
   return {
     url: `smtp://127.0.0.1:${port}`,
     messages,
+    get connections() {
+      return connections;
+    },
     refuse(code) {
       refuseCode = code;
+    },
+    stall(ms) {
+      stallMs = ms;
     },
     close: () => new Promise<void>((r) => server.close(() => r())),
   };
