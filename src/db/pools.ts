@@ -18,6 +18,9 @@ export function createApiPool(connectionString: string, max = 10): pg.Pool {
   } as pg.PoolConfig));
 }
 
+/** Connections of the API process's owner pool, which serves the voice and billing webhooks. */
+export const INGESTION_POOL_SIZE = 10;
+
 /** Owner pool for ingestion routes, worker helpers and the CLI: calls SECURITY DEFINER functions. */
 export function createOwnerPool(connectionString: string, max = 5, name = 'switchboard'): pg.Pool {
   return withErrorHandler(new pg.Pool({
