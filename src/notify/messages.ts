@@ -29,9 +29,12 @@ export interface Message {
 
 const str = (v: unknown): string | null => (typeof v === 'string' && v.trim() !== '' ? v.trim() : typeof v === 'number' ? String(v) : null);
 
+/** One formatter for every message: `toLocaleString` with options builds a new one per call. */
+const dollars = new Intl.NumberFormat('en-US', { maximumFractionDigits: 2 });
+
 function money(v: unknown): string | null {
   const n = typeof v === 'number' ? v : typeof v === 'string' && v !== '' ? Number(v) : NaN;
-  return Number.isFinite(n) ? `$${n.toLocaleString('en-US', { maximumFractionDigits: 2 })}` : null;
+  return Number.isFinite(n) ? `$${dollars.format(n)}` : null;
 }
 
 function urgency(v: unknown): string | null {

@@ -65,6 +65,16 @@ describe('messages', () => {
       expect(m.sms.length).toBeLessThanOrEqual(SMS_MAX);
     }
   });
+
+  test('an estimated value reads as US dollars, at most two decimals; a non-number is left out', () => {
+    const value = (estimated_value: unknown) => renderMessage({
+      event: { ...base, event: 'lead.created', data: { name: 'Jo', estimated_value } }, business: 'Acme', callbackPhone: null,
+    }).facts.find(([label]) => label === 'Estimated value')?.[1];
+    expect(value(1250.5)).toBe('$1,250.5');
+    expect(value('350')).toBe('$350');
+    expect(value(1234567.891)).toBe('$1,234,567.89');
+    expect(value('n/a')).toBeUndefined();
+  });
 });
 
 describe('postOutbound', () => {
