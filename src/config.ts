@@ -43,7 +43,11 @@ const schema = z.object({
   WEBHOOK_ENDPOINT_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(2),
   NOTIFY_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(8),
   SMTP_URL: urlWith(['smtp:', 'smtps:'], 'nodemailer sends nothing to any other scheme').optional(),
-  MAIL_FROM: z.string().min(1).optional(),
+  // What nodemailer puts in From: an address, or a display name and an address in angle brackets.
+  MAIL_FROM: z.string()
+    .regex(/^(?:[^<>\r\n]*<[^\s<>@]+@[^\s<>@]+\.[^\s<>@]+>|[^\s<>@]+@[^\s<>@]+\.[^\s<>@]+)$/,
+      'must be an e-mail address (alerts@example.com or Name <alerts@example.com>)')
+    .optional(),
   SMS_API_URL: urlWith(['https:'], 'outbound requests are https only, so every SMS would be refused').optional(),
   SMS_ACCOUNT_SID: z.string().min(1).optional(),
   SMS_AUTH_TOKEN: z.string().min(1).optional(),

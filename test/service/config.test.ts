@@ -1,7 +1,8 @@
 /**
  * Settings that would make every send fail stop start-up instead, with a message naming them:
  * outbound HTTP is https only (so an http SMS_API_URL would be refused on every SMS), and
- * nodemailer sends nothing to a URL that is not smtp:// or smtps://.
+ * nodemailer sends nothing to a URL that is not smtp:// or smtps://, and every e-mail needs a From
+ * address.
  */
 import { loadConfig } from '../../src/config.js';
 
@@ -15,6 +16,10 @@ test.each([
   ['SMTP_URL', 'http://mail.example.com'],
   ['SMTP_URL', 'mail.example.com:587'],
   ['SMTP_URL', 'smtp://'],
+  ['MAIL_FROM', 'alerts'],
+  ['MAIL_FROM', 'Switchboard alerts'],
+  ['MAIL_FROM', 'Switchboard <alerts>'],
+  ['MAIL_FROM', 'alerts@example.com\r\nBcc: all@example.com'],
 ])('%s=%s is refused at start-up, naming the setting', (name, value) => {
   expect(load({ [name]: value })).toThrow(new RegExp(`^Invalid configuration: ${name}: must be a`));
 });
@@ -23,6 +28,8 @@ test.each([
   ['SMS_API_URL', 'https://api.twilio.com/2010-04-01/Accounts/AC1/Messages.json'],
   ['SMTP_URL', 'smtp://user:pass@mail.example.com:587'],
   ['SMTP_URL', 'smtps://mail.example.com'],
+  ['MAIL_FROM', 'alerts@switchboard.example'],
+  ['MAIL_FROM', 'Switchboard Alerts <alerts@switchboard.example>'],
 ])('%s=%s is accepted', (name, value) => {
   expect(load({ [name]: value })()[name as 'SMS_API_URL']).toBe(value);
 });
