@@ -327,8 +327,40 @@ describe('POST /api/voice/post-call outcomes', () => {
     expect(results.map((r) => r.status)).toEqual(Array(10).fill(200));
     expect(await count(t.owner, 'select 1 from app.calls where location_id = $1', [loc.id])).toBe(1);
     expect(await count(t.owner, 'select 1 from app.leads where location_id = $1', [loc.id])).toBe(1);
-    expect(await count(t.owner, 'select 1 from app.customers where location_id = $1', [loc.id])).toBe(1);
+    expect(await count(t.owner, 'select 1 from app.customers where location_id = $1 and call_count = 1', [loc.id])).toBe(1);
     expect(types(await events(t.owner, loc.id))).toEqual(['booking.created', 'call.ended', 'lead.created']);
+  });
+
+  test('a call first seen already analysed is written once, settled; a known call is finalised by one update', async () => {
+    // Row versions one transaction writes to app.calls: the change of its pg_stat_xact_user_tables
+    // counters across the call (read as a difference: counts not yet flushed may include earlier ones).
+    const writes = async (payload: unknown) => {
+      const c = await t.owner.connect();
+      const counters = () => c.query(
+        `select n_tup_ins::int as ins, n_tup_upd::int as upd from pg_stat_xact_user_tables where relid = 'app.calls'::regclass`)
+        .then((r) => r.rows[0] as { ins: number; upd: number });
+      try {
+        await c.query('begin');
+        const before = await counters();
+        await c.query('select app.voice_post_call($1)', [payload]);
+        const after = await counters();
+        await c.query('commit');
+        return { ins: after.ins - before.ins, upd: after.upd - before.upd };
+      } finally {
+        c.release();
+      }
+    };
+    const loc = await voiceLocation(t.owner);
+    const fresh = voiceFixture('booked', loc);
+    expect(await writes(fresh)).toEqual({ ins: 1, upd: 0 });
+    const row = await callRow(t.owner, loc.id, fresh.call.call_id);
+    expect(row).toMatchObject({ outcome: 'booked', platform_status: 'analyzed' });
+    expect(row.finalized_at).not.toBeNull();
+
+    // call_ended without analysis stores the call; call_analyzed then updates its facts and settles it.
+    const known = voiceFixture('booked', loc);
+    expect(await writes(voiceFixture('analysis-missing-call-ended', loc, { callId: known.call.call_id }))).toEqual({ ins: 1, upd: 0 });
+    expect(await writes(known)).toEqual({ ins: 0, upd: 2 });
   });
 
   test('a call for no known location → 404, nothing stored', async () => {
