@@ -8,14 +8,7 @@ pg.types.setTypeParser(20, (v) => Number(v));
  * nothing the Express layer sends can see a row RLS does not allow.
  */
 export function createApiPool(connectionString: string, max = 10): pg.Pool {
-  return withErrorHandler(new pg.Pool({
-    connectionString,
-    max,
-    options: '-c role=switchboard_api -c statement_timeout=15000',
-    connectionTimeoutMillis: 5000,
-    idleTimeoutMillis: 30000,
-    application_name: 'switchboard-api',
-  } as pg.PoolConfig));
+  return makePool(connectionString, max, 'switchboard-api', '-c role=switchboard_api -c statement_timeout=15000');
 }
 
 /** Connections of the API process's owner pool, which serves the voice and billing webhooks. */
@@ -23,13 +16,7 @@ export const INGESTION_POOL_SIZE = 10;
 
 /** Owner pool for ingestion routes, worker helpers and the CLI: calls SECURITY DEFINER functions. */
 export function createOwnerPool(connectionString: string, max = 5, name = 'switchboard'): pg.Pool {
-  return withErrorHandler(new pg.Pool({
-    connectionString,
-    max,
-    connectionTimeoutMillis: 5000,
-    idleTimeoutMillis: 30000,
-    application_name: name,
-  }));
+  return makePool(connectionString, max, name);
 }
 
 /**
@@ -41,18 +28,23 @@ export function createOwnerPool(connectionString: string, max = 5, name = 'switc
  * disk with the ingestion commits, which must be durable (docs/performance.md).
  */
 export function createWorkerPool(connectionString: string, max = 12, name = 'switchboard-worker'): pg.Pool {
-  return withErrorHandler(new pg.Pool({
-    connectionString,
-    max,
-    options: '-c synchronous_commit=off',
-    connectionTimeoutMillis: 5000,
-    idleTimeoutMillis: 30000,
-    application_name: name,
-  } as pg.PoolConfig));
+  return makePool(connectionString, max, name, '-c synchronous_commit=off');
 }
 
-/** An idle client losing its connection (database restart) must not crash the process. */
-function withErrorHandler(pool: pg.Pool): pg.Pool {
+/**
+ * The settings every pool shares; `options` are session settings sent with each connection's
+ * start-up packet. An idle client losing its connection (database restart) must not crash the
+ * process.
+ */
+function makePool(connectionString: string, max: number, applicationName: string, options?: string): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString,
+    max,
+    ...(options ? { options } : {}),
+    connectionTimeoutMillis: 5000,
+    idleTimeoutMillis: 30000,
+    application_name: applicationName,
+  } as pg.PoolConfig);
   pool.on('error', () => undefined);
   // A checked-out client's error also rejects its query; this only keeps the emitter quiet.
   pool.on('connect', (client) => client.on('error', () => undefined));
