@@ -42,6 +42,8 @@ const schema = z.object({
   WEBHOOK_CONCURRENCY: z.coerce.number().int().min(1).max(10000).default(32),
   WEBHOOK_ENDPOINT_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(2),
   NOTIFY_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(8),
+  // CPU priority (nice) of the worker's connections on the embedded cluster; 0 leaves them equal to intake's.
+  WORKER_DB_NICE: z.coerce.number().int().min(0).max(19).default(10),
   SMTP_URL: urlWith(['smtp:', 'smtps:'], 'nodemailer sends nothing to any other scheme').optional(),
   // What nodemailer puts in From: an address, or a display name and an address in angle brackets.
   MAIL_FROM: z.string()

@@ -4,6 +4,7 @@ import type pg from 'pg';
 import type { StaffServer } from './admin/graphql.js';
 import { AuthCache } from './auth/cache.js';
 import type { Config } from './config.js';
+import { lowerPoolPriority } from './db/backend-priority.js';
 import { resolveDatabase, type Database } from './db/connection.js';
 import { migrateDatabase } from './db/migrate.js';
 import { createApiPool, createOwnerPool, createWorkerPool, INGESTION_POOL_SIZE } from './db/pools.js';
@@ -70,6 +71,8 @@ export async function startService(cfg: Config, log: Logger, mode: Mode = 'all')
       // three LISTEN connections (the webhook and notification engines, the graphile-worker
       // runner) plus short queries.
       const workerPool = createWorkerPool(db.url);
+      // On our own cluster the worker's backends give way to intake's when both want the CPU.
+      if (db.embedded) lowerPoolPriority(workerPool, db.embedded.postmasterPid, cfg.WORKER_DB_NICE, log);
       pools.push(workerPool);
       svc.worker = await startWorker({ cfg, log, pool: workerPool });
       log.info('worker started');

@@ -39,6 +39,8 @@ export interface EmbeddedCluster {
   urlFor(database: string): string;
   /** True when this process started the cluster (and so must stop it). */
   owned: boolean;
+  /** Pid of the cluster's postmaster (the parent of every backend), from its postmaster.pid. */
+  postmasterPid(): number | null;
   stop(): Promise<void>;
 }
 
@@ -102,6 +104,16 @@ function readState(file: string): State {
       `cannot read or write its credentials file ${file}: ${errText(err)}`,
       'restore that file from a backup (it holds the cluster password), or move DATA_DIR aside to start afresh',
     );
+  }
+}
+
+/** Pid of the cluster running on this data directory (first line of its postmaster.pid), or null. */
+function postmasterPid(pgDir: string): number | null {
+  try {
+    const pid = Number(fs.readFileSync(path.join(pgDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    return Number.isInteger(pid) && pid > 0 ? pid : null;
+  } catch {
+    return null;
   }
 }
 
@@ -582,7 +594,7 @@ export async function startEmbedded(dataDir: string, log: Logger): Promise<Embed
     }
     await ensureDatabaseOrExplain(urlFor('postgres'));
     log.debug({ port: existing }, 'attached to running embedded postgres');
-    return { url: urlFor(EMBEDDED_DATABASE), urlFor, owned: false, stop: async () => undefined };
+    return { url: urlFor(EMBEDDED_DATABASE), urlFor, owned: false, postmasterPid: () => postmasterPid(pgDir), stop: async () => undefined };
   }
 
   let bin = packagedBinaries();
@@ -668,7 +680,7 @@ export async function startEmbedded(dataDir: string, log: Logger): Promise<Embed
     throw err;
   }
   log.info({ port: server.port, dir: pgDir }, 'embedded postgres started');
-  return { url: urlFor(EMBEDDED_DATABASE), urlFor, owned: true, stop };
+  return { url: urlFor(EMBEDDED_DATABASE), urlFor, owned: true, postmasterPid: () => postmasterPid(pgDir), stop };
 }
 
 export async function ensureDatabase(adminUrl: string, name: string, template?: string): Promise<void> {

@@ -12,6 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { getAttributeSync } from '@napi-rs/xattr';
+import { parentPid } from '../../src/db/backend-priority.js';
 import { projectRoot } from '../../src/db/migrate.js';
 import { createTestDatabase } from '../support/db.js';
 import { childEnv, freePort, runCli } from '../support/spawn.js';
@@ -59,6 +60,14 @@ test('fresh start on the embedded cluster, CLI alongside, graceful stop, restart
   expect(fs.existsSync(path.join(dataDir, 'pg', 'PG_VERSION'))).toBe(true);
   expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
   expect(first.output()).toMatch(/worker started/);
+
+  // On its own cluster the worker's connections give way to intake's (src/db/backend-priority.ts):
+  // its three LISTEN connections at least run at nice 10, the cluster's own processes at 0.
+  const postmaster = Number(fs.readFileSync(path.join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
+  const niceOf = (pid: number) => { try { return os.getPriority(pid); } catch { return null; } };
+  const backends = fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d)).map(Number).filter((pid) => parentPid(pid) === postmaster);
+  expect(backends.filter((pid) => niceOf(pid) === 10).length).toBeGreaterThanOrEqual(3);
+  expect(backends.some((pid) => niceOf(pid) === 0)).toBe(true);
 
   // Staff GraphQL answers on the admin port, with pg-aggregates, and is absent from the public port.
   const staff = await gql(adminPort, '{ allLocations { totalCount aggregates { distinctCount { slug } } } }');
