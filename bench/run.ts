@@ -1,8 +1,8 @@
 /**
  * `npm run bench`: the service's hot paths against baselines measured in the same run, so the
  * ratios compare across machines. One throwaway embedded cluster; the service runs exactly as an
- * operator runs it (`npm start`, a child process tree whose RSS is measured) with DATABASE_URL
- * pointing at that cluster; the baseline (bench/baseline.mjs: bare Express + pg) runs as a
+ * operator runs it (`npm start`, a child process tree whose RSS is measured) on the same DATA_DIR,
+ * so it attaches to that cluster as its own embedded one; the baseline (bench/baseline.mjs: bare Express + pg) runs as a
  * second child process against the same database. autocannon drives both from this process.
  *
  * Rows (see docs/performance.md):
@@ -342,7 +342,7 @@ try {
     stdio: ['ignore', logFd, logFd],
     env: {
       PATH: env.PATH, HOME: env.HOME,
-      DATABASE_URL: cluster.url, DATA_DIR: dataDir, HOST: '127.0.0.1', PORT: String(port), ADMIN_PORT: String(port + 1),
+      DATA_DIR: dataDir, HOST: '127.0.0.1', PORT: String(port), ADMIN_PORT: String(port + 1),
       VOICE_WEBHOOK_SECRET: VOICE_SECRET, RATE_LIMIT_PER_MINUTE: '1000000000',
       WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', NODE_EXTRA_CA_CERTS: pki.caFile,
       SMTP_URL: smtp.url, MAIL_FROM: 'bench@switchboard.example',
