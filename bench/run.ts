@@ -15,7 +15,8 @@
  *     full fan-out (two webhook endpoints on a local HTTPS receiver, SMS + e-mail + Slack
  *     notifications; the worker runs) by BENCH_SENDERS concurrent senders → finalised calls/s,
  *     vs the baseline inserting each body with one INSERT;
- *   - RSS of the service's process tree (npm, its shell, node) under that load.
+ *   - RSS of the service's process tree (npm, its shell, node) under that load;
+ *   - the emergency SMS of that load: from the ingestion transaction to the SMS sent (p99).
  *
  * Knobs (environment): BENCH_SECONDS (8, per target; baseline and service alternate in halves),
  * BENCH_CONNECTIONS (50), BENCH_BIG_CALLS (1000000), BENCH_MID_CALLS (50000), BENCH_SENDERS (20),
@@ -24,7 +25,8 @@
  * BENCH_ONLY (comma list of sections: lists, insights, ingest), BENCH_DATA_DIR (keep and reuse
  * the seeded cluster there instead of a throwaway one), BENCH_JSON (also write the rows there),
  * BENCH_NODE_OPTIONS (NODE_OPTIONS for the service, to try V8 flags), BENCH_START_SCRIPT (npm
- * script that starts the service, default start; start:api leaves the worker out).
+ * script that starts the service, default start; start:api leaves the worker out), WORKER_DB_NICE
+ * (passed to the service).
  * Progress goes to stderr; the table to stdout.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -349,6 +351,7 @@ try {
       SMS_API_URL: `${https.url}/sms`, SMS_ACCOUNT_SID: 'ACbench', SMS_AUTH_TOKEN: 'bench', SMS_FROM: '+13125550199',
       LOG_LEVEL: env.BENCH_LOG_LEVEL ?? 'info',
       ...(env.BENCH_NODE_OPTIONS ? { NODE_OPTIONS: env.BENCH_NODE_OPTIONS } : {}),
+      ...(env.WORKER_DB_NICE ? { WORKER_DB_NICE: env.WORKER_DB_NICE } : {}),
     },
   });
   fs.closeSync(logFd);
@@ -494,7 +497,9 @@ try {
     progress(`ingestion: signed call_analyzed, ${SENDERS} senders, ${INGEST_SECONDS} s`);
     const pgDir = path.join(dataDir, 'pg');
     const cpu0 = { node: treeCpuMs(service.pid!), pg: clusterCpuMs(pgDir), self: process.cpuUsage() };
+    const loadStart = new Date();
     const ing = await cannon(postOpts(`${base}/api/voice/post-call`, INGEST_SECONDS));
+    const loadEnd = new Date();
     const after = await finalised();
     const selfCpu = process.cpuUsage(cpu0.self);
     const cpuPer = {
@@ -532,6 +537,19 @@ try {
     const counts = Object.fromEntries(https.counts);
     rows.push({ name: 'fan-out backlog after the load (pending webhook attempts, notifications, jobs)', value: left, unit: 'items',
       note: `${remaining === 0 ? `drained in ${drained.toFixed(0)} s` : `${remaining} left after ${DRAIN_SECONDS} s`}; received: webhooks ${(counts['/hook/bench-a'] ?? 0) + (counts['/hook/bench-b'] ?? 0)}, slack ${counts['/slack'] ?? 0}, sms ${counts['/sms'] ?? 0}, e-mail ${smtp.count()}` });
+
+    // Emergencies of the measured seconds: from the ingestion transaction to the SMS receiver's
+    // answer (the 'sent' log entry), while intake had the CPU first (docs/performance.md).
+    const em = (await owner.query(
+      `select count(*)::int as n, count(s.at)::int as sent,
+              percentile_cont(0.5) within group (order by s.ms) as p50, percentile_cont(0.99) within group (order by s.ms) as p99
+         from app.notifications n
+         left join lateral (select l.at, extract(epoch from l.at - n.created_at) * 1000 as ms from app.notification_log l
+                             where l.location_id = n.location_id and l.notification_id = n.id and l.status = 'sent' limit 1) s on true
+        where n.location_id = $1 and n.event = 'call.emergency' and n.channel = 'sms'
+          and n.created_at >= $2 and n.created_at < $3`, [ingest.id, loadStart, loadEnd])).rows[0];
+    rows.push({ name: 'emergency SMS during the ingestion load (call to SMS sent, p99)', value: Math.round(em.p99 ?? 0), unit: 'ms',
+      note: `${em.n} emergency SMS of the measured seconds, ${em.sent} sent; median ${Math.round(em.p50 ?? 0)} ms; counted from the ingestion transaction` });
   }
 
   // ---- Delivery-engine figures ------------------------------------------------------------------
