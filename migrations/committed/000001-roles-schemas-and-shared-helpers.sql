@@ -1,5 +1,5 @@
 --! Previous: -
---! Hash: sha1:88d73ff1b10564cc152db0a60e258e3231d66326
+--! Hash: sha1:282159c37261feb5de2d672f5f27620cbf5dae2c
 --! Message: roles schemas and shared helpers
 
 -- Roles, schemas and the helpers every other file uses: the tenant setting, timestamp and phone
@@ -200,14 +200,16 @@ comment on function app.page_after(jsonb) is E'Decodes { cursor }; a malformed o
 
 create function app.page_result(items jsonb[], lim integer)
  RETURNS jsonb
- LANGUAGE sql
+ LANGUAGE plpgsql
  IMMUTABLE PARALLEL SAFE
 AS $function$
-  select jsonb_build_object(
+begin
+  return jsonb_build_object(
     'data', coalesce((select jsonb_agg(x -> 'j' order by o) from unnest(items[1:lim]) with ordinality as u(x, o)), '[]'::jsonb),
-    'next_cursor', case when cardinality(items) > lim then items[lim] ->> 'c' end)
+    'next_cursor', case when cardinality(items) > lim then items[lim] ->> 'c' end);
+end
 $function$;
-comment on function app.page_result(jsonb[],integer) is E'Builds { data, next_cursor } from up to limit+1 items shaped { c: cursor, j: json }.';
+comment on function app.page_result(jsonb[],integer) is E'Builds { data, next_cursor } from up to limit+1 items shaped { c: cursor, j: json }. plpgsql, so its plan is kept for the connection: a SQL function with a sub-select is not inlined and PostgreSQL 17 plans its body on every call.';
 
 create function app.page_item(created_at timestamp with time zone, id uuid, j jsonb)
  RETURNS jsonb
@@ -352,6 +354,15 @@ begin
 end
 $function$;
 comment on function app.engine_wake(text) is E'Wakes the engines listening on channel (NOTIFY) when work became due now, unless the transaction defers its wake-ups: the one place that decides it, for the webhook and notification engines alike.';
+
+create function app.page_bound(after app.page_cursor)
+ RETURNS TABLE(created_at timestamp with time zone, id uuid)
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE ROWS 1
+AS $function$
+  select coalesce(after.created_at, 'infinity'), coalesce(after.id, 'ffffffff-ffff-ffff-ffff-ffffffffffff')
+$function$;
+comment on function app.page_bound(app.page_cursor) is E'Keyset bound for (created_at, id) < (select * from app.page_bound(after)): the cursor, or above every row on the first page; a table function so that it is inlined. Unlike app.before_cursor it is an index condition when the cursor is hidden from the planner.';
 
 -- Grants: the one place for this concern's privileges (tenant tables get theirs from
 -- app.secure_tenant_table above; only departures from it are here).

@@ -1,5 +1,5 @@
---! Previous: sha1:88d73ff1b10564cc152db0a60e258e3231d66326
---! Hash: sha1:4dba7d0264081dfa5629d9aa611a28e5dd85fce9
+--! Previous: sha1:282159c37261feb5de2d672f5f27620cbf5dae2c
+--! Hash: sha1:5f62714a06008096191fed40cba7c913b5b4ee1f
 --! Message: locations members api keys
 
 -- Locations (the tenant, a reference table when distributed), members, API keys (token look-up by

@@ -1,5 +1,5 @@
---! Previous: sha1:4dba7d0264081dfa5629d9aa611a28e5dd85fce9
---! Hash: sha1:452f13390651b564a205b80007632527162c631a
+--! Previous: sha1:5f62714a06008096191fed40cba7c913b5b4ee1f
+--! Hash: sha1:353689b4e234aa8d696d6e961025f83de86f6762
 --! Message: events customers calls leads bookings
 
 -- The events outbox and the records a call produces: customers, calls, leads, bookings; their

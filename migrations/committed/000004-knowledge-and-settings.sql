@@ -1,5 +1,5 @@
---! Previous: sha1:452f13390651b564a205b80007632527162c631a
---! Hash: sha1:80879e838e59b120228a4c6c19ca512df2ef76d2
+--! Previous: sha1:353689b4e234aa8d696d6e961025f83de86f6762
+--! Hash: sha1:40765c33365f466f26121edefac42c565c2b3d2c
 --! Message: knowledge and settings
 
 -- What the agent knows and how it behaves: FAQs, pricebook, call forwarding, business hours,

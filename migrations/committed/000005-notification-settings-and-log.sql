@@ -1,5 +1,5 @@
---! Previous: sha1:80879e838e59b120228a4c6c19ca512df2ef76d2
---! Hash: sha1:e45686d5d989ff31bbefd2214554c3a79d148f6e
+--! Previous: sha1:40765c33365f466f26121edefac42c565c2b3d2c
+--! Hash: sha1:e11be01fd2a4238c3a1471dad807dad3e9e40571
 --! Message: notification settings and log
 
 -- Notifications (docs/notifications.md): routing settings, one row per message with its log, the
@@ -186,20 +186,25 @@ comment on function app.notification_settings_json(app.notification_settings) is
 
 create function app.notification_json(n app.notifications, with_log boolean)
  RETURNS jsonb
- LANGUAGE sql
+ LANGUAGE plpgsql
  STABLE PARALLEL SAFE
 AS $function$
-  select jsonb_build_object(
+declare
+  j jsonb := jsonb_build_object(
     'id', n.id, 'location_id', n.location_id, 'event_id', n.event_id, 'event', n.event,
     'channel', n.channel, 'provider', n.provider, 'recipient', n.recipient, 'status', n.status,
-    'attempts', n.attempts, 'created_at', app.iso(n.created_at), 'updated_at', app.iso(n.updated_at))
-  || case when with_log then jsonb_build_object('log', coalesce((
-       select jsonb_agg(jsonb_build_object('at', app.iso(g.at), 'status', g.status, 'detail', g.detail,
-                                           'response_status', g.response_status) order by g.at, g.id)
-         from app.notification_log g where g.notification_id = n.id), '[]'::jsonb))
-     else '{}'::jsonb end
+    'attempts', n.attempts, 'created_at', app.iso(n.created_at), 'updated_at', app.iso(n.updated_at));
+begin
+  if not with_log then
+    return j;
+  end if;
+  return j || jsonb_build_object('log', coalesce((
+    select jsonb_agg(jsonb_build_object('at', app.iso(g.at), 'status', g.status, 'detail', g.detail,
+                                        'response_status', g.response_status) order by g.at, g.id)
+      from app.notification_log g where g.notification_id = n.id), '[]'::jsonb));
+end
 $function$;
-comment on function app.notification_json(app.notifications,boolean) is E'Notification as the API shows it; with_log adds its tries, oldest first.';
+comment on function app.notification_json(app.notifications,boolean) is E'Notification as the API shows it; with_log adds its tries, oldest first. plpgsql for the same reason as app.page_result: the log sub-select kept it from being inlined.';
 
 create function api.notification_settings_get(token_hash text, location_ref text)
  RETURNS jsonb
@@ -244,11 +249,12 @@ declare
   lim int := app.page_limit(page);
   after app.page_cursor := app.page_after(page);
 begin
+  -- Every value sits behind a sub-select, so the cached generic plan is chosen (see api.calls_list).
   return app.page_result(array(
     select app.page_item(n.created_at, n.id, app.notification_json(n, coalesce(with_log, false)))
       from app.notifications n
-     where app.before_cursor(n.created_at, n.id, after)
-     order by n.created_at desc, n.id desc limit lim + 1), lim);
+     where (n.created_at, n.id) < (select * from app.page_bound(after))
+     order by n.created_at desc, n.id desc limit (select lim + 1)), lim);
 end
 $function$;
 comment on function api.notifications_list(text,text,jsonb,boolean) is E'GET notifications[?include=log]: newest first, keyset pages.';

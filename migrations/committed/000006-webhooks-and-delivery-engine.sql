@@ -1,5 +1,5 @@
---! Previous: sha1:e45686d5d989ff31bbefd2214554c3a79d148f6e
---! Hash: sha1:075908b080c7f591004a9da6b7ff8325a77f0109
+--! Previous: sha1:e11be01fd2a4238c3a1471dad807dad3e9e40571
+--! Hash: sha1:2f957c473c95a13edcc863cc324f7a1df148493e
 --! Message: webhooks and delivery engine
 
 -- Outbound webhooks and the delivery engine (docs/webhooks.md, docs/delivery-engine.md):

@@ -1,5 +1,5 @@
---! Previous: sha1:075908b080c7f591004a9da6b7ff8325a77f0109
---! Hash: sha1:68bbf7dc3e89b9081199cedb2fef012d484ebaf5
+--! Previous: sha1:2f957c473c95a13edcc863cc324f7a1df148493e
+--! Hash: sha1:5865b85d1aa44d5923564bdca96e88501ca04084
 --! Message: voice ingestion
 
 -- Voice platform ingestion (docs/voice-integration.md): inbound routing by service phone, post-call

@@ -1,5 +1,5 @@
---! Previous: sha1:68bbf7dc3e89b9081199cedb2fef012d484ebaf5
---! Hash: sha1:7782851ba705fe82ae025cfb1fbde4eeb3a994a4
+--! Previous: sha1:5865b85d1aa44d5923564bdca96e88501ca04084
+--! Hash: sha1:9d48ab0173ed44cf977b491a4db63e94e159a0a4
 --! Message: billing
 
 -- Billing (Stripe sync): schema billing, which the API role cannot see; staff read it.

@@ -1,5 +1,5 @@
---! Previous: sha1:7782851ba705fe82ae025cfb1fbde4eeb3a994a4
---! Hash: sha1:005460a1f65655302dfa224f7893718393eaa148
+--! Previous: sha1:9d48ab0173ed44cf977b491a4db63e94e159a0a4
+--! Hash: sha1:07189a041115f96f892430d88b60df137b6112ac
 --! Message: rest api
 
 -- The REST API (docs/rest-api.md): one function per operation. Each authenticates the token
@@ -426,6 +426,21 @@ declare
   f_to timestamptz := (filters ->> 'to')::timestamptz;
   f_emergency boolean := (filters ->> 'is_emergency')::boolean;
 begin
+  if f_outcome is null and f_from is null and f_to is null and f_emergency is null then
+    -- Unfiltered pages, the hot read: every value sits behind a sub-select, so the cached generic
+    -- plan is chosen and the page is not planned again on each request.
+    select coalesce(json_agg(p.j order by p.n) filter (where p.n <= lim), '[]'),
+           case when max(p.n) > lim then min(app.cursor_encode(p.created_at, p.id)) filter (where p.n = lim) end
+      into data, next_cursor
+      from (select app.call_summary_js(c) as j, c.created_at, c.id,
+                   row_number() over (order by c.created_at desc, c.id desc) as n
+              from app.calls c
+             where c.location_id = (select a.location_id)
+               and (c.created_at, c.id) < (select * from app.page_bound(after))
+             order by c.created_at desc, c.id desc limit (select lim + 1)) p;
+    return;
+  end if;
+  -- Filtered pages: planned per request, so the outcome and started_at indexes serve them.
   select coalesce(json_agg(p.j order by p.n) filter (where p.n <= lim), '[]'),
          case when max(p.n) > lim then min(app.cursor_encode(p.created_at, p.id)) filter (where p.n = lim) end
     into data, next_cursor
@@ -452,6 +467,19 @@ declare
   lim int := app.page_limit(page);
   after app.page_cursor := app.page_after(page);
 begin
+  if leads_list.status is null then
+    -- Unfiltered pages: planned once per connection (see api.calls_list).
+    select coalesce(json_agg(p.j order by p.n) filter (where p.n <= lim), '[]'),
+           case when max(p.n) > lim then min(app.cursor_encode(p.created_at, p.id)) filter (where p.n = lim) end
+      into data, next_cursor
+      from (select app.lead_js(l) as j, l.created_at, l.id,
+                   row_number() over (order by l.created_at desc, l.id desc) as n
+              from app.leads l
+             where l.location_id = (select a.location_id)
+               and (l.created_at, l.id) < (select * from app.page_bound(after))
+             order by l.created_at desc, l.id desc limit (select lim + 1)) p;
+    return;
+  end if;
   select coalesce(json_agg(p.j order by p.n) filter (where p.n <= lim), '[]'),
          case when max(p.n) > lim then min(app.cursor_encode(p.created_at, p.id)) filter (where p.n = lim) end
     into data, next_cursor
@@ -459,7 +487,7 @@ begin
                  row_number() over (order by l.created_at desc, l.id desc) as n
             from app.leads l
            where l.location_id = a.location_id
-             and (leads_list.status is null or l.status = leads_list.status)
+             and l.status = leads_list.status
              and app.before_cursor(l.created_at, l.id, after)
            order by l.created_at desc, l.id desc limit lim + 1) p;
 end
@@ -475,6 +503,19 @@ declare
   lim int := app.page_limit(page);
   after app.page_cursor := app.page_after(page);
 begin
+  if bookings_list.status is null then
+    -- Unfiltered pages: planned once per connection (see api.calls_list).
+    select coalesce(json_agg(p.j order by p.n) filter (where p.n <= lim), '[]'),
+           case when max(p.n) > lim then min(app.cursor_encode(p.created_at, p.id)) filter (where p.n = lim) end
+      into data, next_cursor
+      from (select app.booking_js(b) as j, b.created_at, b.id,
+                   row_number() over (order by b.created_at desc, b.id desc) as n
+              from app.bookings b
+             where b.location_id = (select a.location_id)
+               and (b.created_at, b.id) < (select * from app.page_bound(after))
+             order by b.created_at desc, b.id desc limit (select lim + 1)) p;
+    return;
+  end if;
   select coalesce(json_agg(p.j order by p.n) filter (where p.n <= lim), '[]'),
          case when max(p.n) > lim then min(app.cursor_encode(p.created_at, p.id)) filter (where p.n = lim) end
     into data, next_cursor
@@ -482,7 +523,7 @@ begin
                  row_number() over (order by b.created_at desc, b.id desc) as n
             from app.bookings b
            where b.location_id = a.location_id
-             and (bookings_list.status is null or b.status = bookings_list.status)
+             and b.status = bookings_list.status
              and app.before_cursor(b.created_at, b.id, after)
            order by b.created_at desc, b.id desc limit lim + 1) p;
 end

@@ -1,5 +1,5 @@
---! Previous: sha1:005460a1f65655302dfa224f7893718393eaa148
---! Hash: sha1:c4d5a11bec9e4c942b6a2d451c72c4c4533e5167
+--! Previous: sha1:07189a041115f96f892430d88b60df137b6112ac
+--! Hash: sha1:79f3d21f8ee251337774aa4135546fb5453c075c
 --! Message: insights rollup
 
 -- Insights from a rollup kept by triggers (docs/rest-api.md "Insights"): after-hours flag, hourly

@@ -1,5 +1,5 @@
---! Previous: sha1:c4d5a11bec9e4c942b6a2d451c72c4c4533e5167
---! Hash: sha1:73cefb79dfdf3b453e023e2daed9da3b88db4d7d
+--! Previous: sha1:79f3d21f8ee251337774aa4135546fb5453c075c
+--! Hash: sha1:3fe307543bab58339cfe7d891cb2064c43696f23
 --! Message: demo seeding
 
 -- Demo seeding for the CLI (`demo seed`): history, not live traffic (app.seeding suppresses events).

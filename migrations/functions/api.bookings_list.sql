@@ -9,6 +9,19 @@ declare
   lim int := app.page_limit(page);
   after app.page_cursor := app.page_after(page);
 begin
+  if bookings_list.status is null then
+    -- Unfiltered pages: planned once per connection (see api.calls_list).
+    select coalesce(json_agg(p.j order by p.n) filter (where p.n <= lim), '[]'),
+           case when max(p.n) > lim then min(app.cursor_encode(p.created_at, p.id)) filter (where p.n = lim) end
+      into data, next_cursor
+      from (select app.booking_js(b) as j, b.created_at, b.id,
+                   row_number() over (order by b.created_at desc, b.id desc) as n
+              from app.bookings b
+             where b.location_id = (select a.location_id)
+               and (b.created_at, b.id) < (select * from app.page_bound(after))
+             order by b.created_at desc, b.id desc limit (select lim + 1)) p;
+    return;
+  end if;
   select coalesce(json_agg(p.j order by p.n) filter (where p.n <= lim), '[]'),
          case when max(p.n) > lim then min(app.cursor_encode(p.created_at, p.id)) filter (where p.n = lim) end
     into data, next_cursor
@@ -16,7 +29,7 @@ begin
                  row_number() over (order by b.created_at desc, b.id desc) as n
             from app.bookings b
            where b.location_id = a.location_id
-             and (bookings_list.status is null or b.status = bookings_list.status)
+             and b.status = bookings_list.status
              and app.before_cursor(b.created_at, b.id, after)
            order by b.created_at desc, b.id desc limit lim + 1) p;
 end

@@ -13,6 +13,21 @@ declare
   f_to timestamptz := (filters ->> 'to')::timestamptz;
   f_emergency boolean := (filters ->> 'is_emergency')::boolean;
 begin
+  if f_outcome is null and f_from is null and f_to is null and f_emergency is null then
+    -- Unfiltered pages, the hot read: every value sits behind a sub-select, so the cached generic
+    -- plan is chosen and the page is not planned again on each request.
+    select coalesce(json_agg(p.j order by p.n) filter (where p.n <= lim), '[]'),
+           case when max(p.n) > lim then min(app.cursor_encode(p.created_at, p.id)) filter (where p.n = lim) end
+      into data, next_cursor
+      from (select app.call_summary_js(c) as j, c.created_at, c.id,
+                   row_number() over (order by c.created_at desc, c.id desc) as n
+              from app.calls c
+             where c.location_id = (select a.location_id)
+               and (c.created_at, c.id) < (select * from app.page_bound(after))
+             order by c.created_at desc, c.id desc limit (select lim + 1)) p;
+    return;
+  end if;
+  -- Filtered pages: planned per request, so the outcome and started_at indexes serve them.
   select coalesce(json_agg(p.j order by p.n) filter (where p.n <= lim), '[]'),
          case when max(p.n) > lim then min(app.cursor_encode(p.created_at, p.id)) filter (where p.n = lim) end
     into data, next_cursor

@@ -9,6 +9,19 @@ declare
   lim int := app.page_limit(page);
   after app.page_cursor := app.page_after(page);
 begin
+  if leads_list.status is null then
+    -- Unfiltered pages: planned once per connection (see api.calls_list).
+    select coalesce(json_agg(p.j order by p.n) filter (where p.n <= lim), '[]'),
+           case when max(p.n) > lim then min(app.cursor_encode(p.created_at, p.id)) filter (where p.n = lim) end
+      into data, next_cursor
+      from (select app.lead_js(l) as j, l.created_at, l.id,
+                   row_number() over (order by l.created_at desc, l.id desc) as n
+              from app.leads l
+             where l.location_id = (select a.location_id)
+               and (l.created_at, l.id) < (select * from app.page_bound(after))
+             order by l.created_at desc, l.id desc limit (select lim + 1)) p;
+    return;
+  end if;
   select coalesce(json_agg(p.j order by p.n) filter (where p.n <= lim), '[]'),
          case when max(p.n) > lim then min(app.cursor_encode(p.created_at, p.id)) filter (where p.n = lim) end
     into data, next_cursor
@@ -16,7 +29,7 @@ begin
                  row_number() over (order by l.created_at desc, l.id desc) as n
             from app.leads l
            where l.location_id = a.location_id
-             and (leads_list.status is null or l.status = leads_list.status)
+             and l.status = leads_list.status
              and app.before_cursor(l.created_at, l.id, after)
            order by l.created_at desc, l.id desc limit lim + 1) p;
 end

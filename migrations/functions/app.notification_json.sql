@@ -2,17 +2,22 @@
 -- To change this function, see migrations/CONVENTIONS.md ("Changing a function").
 CREATE OR REPLACE FUNCTION app.notification_json(n app.notifications, with_log boolean)
  RETURNS jsonb
- LANGUAGE sql
+ LANGUAGE plpgsql
  STABLE PARALLEL SAFE
 AS $function$
-  select jsonb_build_object(
+declare
+  j jsonb := jsonb_build_object(
     'id', n.id, 'location_id', n.location_id, 'event_id', n.event_id, 'event', n.event,
     'channel', n.channel, 'provider', n.provider, 'recipient', n.recipient, 'status', n.status,
-    'attempts', n.attempts, 'created_at', app.iso(n.created_at), 'updated_at', app.iso(n.updated_at))
-  || case when with_log then jsonb_build_object('log', coalesce((
-       select jsonb_agg(jsonb_build_object('at', app.iso(g.at), 'status', g.status, 'detail', g.detail,
-                                           'response_status', g.response_status) order by g.at, g.id)
-         from app.notification_log g where g.notification_id = n.id), '[]'::jsonb))
-     else '{}'::jsonb end
+    'attempts', n.attempts, 'created_at', app.iso(n.created_at), 'updated_at', app.iso(n.updated_at));
+begin
+  if not with_log then
+    return j;
+  end if;
+  return j || jsonb_build_object('log', coalesce((
+    select jsonb_agg(jsonb_build_object('at', app.iso(g.at), 'status', g.status, 'detail', g.detail,
+                                        'response_status', g.response_status) order by g.at, g.id)
+      from app.notification_log g where g.notification_id = n.id), '[]'::jsonb));
+end
 $function$;
-comment on function app.notification_json(app.notifications,boolean) is E'Notification as the API shows it; with_log adds its tries, oldest first.';
+comment on function app.notification_json(app.notifications,boolean) is E'Notification as the API shows it; with_log adds its tries, oldest first. plpgsql for the same reason as app.page_result: the log sub-select kept it from being inlined.';

@@ -2,11 +2,13 @@
 -- To change this function, see migrations/CONVENTIONS.md ("Changing a function").
 CREATE OR REPLACE FUNCTION app.page_result(items jsonb[], lim integer)
  RETURNS jsonb
- LANGUAGE sql
+ LANGUAGE plpgsql
  IMMUTABLE PARALLEL SAFE
 AS $function$
-  select jsonb_build_object(
+begin
+  return jsonb_build_object(
     'data', coalesce((select jsonb_agg(x -> 'j' order by o) from unnest(items[1:lim]) with ordinality as u(x, o)), '[]'::jsonb),
-    'next_cursor', case when cardinality(items) > lim then items[lim] ->> 'c' end)
+    'next_cursor', case when cardinality(items) > lim then items[lim] ->> 'c' end);
+end
 $function$;
-comment on function app.page_result(jsonb[],integer) is E'Builds { data, next_cursor } from up to limit+1 items shaped { c: cursor, j: json }.';
+comment on function app.page_result(jsonb[],integer) is E'Builds { data, next_cursor } from up to limit+1 items shaped { c: cursor, j: json }. plpgsql, so its plan is kept for the connection: a SQL function with a sub-select is not inlined and PostgreSQL 17 plans its body on every call.';

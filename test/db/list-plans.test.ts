@@ -1,0 +1,142 @@
+/**
+ * The unfiltered list pages are planned once per connection, not on every request
+ * (docs/performance.md "Lists: planned once per connection"). plpgsql keeps a generic plan only
+ * when it costs no more than the plans made for the actual values; with a large location in the
+ * table and the page size as a plain parameter it never does, and each page paid for planning
+ * again. The planner's own statistics (log_planner_stats, reported to this client) count how
+ * often it runs; a large (30,000 calls, 20,000 bookings) and a small location make the case where it used to run every time.
+ * Results stay those of the filtered, per-request-planned path.
+ */
+import pg from 'pg';
+import { callFn } from '../../src/db/pools.js';
+import { hashToken } from '../../src/auth/tokens.js';
+import { createTestDatabase, type TestDatabase } from '../support/db.js';
+import { createLocation, mintKey, type TestLocation } from '../support/harness.js';
+
+let db: TestDatabase;
+let owner: pg.Pool;
+let small: TestLocation;
+let smallToken: string;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  owner = new pg.Pool({ connectionString: db.url, max: 2 });
+  const big = await createLocation(owner);
+  small = await createLocation(owner);
+  ({ token: smallToken } = await mintKey(owner, small.id));
+  for (const [loc, calls] of [[big, 30000], [small, 120]] as const) {
+    await callFn(owner, 'admin.demo_seed_prepare', [loc.slug, 50]);
+    await callFn(owner, 'admin.demo_seed_calls', [loc.slug, calls, 30]);
+    await callFn(owner, 'admin.demo_seed_finish', [loc.slug]);
+    // Notifications: one live lead's event, then many rows pointing at it.
+    const c = await owner.connect();
+    try {
+      await c.query('begin');
+      await c.query("select set_config('app.location_id', $1, true)", [loc.id]);
+      await c.query("insert into app.leads (location_id, name, phone) values ($1, 'Live Lead', '+14155550199')", [loc.id]);
+      await c.query(
+        `insert into app.notifications (location_id, event_id, event, channel, provider, recipient, status, created_at)
+         select $1, e.id, 'lead.created', 'email', 'smtp', 'owner@example.com', 'sent', now() - g * interval '1 minute'
+           from (select id from app.events where location_id = $1 limit 1) e, generate_series(1, $2::int) g`,
+        [loc.id, calls / 2],
+      );
+      // Bookings: the demo seeder books a few calls; the large location needs many more.
+      if (loc === big) {
+        await c.query("select set_config('app.seeding', 'on', true)");
+        await c.query(
+          `insert into app.bookings (location_id, scheduled_date, created_at)
+           select $1, current_date + g % 30, now() - g * interval '1 minute' from generate_series(1, 20000) g`, [loc.id]);
+      }
+      await c.query('commit');
+    } finally {
+      c.release();
+    }
+  }
+  await owner.query('analyze');
+});
+afterAll(async () => {
+  await owner?.end();
+  await db?.drop();
+});
+
+/** Runs `sql` `times` times inside one DO block; returns how often the planner ran meanwhile. */
+async function plannerRuns(c: pg.Client, sql: string, times: number): Promise<number> {
+  let runs = 0;
+  const onNotice = (n: { message?: string }) => { if (n.message === 'PLANNER STATISTICS') runs += 1; };
+  c.on('notice', onNotice);
+  try {
+    await c.query(`do $$ begin for i in 1..${times} loop perform ${sql}; end loop; end $$`);
+  } finally {
+    c.removeListener('notice', onNotice);
+  }
+  return runs;
+}
+
+const lists = [
+  ['calls', (h: string, l: string) => `api.calls_list('${h}', '${l}', '{}', '{}')`],
+  ['leads', (h: string, l: string) => `api.leads_list('${h}', '${l}', null, '{}')`],
+  ['bookings', (h: string, l: string) => `api.bookings_list('${h}', '${l}', null, '{}')`],
+  ['notifications', (h: string, l: string) => `api.notifications_list('${h}', '${l}', '{}', false)`],
+] as const;
+
+test.each(lists)('GET %s without filters is planned once per connection', async (_name, sql) => {
+  const c = new pg.Client({ connectionString: db.url });
+  await c.connect();
+  try {
+    // log_planner_stats needs the owner (a superuser here); the calls then run as the API role.
+    await c.query('set log_planner_stats = on');
+    await c.query('set client_min_messages = log');
+    await c.query('set role switchboard_api');
+    const call = sql(hashToken(smallToken), small.id);
+    // The first executions are planned for their values (plpgsql's rule: five), then the choice is made.
+    expect(await plannerRuns(c, call, 6)).toBeGreaterThan(0);
+    // From here on nothing is planned again: the planner runs no more often than for the DO block
+    // and its loop around a constant.
+    const floor = await plannerRuns(c, '1', 20);
+    expect(await plannerRuns(c, call, 20)).toBeLessThanOrEqual(floor);
+  } finally {
+    await c.end();
+  }
+});
+
+test('the planned-once pages equal the per-request-planned (filtered) path, cursor by cursor', async () => {
+  const c = new pg.Client({ connectionString: db.url });
+  await c.connect();
+  try {
+    await c.query('set role switchboard_api');
+    const h = hashToken(smallToken);
+    // Calls: the unfiltered walk equals the union of the per-outcome (filtered) walks, in order.
+    async function walk(filters: object): Promise<{ id: string; created_at: string }[]> {
+      const out: { id: string; created_at: string }[] = [];
+      let cursor: string | null = null;
+      for (let i = 0; i < 100; i++) {
+        const page: any = (await c.query('select * from api.calls_list($1, $2, $3, $4)',
+          [h, small.id, filters, cursor ? { limit: 7, cursor } : { limit: 7 }])).rows[0];
+        out.push(...page.data);
+        cursor = page.next_cursor;
+        if (!cursor) return out;
+      }
+      throw new Error('too many pages');
+    }
+    const all = await walk({});
+    expect(all).toHaveLength(120);
+    expect(new Set(all.map((x) => x.id)).size).toBe(all.length);
+    const byOutcome: { id: string; created_at: string }[] = [];
+    for (const outcome of ['booked', 'transferred', 'lead', 'spam', 'dropped', 'other']) byOutcome.push(...await walk({ outcome }));
+    const order = (xs: { id: string; created_at: string }[]) =>
+      [...xs].sort((a, b) => (a.created_at === b.created_at ? (a.id < b.id ? 1 : -1) : a.created_at < b.created_at ? 1 : -1)).map((x) => x.id);
+    expect(byOutcome).toHaveLength(all.length);
+    expect(all.map((x) => x.id)).toEqual(order(byOutcome));
+    // Leads: the unfiltered first page is the newest 50 of the location, as the filtered path sees them.
+    const leads = (await c.query('select * from api.leads_list($1, $2, null, $3)', [h, small.id, { limit: 200 }])).rows[0].data;
+    const statuses = [...new Set(leads.map((l: any) => l.status))] as string[];
+    const perStatus: any[] = [];
+    for (const status of statuses) {
+      perStatus.push(...(await c.query('select * from api.leads_list($1, $2, $3, $4)', [h, small.id, status, { limit: 200 }])).rows[0].data);
+    }
+    expect(leads.length).toBeGreaterThan(0);
+    expect(order(perStatus)).toEqual(leads.map((l: any) => l.id));
+  } finally {
+    await c.end();
+  }
+});
