@@ -1,5 +1,5 @@
 --! Previous: -
---! Hash: sha1:282159c37261feb5de2d672f5f27620cbf5dae2c
+--! Hash: sha1:6195830d5f54766b72f9018f6300f4d64cf783dd
 --! Message: roles schemas and shared helpers
 
 -- Roles, schemas and the helpers every other file uses: the tenant setting, timestamp and phone
@@ -222,8 +222,10 @@ create function app.before_cursor(created_at timestamp with time zone, id uuid, 
  RETURNS boolean
  LANGUAGE sql
  IMMUTABLE PARALLEL SAFE
-AS $function$ select after is null or (created_at, id) < (after.created_at, after.id) $function$;
-comment on function app.before_cursor(timestamp with time zone,uuid,app.page_cursor) is E'Keyset predicate: the row sorts after the cursor (newest first).';
+AS $function$
+  select (created_at, id) < (coalesce(after.created_at, 'infinity'), coalesce(after.id, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+$function$;
+comment on function app.before_cursor(timestamp with time zone,uuid,app.page_cursor) is E'Keyset predicate: the row sorts after the cursor (newest first); no cursor is a bound above every row. One row comparison, so it is an index condition on (created_at desc, id desc), in a plan made for the cursor''s value: a deep page starts at its cursor instead of filtering past every newer row. Plans kept for any value use app.page_bound.';
 
 create function api.ready()
  RETURNS boolean

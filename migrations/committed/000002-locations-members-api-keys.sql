@@ -1,5 +1,5 @@
---! Previous: sha1:282159c37261feb5de2d672f5f27620cbf5dae2c
---! Hash: sha1:5f62714a06008096191fed40cba7c913b5b4ee1f
+--! Previous: sha1:6195830d5f54766b72f9018f6300f4d64cf783dd
+--! Hash: sha1:f6feb2cc4abe456c56c1c196880645b6a4217051
 --! Message: locations members api keys
 
 -- Locations (the tenant, a reference table when distributed), members, API keys (token look-up by

@@ -1,5 +1,5 @@
---! Previous: sha1:5f62714a06008096191fed40cba7c913b5b4ee1f
---! Hash: sha1:353689b4e234aa8d696d6e961025f83de86f6762
+--! Previous: sha1:f6feb2cc4abe456c56c1c196880645b6a4217051
+--! Hash: sha1:4f66b1cb560696f8a5b3e32345ad31ad7f88d50b
 --! Message: events customers calls leads bookings
 
 -- The events outbox and the records a call produces: customers, calls, leads, bookings; their

@@ -1,5 +1,5 @@
---! Previous: sha1:353689b4e234aa8d696d6e961025f83de86f6762
---! Hash: sha1:40765c33365f466f26121edefac42c565c2b3d2c
+--! Previous: sha1:4f66b1cb560696f8a5b3e32345ad31ad7f88d50b
+--! Hash: sha1:7d6b969d78255e013c4ca9ba6e945a91ec745b08
 --! Message: knowledge and settings
 
 -- What the agent knows and how it behaves: FAQs, pricebook, call forwarding, business hours,

@@ -1,5 +1,5 @@
---! Previous: sha1:40765c33365f466f26121edefac42c565c2b3d2c
---! Hash: sha1:e11be01fd2a4238c3a1471dad807dad3e9e40571
+--! Previous: sha1:7d6b969d78255e013c4ca9ba6e945a91ec745b08
+--! Hash: sha1:d8c784e09113e4c01b1ae91bb4be1c02bc79bfeb
 --! Message: notification settings and log
 
 -- Notifications (docs/notifications.md): routing settings, one row per message with its log, the

@@ -1,5 +1,5 @@
---! Previous: sha1:e11be01fd2a4238c3a1471dad807dad3e9e40571
---! Hash: sha1:2f957c473c95a13edcc863cc324f7a1df148493e
+--! Previous: sha1:d8c784e09113e4c01b1ae91bb4be1c02bc79bfeb
+--! Hash: sha1:a484b40a201d3e18831883d7a7d8a7e86e988b61
 --! Message: webhooks and delivery engine
 
 -- Outbound webhooks and the delivery engine (docs/webhooks.md, docs/delivery-engine.md):
@@ -359,6 +359,14 @@ declare
   f_type text := filters ->> 'event';
   f_status text := filters ->> 'status';
 begin
+  if f_endpoint is null and f_event_id is null and f_type is null and f_status is null then
+    -- Unfiltered pages: planned once per connection (see api.calls_list).
+    return app.page_result(array(
+      select app.page_item(d.created_at, d.id, app.webhook_delivery_json(d)) from app.webhook_deliveries d
+       where (d.created_at, d.id) < (select * from app.page_bound(after))
+       order by d.created_at desc, d.id desc limit (select lim + 1)), lim);
+  end if;
+  -- Filtered pages: planned per request, so the status, event and endpoint indexes serve them.
   return app.page_result(array(
     select app.page_item(d.created_at, d.id, app.webhook_delivery_json(d)) from app.webhook_deliveries d
      where app.before_cursor(d.created_at, d.id, after)

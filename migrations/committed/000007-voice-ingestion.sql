@@ -1,5 +1,5 @@
---! Previous: sha1:2f957c473c95a13edcc863cc324f7a1df148493e
---! Hash: sha1:5865b85d1aa44d5923564bdca96e88501ca04084
+--! Previous: sha1:a484b40a201d3e18831883d7a7d8a7e86e988b61
+--! Hash: sha1:a6d399da912e59b586616c2d107b8393981402d1
 --! Message: voice ingestion
 
 -- Voice platform ingestion (docs/voice-integration.md): inbound routing by service phone, post-call

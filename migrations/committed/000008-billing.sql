@@ -1,5 +1,5 @@
---! Previous: sha1:5865b85d1aa44d5923564bdca96e88501ca04084
---! Hash: sha1:9d48ab0173ed44cf977b491a4db63e94e159a0a4
+--! Previous: sha1:a6d399da912e59b586616c2d107b8393981402d1
+--! Hash: sha1:4c61b5b3ff9a984249b78179f3128deac2745e49
 --! Message: billing
 
 -- Billing (Stripe sync): schema billing, which the API role cannot see; staff read it.

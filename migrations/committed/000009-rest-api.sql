@@ -1,5 +1,5 @@
---! Previous: sha1:9d48ab0173ed44cf977b491a4db63e94e159a0a4
---! Hash: sha1:07189a041115f96f892430d88b60df137b6112ac
+--! Previous: sha1:4c61b5b3ff9a984249b78179f3128deac2745e49
+--! Hash: sha1:0db066b8eac7148cd08fe1a6e8021e80ab769bd6
 --! Message: rest api
 
 -- The REST API (docs/rest-api.md): one function per operation. Each authenticates the token

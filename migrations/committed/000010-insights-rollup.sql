@@ -1,5 +1,5 @@
---! Previous: sha1:07189a041115f96f892430d88b60df137b6112ac
---! Hash: sha1:79f3d21f8ee251337774aa4135546fb5453c075c
+--! Previous: sha1:0db066b8eac7148cd08fe1a6e8021e80ab769bd6
+--! Hash: sha1:7cf3f712d01d53d1eb79b39bacf959be8afd4001
 --! Message: insights rollup
 
 -- Insights from a rollup kept by triggers (docs/rest-api.md "Insights"): after-hours flag, hourly

@@ -1,5 +1,5 @@
---! Previous: sha1:79f3d21f8ee251337774aa4135546fb5453c075c
---! Hash: sha1:3fe307543bab58339cfe7d891cb2064c43696f23
+--! Previous: sha1:7cf3f712d01d53d1eb79b39bacf959be8afd4001
+--! Hash: sha1:000695d2261e5a9a16fb9392b86bbf1d23c7778e
 --! Message: demo seeding
 
 -- Demo seeding for the CLI (`demo seed`): history, not live traffic (app.seeding suppresses events).

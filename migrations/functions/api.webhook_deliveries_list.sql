@@ -13,6 +13,14 @@ declare
   f_type text := filters ->> 'event';
   f_status text := filters ->> 'status';
 begin
+  if f_endpoint is null and f_event_id is null and f_type is null and f_status is null then
+    -- Unfiltered pages: planned once per connection (see api.calls_list).
+    return app.page_result(array(
+      select app.page_item(d.created_at, d.id, app.webhook_delivery_json(d)) from app.webhook_deliveries d
+       where (d.created_at, d.id) < (select * from app.page_bound(after))
+       order by d.created_at desc, d.id desc limit (select lim + 1)), lim);
+  end if;
+  -- Filtered pages: planned per request, so the status, event and endpoint indexes serve them.
   return app.page_result(array(
     select app.page_item(d.created_at, d.id, app.webhook_delivery_json(d)) from app.webhook_deliveries d
      where app.before_cursor(d.created_at, d.id, after)

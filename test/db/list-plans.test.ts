@@ -4,8 +4,10 @@
  * when it costs no more than the plans made for the actual values; with a large location in the
  * table and the page size as a plain parameter it never does, and each page paid for planning
  * again. The planner's own statistics (log_planner_stats, reported to this client) count how
- * often it runs; a large (30,000 calls, 20,000 bookings) and a small location make the case where it used to run every time.
- * Results stay those of the filtered, per-request-planned path.
+ * often it runs; a large location (30,000 calls, 20,000 bookings) beside a small one makes the
+ * case where it used to run every time.
+ * A deep page starts at its cursor in the index (auto_explain of the plan that runs), and the
+ * results stay those of the filtered, per-request-planned path.
  */
 import pg from 'pg';
 import { callFn } from '../../src/db/pools.js';
@@ -28,7 +30,7 @@ beforeAll(async () => {
     await callFn(owner, 'admin.demo_seed_prepare', [loc.slug, 50]);
     await callFn(owner, 'admin.demo_seed_calls', [loc.slug, calls, 30]);
     await callFn(owner, 'admin.demo_seed_finish', [loc.slug]);
-    // Notifications: one live lead's event, then many rows pointing at it.
+    // Notifications and webhook deliveries: one live lead's event, then many rows pointing at it.
     const c = await owner.connect();
     try {
       await c.query('begin');
@@ -40,13 +42,18 @@ beforeAll(async () => {
            from (select id from app.events where location_id = $1 limit 1) e, generate_series(1, $2::int) g`,
         [loc.id, calls / 2],
       );
-      // Bookings: the demo seeder books a few calls; the large location needs many more.
-      if (loc === big) {
-        await c.query("select set_config('app.seeding', 'on', true)");
-        await c.query(
-          `insert into app.bookings (location_id, scheduled_date, created_at)
-           select $1, current_date + g % 30, now() - g * interval '1 minute' from generate_series(1, 20000) g`, [loc.id]);
-      }
+      await c.query(
+        `insert into app.webhook_deliveries (location_id, event_id, event, url, status, created_at)
+         select $1, e.id, 'lead.created', 'https://hooks.example.com/w', 'delivered', now() - g * interval '1 minute'
+           from (select id from app.events where location_id = $1 limit 1) e, generate_series(1, $2::int) g`,
+        [loc.id, calls / 2],
+      );
+      // Bookings: the demo seeder books only some calls; add more, many more for the large location.
+      await c.query("select set_config('app.seeding', 'on', true)");
+      await c.query(
+        `insert into app.bookings (location_id, scheduled_date, created_at)
+         select $1, current_date + g % 30, now() - g * interval '1 minute' from generate_series(1, $2::int) g`,
+        [loc.id, loc === big ? 20_000 : 60]);
       await c.query('commit');
     } finally {
       c.release();
@@ -77,6 +84,7 @@ const lists = [
   ['leads', (h: string, l: string) => `api.leads_list('${h}', '${l}', null, '{}')`],
   ['bookings', (h: string, l: string) => `api.bookings_list('${h}', '${l}', null, '{}')`],
   ['notifications', (h: string, l: string) => `api.notifications_list('${h}', '${l}', '{}', false)`],
+  ['webhook deliveries', (h: string, l: string) => `api.webhook_deliveries_list('${h}', '${l}', '{}', '{}')`],
 ] as const;
 
 test.each(lists)('GET %s without filters is planned once per connection', async (_name, sql) => {
@@ -94,6 +102,52 @@ test.each(lists)('GET %s without filters is planned once per connection', async 
     // and its loop around a constant.
     const floor = await plannerRuns(c, '1', 20);
     expect(await plannerRuns(c, call, 20)).toBeLessThanOrEqual(floor);
+  } finally {
+    await c.end();
+  }
+});
+
+/** A list call with a cursor `deep` rows down, as SQL for a DO block, and the table it reads. */
+const deepPages = [
+  ['calls', 'app.calls', (h: string, l: string, p: string) => `api.calls_list('${h}', '${l}', '{}', '${p}')`],
+  ['leads', 'app.leads', (h: string, l: string, p: string) => `api.leads_list('${h}', '${l}', null, '${p}')`],
+  ['bookings', 'app.bookings', (h: string, l: string, p: string) => `api.bookings_list('${h}', '${l}', null, '${p}')`],
+  ['notifications', 'app.notifications', (h: string, l: string, p: string) => `api.notifications_list('${h}', '${l}', '${p}', false)`],
+  ['webhook deliveries', 'app.webhook_deliveries', (h: string, l: string, p: string) => `api.webhook_deliveries_list('${h}', '${l}', '{}', '${p}')`],
+  // A filtered page, planned for its values (every delivery seeded here is delivered).
+  ['webhook deliveries?status=delivered', 'app.webhook_deliveries',
+    (h: string, l: string, p: string) => `api.webhook_deliveries_list('${h}', '${l}', '{"status": "delivered"}', '${p}')`],
+] as const;
+
+test.each(deepPages)('a deep page of %s starts at its cursor in the index', async (_name, table, sql) => {
+  const c = new pg.Client({ connectionString: db.url });
+  await c.connect();
+  try {
+    const deep = 40;
+    const cursor = (await owner.query(
+      `select app.cursor_encode(created_at, id) as c from ${table} where location_id = $1 order by created_at desc, id desc offset $2 limit 1`,
+      [small.id, deep - 1])).rows[0].c;
+    const call = sql(hashToken(smallToken), small.id, JSON.stringify({ cursor, limit: 5 }));
+    await c.query('set role switchboard_api');
+    // Past plpgsql's five tries, so an unfiltered page runs the plan kept for the connection.
+    await c.query(`do $$ begin for i in 1..8 loop perform ${call}; end loop; end $$`);
+    await c.query('reset role');
+    await c.query("load 'auto_explain'");
+    for (const set of ['log_min_duration = 0', 'log_nested_statements = on', 'log_analyze = on', 'log_level = notice']) {
+      await c.query(`set auto_explain.${set}`);
+    }
+    await c.query('set role switchboard_api');
+    const plans: string[] = [];
+    const onNotice = (n: { message?: string }) => { if (n.message?.includes(`from ${table} `)) plans.push(n.message); };
+    c.on('notice', onNotice);
+    await c.query(`do $$ begin perform ${call}; end $$`);
+    c.removeListener('notice', onNotice);
+    expect(plans).toHaveLength(1);
+    // The keyset bound is an index condition, so the scan reads the page and one row more,
+    // instead of filtering its way past the `deep` newer rows.
+    expect(plans[0]).toMatch(/Index Cond: .*ROW\(created_at, id\) < /);
+    expect(plans[0]).not.toMatch(/Rows Removed by Filter/);
+    expect(plans[0]).toMatch(/Index Scan[^\n]*\(actual time=[^)]* rows=6 /);
   } finally {
     await c.end();
   }
