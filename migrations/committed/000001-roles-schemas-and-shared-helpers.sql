@@ -1,5 +1,5 @@
 --! Previous: -
---! Hash: sha1:6195830d5f54766b72f9018f6300f4d64cf783dd
+--! Hash: sha1:db669573273eb80bcda5a28c16c337e593a798f0
 --! Message: roles schemas and shared helpers
 
 -- Roles, schemas and the helpers every other file uses: the tenant setting, timestamp and phone
@@ -184,7 +184,9 @@ declare
   raw text := page ->> 'cursor';
   parts text[];
 begin
-  if raw is null or raw = '' then return null; end if;
+  if raw is null or raw = '' then
+    return row('infinity'::timestamptz, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid)::app.page_cursor;
+  end if;
   begin
     raw := translate(raw, '-_', '+/');
     raw := raw || repeat('=', (4 - length(raw) % 4) % 4);
@@ -196,7 +198,7 @@ begin
   end;
 end
 $function$;
-comment on function app.page_after(jsonb) is E'Decodes { cursor }; a malformed one is a 400.';
+comment on function app.page_after(jsonb) is E'Decodes { cursor }; a malformed one is a 400. No cursor is the bound above every row (''infinity'', the largest uuid), so the keyset comparison is the same on every page.';
 
 create function app.page_result(items jsonb[], lim integer)
  RETURNS jsonb
@@ -222,10 +224,8 @@ create function app.before_cursor(created_at timestamp with time zone, id uuid, 
  RETURNS boolean
  LANGUAGE sql
  IMMUTABLE PARALLEL SAFE
-AS $function$
-  select (created_at, id) < (coalesce(after.created_at, 'infinity'), coalesce(after.id, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
-$function$;
-comment on function app.before_cursor(timestamp with time zone,uuid,app.page_cursor) is E'Keyset predicate: the row sorts after the cursor (newest first); no cursor is a bound above every row. One row comparison, so it is an index condition on (created_at desc, id desc), in a plan made for the cursor''s value: a deep page starts at its cursor instead of filtering past every newer row. Plans kept for any value use app.page_bound.';
+AS $function$ select (created_at, id) < (after.created_at, after.id) $function$;
+comment on function app.before_cursor(timestamp with time zone,uuid,app.page_cursor) is E'Keyset predicate: the row sorts after the cursor (newest first; app.page_after). One row comparison, so it is an index condition on (created_at desc, id desc) in a plan made for the cursor''s value: a deep page starts at its cursor instead of filtering past every newer row. Statements whose plan is kept for any value write (created_at, id) < (select after.created_at, after.id) instead, whose sub-select reaches the index as plain values.';
 
 create function api.ready()
  RETURNS boolean
@@ -356,15 +356,6 @@ begin
 end
 $function$;
 comment on function app.engine_wake(text) is E'Wakes the engines listening on channel (NOTIFY) when work became due now, unless the transaction defers its wake-ups: the one place that decides it, for the webhook and notification engines alike.';
-
-create function app.page_bound(after app.page_cursor)
- RETURNS TABLE(created_at timestamp with time zone, id uuid)
- LANGUAGE sql
- IMMUTABLE PARALLEL SAFE ROWS 1
-AS $function$
-  select coalesce(after.created_at, 'infinity'), coalesce(after.id, 'ffffffff-ffff-ffff-ffff-ffffffffffff')
-$function$;
-comment on function app.page_bound(app.page_cursor) is E'Keyset bound for (created_at, id) < (select * from app.page_bound(after)): the cursor, or above every row on the first page; a table function so that it is inlined. Unlike app.before_cursor it is an index condition when the cursor is hidden from the planner.';
 
 -- Grants: the one place for this concern's privileges (tenant tables get theirs from
 -- app.secure_tenant_table above; only departures from it are here).

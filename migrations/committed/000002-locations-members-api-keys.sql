@@ -1,5 +1,5 @@
---! Previous: sha1:6195830d5f54766b72f9018f6300f4d64cf783dd
---! Hash: sha1:f6feb2cc4abe456c56c1c196880645b6a4217051
+--! Previous: sha1:db669573273eb80bcda5a28c16c337e593a798f0
+--! Hash: sha1:16096feef6c2d992d3cb443b012eeacc09334e4a
 --! Message: locations members api keys
 
 -- Locations (the tenant, a reference table when distributed), members, API keys (token look-up by

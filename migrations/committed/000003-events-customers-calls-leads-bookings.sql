@@ -1,5 +1,5 @@
---! Previous: sha1:f6feb2cc4abe456c56c1c196880645b6a4217051
---! Hash: sha1:4f66b1cb560696f8a5b3e32345ad31ad7f88d50b
+--! Previous: sha1:16096feef6c2d992d3cb443b012eeacc09334e4a
+--! Hash: sha1:50f39ca0550313fe14721671b5d03f2c9ea70f8d
 --! Message: events customers calls leads bookings
 
 -- The events outbox and the records a call produces: customers, calls, leads, bookings; their

@@ -1,5 +1,5 @@
---! Previous: sha1:4f66b1cb560696f8a5b3e32345ad31ad7f88d50b
---! Hash: sha1:7d6b969d78255e013c4ca9ba6e945a91ec745b08
+--! Previous: sha1:50f39ca0550313fe14721671b5d03f2c9ea70f8d
+--! Hash: sha1:bc40a56f8e1cd0ddadf9f24e62f5f35f1d3aa2e8
 --! Message: knowledge and settings
 
 -- What the agent knows and how it behaves: FAQs, pricebook, call forwarding, business hours,

@@ -1,5 +1,5 @@
---! Previous: sha1:7d6b969d78255e013c4ca9ba6e945a91ec745b08
---! Hash: sha1:d8c784e09113e4c01b1ae91bb4be1c02bc79bfeb
+--! Previous: sha1:bc40a56f8e1cd0ddadf9f24e62f5f35f1d3aa2e8
+--! Hash: sha1:4994e8adfeb89e8d832718db021022770a26111c
 --! Message: notification settings and log
 
 -- Notifications (docs/notifications.md): routing settings, one row per message with its log, the
@@ -253,7 +253,7 @@ begin
   return app.page_result(array(
     select app.page_item(n.created_at, n.id, app.notification_json(n, coalesce(with_log, false)))
       from app.notifications n
-     where (n.created_at, n.id) < (select * from app.page_bound(after))
+     where (n.created_at, n.id) < (select after.created_at, after.id)
      order by n.created_at desc, n.id desc limit (select lim + 1)), lim);
 end
 $function$;

@@ -1,5 +1,5 @@
---! Previous: sha1:d8c784e09113e4c01b1ae91bb4be1c02bc79bfeb
---! Hash: sha1:a484b40a201d3e18831883d7a7d8a7e86e988b61
+--! Previous: sha1:4994e8adfeb89e8d832718db021022770a26111c
+--! Hash: sha1:195f5859feb906cdd9bfe929a364fe621b121b70
 --! Message: webhooks and delivery engine
 
 -- Outbound webhooks and the delivery engine (docs/webhooks.md, docs/delivery-engine.md):
@@ -363,7 +363,7 @@ begin
     -- Unfiltered pages: planned once per connection (see api.calls_list).
     return app.page_result(array(
       select app.page_item(d.created_at, d.id, app.webhook_delivery_json(d)) from app.webhook_deliveries d
-       where (d.created_at, d.id) < (select * from app.page_bound(after))
+       where (d.created_at, d.id) < (select after.created_at, after.id)
        order by d.created_at desc, d.id desc limit (select lim + 1)), lim);
   end if;
   -- Filtered pages: planned per request, so the status, event and endpoint indexes serve them.

@@ -1,5 +1,5 @@
---! Previous: sha1:a484b40a201d3e18831883d7a7d8a7e86e988b61
---! Hash: sha1:a6d399da912e59b586616c2d107b8393981402d1
+--! Previous: sha1:195f5859feb906cdd9bfe929a364fe621b121b70
+--! Hash: sha1:8dad48edd97d1a435f9a3de50c5725d1332c095a
 --! Message: voice ingestion
 
 -- Voice platform ingestion (docs/voice-integration.md): inbound routing by service phone, post-call

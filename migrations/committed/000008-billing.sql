@@ -1,5 +1,5 @@
---! Previous: sha1:a6d399da912e59b586616c2d107b8393981402d1
---! Hash: sha1:4c61b5b3ff9a984249b78179f3128deac2745e49
+--! Previous: sha1:8dad48edd97d1a435f9a3de50c5725d1332c095a
+--! Hash: sha1:f04b6b6381c6e90bdc2ddb63f3d1ac6d40be7b9a
 --! Message: billing
 
 -- Billing (Stripe sync): schema billing, which the API role cannot see; staff read it.

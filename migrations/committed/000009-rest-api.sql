@@ -1,5 +1,5 @@
---! Previous: sha1:4c61b5b3ff9a984249b78179f3128deac2745e49
---! Hash: sha1:0db066b8eac7148cd08fe1a6e8021e80ab769bd6
+--! Previous: sha1:f04b6b6381c6e90bdc2ddb63f3d1ac6d40be7b9a
+--! Hash: sha1:8cad7861f966db422706d2cfda564a1992f868d3
 --! Message: rest api
 
 -- The REST API (docs/rest-api.md): one function per operation. Each authenticates the token
@@ -436,7 +436,7 @@ begin
                    row_number() over (order by c.created_at desc, c.id desc) as n
               from app.calls c
              where c.location_id = (select a.location_id)
-               and (c.created_at, c.id) < (select * from app.page_bound(after))
+               and (c.created_at, c.id) < (select after.created_at, after.id)
              order by c.created_at desc, c.id desc limit (select lim + 1)) p;
     return;
   end if;
@@ -476,7 +476,7 @@ begin
                    row_number() over (order by l.created_at desc, l.id desc) as n
               from app.leads l
              where l.location_id = (select a.location_id)
-               and (l.created_at, l.id) < (select * from app.page_bound(after))
+               and (l.created_at, l.id) < (select after.created_at, after.id)
              order by l.created_at desc, l.id desc limit (select lim + 1)) p;
     return;
   end if;
@@ -512,7 +512,7 @@ begin
                    row_number() over (order by b.created_at desc, b.id desc) as n
               from app.bookings b
              where b.location_id = (select a.location_id)
-               and (b.created_at, b.id) < (select * from app.page_bound(after))
+               and (b.created_at, b.id) < (select after.created_at, after.id)
              order by b.created_at desc, b.id desc limit (select lim + 1)) p;
     return;
   end if;

@@ -1,5 +1,5 @@
---! Previous: sha1:0db066b8eac7148cd08fe1a6e8021e80ab769bd6
---! Hash: sha1:7cf3f712d01d53d1eb79b39bacf959be8afd4001
+--! Previous: sha1:8cad7861f966db422706d2cfda564a1992f868d3
+--! Hash: sha1:3c0b94cc59fcc6dc5111331e7ed3ca4917948963
 --! Message: insights rollup
 
 -- Insights from a rollup kept by triggers (docs/rest-api.md "Insights"): after-hours flag, hourly

@@ -1,5 +1,5 @@
---! Previous: sha1:7cf3f712d01d53d1eb79b39bacf959be8afd4001
---! Hash: sha1:000695d2261e5a9a16fb9392b86bbf1d23c7778e
+--! Previous: sha1:3c0b94cc59fcc6dc5111331e7ed3ca4917948963
+--! Hash: sha1:f0eebb16105b5652e2048b16766879204cbde756
 --! Message: demo seeding
 
 -- Demo seeding for the CLI (`demo seed`): history, not live traffic (app.seeding suppresses events).

@@ -18,7 +18,7 @@ begin
                    row_number() over (order by b.created_at desc, b.id desc) as n
               from app.bookings b
              where b.location_id = (select a.location_id)
-               and (b.created_at, b.id) < (select * from app.page_bound(after))
+               and (b.created_at, b.id) < (select after.created_at, after.id)
              order by b.created_at desc, b.id desc limit (select lim + 1)) p;
     return;
   end if;

@@ -23,7 +23,7 @@ begin
                    row_number() over (order by c.created_at desc, c.id desc) as n
               from app.calls c
              where c.location_id = (select a.location_id)
-               and (c.created_at, c.id) < (select * from app.page_bound(after))
+               and (c.created_at, c.id) < (select after.created_at, after.id)
              order by c.created_at desc, c.id desc limit (select lim + 1)) p;
     return;
   end if;

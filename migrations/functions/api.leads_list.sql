@@ -18,7 +18,7 @@ begin
                    row_number() over (order by l.created_at desc, l.id desc) as n
               from app.leads l
              where l.location_id = (select a.location_id)
-               and (l.created_at, l.id) < (select * from app.page_bound(after))
+               and (l.created_at, l.id) < (select after.created_at, after.id)
              order by l.created_at desc, l.id desc limit (select lim + 1)) p;
     return;
   end if;

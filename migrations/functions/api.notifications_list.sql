@@ -13,7 +13,7 @@ begin
   return app.page_result(array(
     select app.page_item(n.created_at, n.id, app.notification_json(n, coalesce(with_log, false)))
       from app.notifications n
-     where (n.created_at, n.id) < (select * from app.page_bound(after))
+     where (n.created_at, n.id) < (select after.created_at, after.id)
      order by n.created_at desc, n.id desc limit (select lim + 1)), lim);
 end
 $function$;

@@ -17,7 +17,7 @@ begin
     -- Unfiltered pages: planned once per connection (see api.calls_list).
     return app.page_result(array(
       select app.page_item(d.created_at, d.id, app.webhook_delivery_json(d)) from app.webhook_deliveries d
-       where (d.created_at, d.id) < (select * from app.page_bound(after))
+       where (d.created_at, d.id) < (select after.created_at, after.id)
        order by d.created_at desc, d.id desc limit (select lim + 1)), lim);
   end if;
   -- Filtered pages: planned per request, so the status, event and endpoint indexes serve them.

@@ -4,7 +4,5 @@ CREATE OR REPLACE FUNCTION app.before_cursor(created_at timestamp with time zone
  RETURNS boolean
  LANGUAGE sql
  IMMUTABLE PARALLEL SAFE
-AS $function$
-  select (created_at, id) < (coalesce(after.created_at, 'infinity'), coalesce(after.id, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
-$function$;
-comment on function app.before_cursor(timestamp with time zone,uuid,app.page_cursor) is E'Keyset predicate: the row sorts after the cursor (newest first); no cursor is a bound above every row. One row comparison, so it is an index condition on (created_at desc, id desc), in a plan made for the cursor''s value: a deep page starts at its cursor instead of filtering past every newer row. Plans kept for any value use app.page_bound.';
+AS $function$ select (created_at, id) < (after.created_at, after.id) $function$;
+comment on function app.before_cursor(timestamp with time zone,uuid,app.page_cursor) is E'Keyset predicate: the row sorts after the cursor (newest first; app.page_after). One row comparison, so it is an index condition on (created_at desc, id desc) in a plan made for the cursor''s value: a deep page starts at its cursor instead of filtering past every newer row. Statements whose plan is kept for any value write (created_at, id) < (select after.created_at, after.id) instead, whose sub-select reaches the index as plain values.';

@@ -9,7 +9,9 @@ declare
   raw text := page ->> 'cursor';
   parts text[];
 begin
-  if raw is null or raw = '' then return null; end if;
+  if raw is null or raw = '' then
+    return row('infinity'::timestamptz, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid)::app.page_cursor;
+  end if;
   begin
     raw := translate(raw, '-_', '+/');
     raw := raw || repeat('=', (4 - length(raw) % 4) % 4);
@@ -21,4 +23,4 @@ begin
   end;
 end
 $function$;
-comment on function app.page_after(jsonb) is E'Decodes { cursor }; a malformed one is a 400.';
+comment on function app.page_after(jsonb) is E'Decodes { cursor }; a malformed one is a 400. No cursor is the bound above every row (''infinity'', the largest uuid), so the keyset comparison is the same on every page.';
