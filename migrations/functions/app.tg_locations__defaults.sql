@@ -8,7 +8,8 @@ begin
   insert into app.call_forwarding (location_id) values (new.id);
   insert into app.agent_settings (location_id) values (new.id);
   insert into app.notification_settings (location_id) values (new.id);
+  insert into app.privacy_settings (location_id) values (new.id);
   return null;
 end
 $function$;
-comment on function app.tg_locations__defaults() is E'Creates the call forwarding, agent and notification settings rows of a new location.';
+comment on function app.tg_locations__defaults() is E'Creates the call forwarding, agent, notification and privacy settings rows of a new location.';
