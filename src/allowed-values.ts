@@ -20,11 +20,13 @@ export const scopes = [
   'insights:read', 'faqs:read', 'faqs:write', 'pricebook:read', 'pricebook:write',
   'settings:read', 'settings:write', 'integrations:read', 'integrations:write',
   'webhooks:read', 'webhooks:write', 'notifications:read', 'members:read',
+  'privacy:read', 'privacy:write',
 ] as const;
 
 /** `app.event_types()`: the webhook event types, in documentation order. */
 export const eventTypes = [
   'call.ended', 'call.emergency', 'lead.created', 'lead.updated', 'booking.created', 'booking.updated', 'spam.blocked',
+  'customer.erased',
 ] as const;
 export type EventType = (typeof eventTypes)[number];
 
@@ -70,6 +72,13 @@ export const bookingStatuses = ['scheduled', 'confirmed', 'completed', 'cancelle
 export const memberRoles = ['owner', 'admin', 'member'] as const;
 /** `app.call_forwarding.mode` CHECK. */
 export const forwardingModes = ['replace', 'no_answer', 'busy', 'after_hours', 'off'] as const;
+
+/** `app.erasures.status` CHECK (docs/privacy.md). */
+export const erasureStatuses = ['processing', 'completed', 'completed_with_failures'] as const;
+/** `app.erasures.source` CHECK. */
+export const erasureSources = ['api', 'cli'] as const;
+/** `app.erasure_platform_calls.status` CHECK. */
+export const platformDeletionStatuses = ['pending', 'deleted', 'failed'] as const;
 
 /** `app.webhook_deliveries.status` CHECK. */
 export const deliveryStatuses = ['pending', 'delivered', 'failed', 'dead'] as const;

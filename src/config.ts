@@ -50,6 +50,9 @@ const schema = z.object({
     .regex(/^(?:[^<>\r\n]*<[^\s<>@]+@[^\s<>@]+\.[^\s<>@]+>|[^\s<>@]+@[^\s<>@]+\.[^\s<>@]+)$/,
       'must be an e-mail address (alerts@example.com or Name <alerts@example.com>)')
     .optional(),
+  // Voice-platform API (Retell-compatible) for erasures: each erased call is deleted there too (docs/privacy.md).
+  VOICE_API_KEY: z.string().min(1).optional(),
+  VOICE_API_BASE_URL: urlWith(['https:'], 'outbound requests are https only').default('https://api.retellai.com'),
   SMS_API_URL: urlWith(['https:'], 'outbound requests are https only, so every SMS would be refused').optional(),
   SMS_ACCOUNT_SID: z.string().min(1).optional(),
   SMS_AUTH_TOKEN: z.string().min(1).optional(),

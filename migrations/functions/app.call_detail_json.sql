@@ -11,6 +11,7 @@ AS $function$
     'transcript', case when 'transcripts:read' = any (scopes) then c.transcript end,
     'transcript_turns', case when 'transcripts:read' = any (scopes) then c.transcript_turns end,
     'call_summary', c.call_summary, 'user_sentiment', c.user_sentiment,
-    'in_voicemail', c.in_voicemail)
+    'in_voicemail', c.in_voicemail,
+    'content_purged_at', app.iso(c.content_purged_at), 'anonymised_at', app.iso(c.anonymised_at))
 $function$;
-comment on function app.call_detail_json(app.calls,text[]) is E'Call detail: the summary plus recording (recordings:read) and transcript (transcripts:read), else null.';
+comment on function app.call_detail_json(app.calls,text[]) is E'Call detail: the summary plus recording (recordings:read) and transcript (transcripts:read), else null, and when its content was purged or its caller data anonymised (docs/privacy.md).';

@@ -7,7 +7,7 @@ CREATE OR REPLACE FUNCTION app.event_types()
 AS $function$
 begin
   return array['call.ended', 'call.emergency', 'lead.created', 'lead.updated',
-               'booking.created', 'booking.updated', 'spam.blocked'];
+               'booking.created', 'booking.updated', 'spam.blocked', 'customer.erased'];
 end
 $function$;
 comment on function app.event_types() is E'Event types a webhook endpoint may subscribe to.';

@@ -10,7 +10,8 @@ AS $function$
     'recordings:read', 'leads:read', 'leads:write', 'bookings:read', 'bookings:write',
     'insights:read', 'faqs:read', 'faqs:write', 'pricebook:read', 'pricebook:write',
     'settings:read', 'settings:write', 'integrations:read', 'integrations:write',
-    'webhooks:read', 'webhooks:write', 'notifications:read', 'members:read'
+    'webhooks:read', 'webhooks:write', 'notifications:read', 'members:read',
+    'privacy:read', 'privacy:write'
   ]
 $function$;
 comment on function app.known_scopes() is E'Every API token scope (docs/api-contract.md §5).';

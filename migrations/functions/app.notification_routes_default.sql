@@ -13,8 +13,9 @@ AS $function$
     "booking.updated": ["email", "chat"],
     "call.ended": [],
     "spam.blocked": [],
+    "customer.erased": [],
     "webhook_endpoint.failing": ["email", "chat"],
     "webhook_endpoint.disabled": ["email", "chat"]
   }'::jsonb
 $function$;
-comment on function app.notification_routes_default() is E'Defaults: emergencies → sms + email + chat; leads and bookings → email + chat; webhook endpoint failing/disabled → email + chat; spam and the rest → none.';
+comment on function app.notification_routes_default() is E'Defaults: emergencies → sms + email + chat; leads and bookings → email + chat; webhook endpoint failing/disabled → email + chat; spam, customer.erased and the rest → none.';

@@ -42,6 +42,10 @@ begin
            for update of e skip locked) x
        limit batch_size) s
      where t.id = s.id;
+  -- privacy-lifecycle: per-location caller-data windows (app.privacy_settings; docs/privacy.md)
+  elsif kind like 'privacy\_%' then
+    return app.privacy_prune(substr(kind, 9), batch_size);
+  -- end privacy-lifecycle
   else
     perform app.raise('SB400', format('Unknown retention kind %s', kind));
   end if;
@@ -50,5 +54,5 @@ begin
 end
 $function$;
 alter function app.retention_prune(text,integer,integer) owner to switchboard_system;
-comment on function app.retention_prune(text,integer,integer) is E'Worker (prune_deliveries): deletes one batch of settled deliveries | notifications (with their log) | events older than the retention window; returns the count.';
+comment on function app.retention_prune(text,integer,integer) is E'Worker (prune_deliveries): deletes one batch of settled deliveries | notifications (with their log) | events older than the retention window; a privacy_* kind clears one batch of caller data past its location''s window instead (app.privacy_prune); returns the count.';
 revoke execute on function app.retention_prune(text,integer,integer) from public;

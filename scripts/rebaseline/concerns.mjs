@@ -50,6 +50,9 @@ export const CONCERNS = [
   { file: 'rest-api', match: (k, n) => k === 'function' && /^api\./.test(nm(n)) && nm(n) !== 'api.insights' },
   { file: 'insights-rollup', match: or(re(/^app\.insights_|^app_private\.(insights_|tg_|after_hours)/), inList(['app.tg_calls__after_hours', 'api.insights'])) },
   { file: 'demo-seeding', match: re(/^admin\.demo_seed_/) },
+  { file: 'caller-data-privacy',
+    match: or(inList(['app.privacy_settings', 'app.erasures', 'app.erasure_platform_calls', 'app.privacy_match', 'app.data_retention_json', 'api.data_retention_get', 'api.data_retention_patch', 'api.erasure_create', 'api.erasure_get', 'api.erasures_list', 'api.caller_data_get', 'admin.erasure_create']),
+              re(/^app\.(privacy_|erasure_)/)) },
 ];
 export const HEADERS = [];
 HEADERS.push(
@@ -76,6 +79,9 @@ HEADERS.push(
 `-- Insights from a rollup kept by triggers (docs/rest-api.md "Insights"): after-hours flag, hourly
 -- and per-service counts with a journal, rebuild on timezone change, the figures and GET insights.`,
 `-- Demo seeding for the CLI (\`demo seed\`): history, not live traffic (app.seeding suppresses events).`,
+`-- Caller-data lifecycle (docs/privacy.md): privacy settings (redaction, retention windows), the
+-- retention prune, erasure of one caller (records, per-call voice-platform deletions,
+-- customer.erased) and the export of what is held about a caller.`,
 );
 // Triggers whose WHEN clause reads better as written than as deparsed (a row comparison).
 export const TRIGGER_SOURCE = {

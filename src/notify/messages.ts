@@ -153,6 +153,13 @@ export function renderMessage({ event, business, callbackPhone }: MessageInput):
       facts.push(['Caller', str(d.caller_phone)], ['Reason', str(d.reason) && humanize(String(d.reason))]);
       sms = `${business}: blocked a spam call from ${str(d.caller_phone) ?? 'an unknown number'}.`;
       break;
+    case 'customer.erased': {
+      const calls = Array.isArray(d.call_ids) ? d.call_ids.length : 0;
+      title = `Caller data erased — ${business}`;
+      facts.push(['Erasure id', str(d.erasure_id)], ['Calls cleared', String(calls)]);
+      sms = `${business}: a caller's personal data was erased (${calls} call${calls === 1 ? '' : 's'}).`;
+      break;
+    }
     case 'webhook_endpoint.failing': {
       const name = endpointName(d);
       const limit = Number(d.disable_after_failures);

@@ -27,6 +27,14 @@ const BookingUpdatedData = Booking.extend({
   previous: z.strictObject({ status: z.enum(bookingStatuses), scheduled_date: date, scheduled_time: hhmm.nullable() })
     .describe('The values before the change'),
 });
+const ids = z.array(uuid);
+const CustomerErasedData = z.strictObject({
+  erasure_id: uuid.describe('The erasure record (GET erasures/{id})'),
+  customer_ids: ids.describe('Customers whose personal data was cleared'),
+  call_ids: ids,
+  lead_ids: ids,
+  booking_ids: ids,
+}).describe('Ids only: never the identifier or any personal data (docs/privacy.md "Erasure")');
 const SpamBlockedData = z.strictObject({
   call_id: uuid,
   caller_phone: maskedPhone.nullable(),
@@ -82,7 +90,7 @@ export interface EventTypeEntry {
   example: { event: string; location_id: string; created_at: string; data: Record<string, unknown> };
 }
 
-/** The seven event types, in documentation order. */
+/** The event types, in documentation order. */
 export const eventCatalog: EventTypeEntry[] = [
   {
     type: 'call.ended',
@@ -133,6 +141,14 @@ export const eventCatalog: EventTypeEntry[] = [
     description: 'A call from a blocklisted number was rejected before the agent answered. Data: the call id, masked caller phone and reason.',
     schema: bodyOf('spam.blocked', SpamBlockedData),
     example: body('spam.blocked', { call_id: CALL, caller_phone: '***-***-0666', reason: 'blocklisted', blocked_at: AT }),
+  },
+  {
+    type: 'customer.erased',
+    description: 'A caller\'s personal data was erased in this location (POST erasures, or staff). Data: ids only, so a receiver can erase its own copies of these customers, calls, leads and bookings.',
+    schema: bodyOf('customer.erased', CustomerErasedData),
+    example: body('customer.erased', {
+      erasure_id: '7a9b1c3d-5e6f-4a8b-9c0d-1e2f3a4b5c6d', customer_ids: [CUSTOMER], call_ids: [CALL], lead_ids: [LEAD], booking_ids: [BOOKING],
+    }),
   },
 ];
 

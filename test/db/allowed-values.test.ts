@@ -103,6 +103,9 @@ const LISTS: Array<{ name: keyof typeof allowed; sources: Source[] }> = [
   { name: 'integrationProviders', sources: [{ column: 'app.integrations.provider' }] },
   { name: 'integrationStatuses', sources: [{ column: 'app.integrations.status' }] },
   { name: 'deliveryStatuses', sources: [{ column: 'app.webhook_deliveries.status' }] },
+  { name: 'erasureStatuses', sources: [{ column: 'app.erasures.status' }] },
+  { name: 'erasureSources', sources: [{ column: 'app.erasures.source' }] },
+  { name: 'platformDeletionStatuses', sources: [{ column: 'app.erasure_platform_calls.status' }] },
 ];
 
 /** Enumerated columns TypeScript never names a value of (so there is nothing to mirror). */

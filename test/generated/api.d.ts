@@ -214,6 +214,26 @@ export interface paths {
         patch: operations["patchLocationsCallForwarding"];
         trace?: never;
     };
+    "/locations/{locationId}/caller-data": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Everything held about one caller in this location (right to know)
+         * @description Requires scope `privacy:read`.
+         */
+        get: operations["getLocationsCallerData"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/locations/{locationId}/calls": {
         parameters: {
             query?: never;
@@ -246,6 +266,77 @@ export interface paths {
          * @description Requires scope `calls:read`.
          */
         get: operations["getLocationsCallsById"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/locations/{locationId}/data-retention": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Redaction switch and retention windows
+         * @description Requires scope `settings:read`.
+         */
+        get: operations["getLocationsDataRetention"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Change redaction and retention (null keeps data until erased)
+         * @description Requires scope `settings:write`.
+         */
+        patch: operations["patchLocationsDataRetention"];
+        trace?: never;
+    };
+    "/locations/{locationId}/erasures": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Erasures, newest first
+         * @description Requires scope `privacy:read`.
+         */
+        get: operations["getLocationsErasures"];
+        put?: never;
+        /**
+         * Erase one caller's personal data in this location
+         * @description Requires scope `privacy:write`.
+         *
+         *     Also enforced (400), not expressible in JSON Schema:
+         *     - Phone numbers must be valid, dialable numbers for their country (libphonenumber metadata); the pattern only checks the E.164 shape.
+         */
+        post: operations["postLocationsErasures"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/locations/{locationId}/erasures/{erasureId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One erasure: matches per kind and each voice-platform deletion
+         * @description Requires scope `privacy:read`.
+         */
+        get: operations["getLocationsErasuresById"];
         put?: never;
         post?: never;
         delete?: never;
@@ -904,6 +995,26 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "customer.erased": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * customer.erased
+         * @description A caller's personal data was erased in this location (POST erasures, or staff). Data: ids only, so a receiver can erase its own copies of these customers, calls, leads and bookings.
+         */
+        post: operations["webhook_customer_erased"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "lead.created": {
         parameters: {
             query?: never;
@@ -1108,7 +1219,7 @@ export interface operations {
                                 [key: string]: unknown;
                             };
                             /** @enum {string} */
-                            type: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked";
+                            type: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased";
                         }[];
                     };
                 };
@@ -1856,6 +1967,251 @@ export interface operations {
             default: components["responses"]["ErrorDefault"];
         };
     };
+    getLocationsCallerData: {
+        parameters: {
+            query?: {
+                customer_id?: string;
+                email?: string;
+                /** @description E.164 phone number, e.g. +13125550100; it must be a valid number for its country. US national formats such as (312) 555-0100 are also accepted and stored as E.164. */
+                phone?: string;
+            };
+            header?: never;
+            path: {
+                locationId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            bookings: {
+                                address: string | null;
+                                call_id: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description ISO 8601 UTC with milliseconds
+                                 */
+                                created_at: string;
+                                customer_id: string | null;
+                                /** Format: uuid */
+                                id: string;
+                                lead_id: string | null;
+                                /** Format: uuid */
+                                location_id: string;
+                                notes: string | null;
+                                /**
+                                 * Format: date
+                                 * @description YYYY-MM-DD, location time
+                                 */
+                                scheduled_date: string;
+                                /** @description HH:MM, location time */
+                                scheduled_time: string | null;
+                                service_type: string | null;
+                                /** @enum {string} */
+                                status: "scheduled" | "confirmed" | "completed" | "cancelled" | "no_show";
+                                /**
+                                 * Format: date-time
+                                 * @description ISO 8601 UTC with milliseconds
+                                 */
+                                updated_at: string;
+                            }[];
+                            /** @description Call detail; transcripts need transcripts:read, recordings recordings:read */
+                            calls: {
+                                /** @description When the caller's phone, name, address, e-mail and issue summary were cleared */
+                                anonymised_at: string | null;
+                                /** @description YYYY-MM-DD */
+                                appointment_date: string | null;
+                                /** @description As the voice agent captured it, e.g. 10:00 */
+                                appointment_time: string | null;
+                                call_summary: string | null;
+                                caller_address: string | null;
+                                caller_name: string | null;
+                                caller_phone: string | null;
+                                /** @description When the transcript, turns, recording and log URLs were cleared (retention or erasure; docs/privacy.md) */
+                                content_purged_at: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description ISO 8601 UTC with milliseconds
+                                 */
+                                created_at: string;
+                                customer_id: string | null;
+                                detected_intent: string | null;
+                                /** @enum {string} */
+                                direction: "inbound" | "outbound";
+                                disconnection_reason: string | null;
+                                duration_sec: number | null;
+                                ended_at: string | null;
+                                estimated_value: number | null;
+                                /** Format: uuid */
+                                id: string;
+                                in_voicemail: boolean | null;
+                                is_emergency: boolean;
+                                is_returning_customer: boolean;
+                                issue_summary: string | null;
+                                /** Format: uuid */
+                                location_id: string;
+                                /** @enum {string} */
+                                outcome: "booked" | "transferred" | "lead" | "spam" | "dropped" | "other";
+                                public_log_url: string | null;
+                                /** @description null unless the token has recordings:read */
+                                recording_url: string | null;
+                                service_type: string | null;
+                                started_at: string | null;
+                                /** @description null unless the token has transcripts:read */
+                                transcript: string | null;
+                                /** @description null unless the token has transcripts:read */
+                                transcript_turns: {
+                                    content: string;
+                                    role: string;
+                                    words?: {
+                                        end: number;
+                                        start: number;
+                                        word: string;
+                                    }[];
+                                }[] | null;
+                                urgency_level: number;
+                                user_sentiment: string | null;
+                            }[];
+                            customers: {
+                                address: string | null;
+                                anonymised_at: string | null;
+                                call_count: number;
+                                /**
+                                 * Format: date-time
+                                 * @description ISO 8601 UTC with milliseconds
+                                 */
+                                created_at: string;
+                                email: string | null;
+                                first_call_at: string | null;
+                                /** Format: uuid */
+                                id: string;
+                                last_call_at: string | null;
+                                name: string | null;
+                                phone: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description ISO 8601 UTC with milliseconds
+                                 */
+                                updated_at: string;
+                            }[];
+                            events: {
+                                /**
+                                 * Format: date-time
+                                 * @description ISO 8601 UTC with milliseconds
+                                 */
+                                created_at: string;
+                                data: {
+                                    [key: string]: unknown;
+                                };
+                                /** Format: uuid */
+                                id: string;
+                                type: string;
+                            }[];
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
+                            generated_at: string;
+                            leads: {
+                                address: string | null;
+                                assigned_to: string | null;
+                                /** @description null for a lead created through the API */
+                                call_id: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description ISO 8601 UTC with milliseconds
+                                 */
+                                created_at: string;
+                                customer_id: string | null;
+                                email: string | null;
+                                estimated_value: number | null;
+                                /** Format: uuid */
+                                id: string;
+                                /** Format: uuid */
+                                location_id: string;
+                                name: string | null;
+                                notes: string | null;
+                                /** @description E.164 (not masked) */
+                                phone: string | null;
+                                service_type: string | null;
+                                /** @enum {string} */
+                                status: "new" | "contacted" | "booked" | "closed" | "lost";
+                                /**
+                                 * Format: date-time
+                                 * @description ISO 8601 UTC with milliseconds
+                                 */
+                                status_changed_at: string;
+                                /**
+                                 * Format: date-time
+                                 * @description ISO 8601 UTC with milliseconds
+                                 */
+                                updated_at: string;
+                                urgency_level: number;
+                            }[];
+                            /** Format: uuid */
+                            location_id: string;
+                            notifications: {
+                                attempts: number;
+                                /** @enum {string} */
+                                channel: "sms" | "email" | "chat" | "automation";
+                                /**
+                                 * Format: date-time
+                                 * @description ISO 8601 UTC with milliseconds
+                                 */
+                                created_at: string;
+                                /**
+                                 * @description The event type, or an operational type (webhook_endpoint.failing, webhook_endpoint.disabled)
+                                 * @enum {string}
+                                 */
+                                event: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased" | "webhook_endpoint.failing" | "webhook_endpoint.disabled";
+                                /** @description The event notified about; null for an operational notification */
+                                event_id: string | null;
+                                /** Format: uuid */
+                                id: string;
+                                /** Format: uuid */
+                                location_id: string;
+                                /** @description Only with include=log: each try, oldest first */
+                                log?: {
+                                    /**
+                                     * Format: date-time
+                                     * @description ISO 8601 UTC with milliseconds
+                                     */
+                                    at: string;
+                                    detail: string | null;
+                                    response_status: number | null;
+                                    /** @enum {string} */
+                                    status: "pending" | "sent" | "failed" | "skipped";
+                                }[];
+                                /** @enum {string} */
+                                provider: "twilio" | "smtp" | "slack" | "zapier" | "make" | "n8n" | "calcom" | "automation";
+                                recipient: string | null;
+                                /** @enum {string} */
+                                status: "pending" | "sent" | "failed" | "skipped";
+                                /**
+                                 * Format: date-time
+                                 * @description ISO 8601 UTC with milliseconds
+                                 */
+                                updated_at: string;
+                            }[];
+                        };
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            429: components["responses"]["Error429"];
+            default: components["responses"]["ErrorDefault"];
+        };
+    };
     getLocationsCalls: {
         parameters: {
             query?: {
@@ -1950,6 +2306,8 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
+                            /** @description When the caller's phone, name, address, e-mail and issue summary were cleared */
+                            anonymised_at: string | null;
                             /** @description YYYY-MM-DD */
                             appointment_date: string | null;
                             /** @description As the voice agent captured it, e.g. 10:00 */
@@ -1958,6 +2316,8 @@ export interface operations {
                             caller_address: string | null;
                             caller_name: string | null;
                             caller_phone: string | null;
+                            /** @description When the transcript, turns, recording and log URLs were cleared (retention or erasure; docs/privacy.md) */
+                            content_purged_at: string | null;
                             /**
                              * Format: date-time
                              * @description ISO 8601 UTC with milliseconds
@@ -2000,6 +2360,354 @@ export interface operations {
                             }[] | null;
                             urgency_level: number;
                             user_sentiment: string | null;
+                        };
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            429: components["responses"]["Error429"];
+            default: components["responses"]["ErrorDefault"];
+        };
+    };
+    getLocationsDataRetention: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                locationId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            /** @description Days after which a call's transcript, turns, recording and log URLs are cleared; null keeps them */
+                            content_retention_days: number | null;
+                            /** Format: uuid */
+                            location_id: string;
+                            /** @description Days after which caller personal data (names, phones, e-mails, addresses, notes, summaries) is anonymised; null keeps it */
+                            personal_data_retention_days: number | null;
+                            /** @description Card numbers, security codes, expiry dates and SSNs are replaced at ingestion */
+                            redact_sensitive_data: boolean;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
+                            updated_at: string;
+                        };
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            429: components["responses"]["Error429"];
+            default: components["responses"]["ErrorDefault"];
+        };
+    };
+    patchLocationsDataRetention: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                locationId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    content_retention_days?: number | null;
+                    personal_data_retention_days?: number | null;
+                    redact_sensitive_data?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            /** @description Days after which a call's transcript, turns, recording and log URLs are cleared; null keeps them */
+                            content_retention_days: number | null;
+                            /** Format: uuid */
+                            location_id: string;
+                            /** @description Days after which caller personal data (names, phones, e-mails, addresses, notes, summaries) is anonymised; null keeps it */
+                            personal_data_retention_days: number | null;
+                            /** @description Card numbers, security codes, expiry dates and SSNs are replaced at ingestion */
+                            redact_sensitive_data: boolean;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
+                            updated_at: string;
+                        };
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            413: components["responses"]["Error413"];
+            415: components["responses"]["Error415"];
+            429: components["responses"]["Error429"];
+            default: components["responses"]["ErrorDefault"];
+        };
+    };
+    getLocationsErasures: {
+        parameters: {
+            query?: {
+                cursor?: string;
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                locationId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page, newest first; the next page is in the Link header */
+            200: {
+                headers: {
+                    /** @description `<…?cursor=…>; rel="next"` when more rows exist */
+                    Link?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            completed_at: string | null;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
+                            created_at: string;
+                            /** @description The customer.erased event; null when nothing matched */
+                            event_id: string | null;
+                            /** Format: uuid */
+                            id: string;
+                            /** @description Which identifiers were given (never their values) */
+                            identifier_kinds: ("phone" | "email" | "customer_id")[];
+                            /** Format: uuid */
+                            location_id: string;
+                            /** @description Rows cleared per kind */
+                            matched: {
+                                bookings: number;
+                                calls: number;
+                                customers: number;
+                                events: number;
+                                leads: number;
+                                notifications: number;
+                                webhook_attempts: number;
+                            };
+                            platform_deletions: {
+                                deleted: number;
+                                failed: number;
+                                pending: number;
+                            };
+                            /** @enum {string} */
+                            source: "api" | "cli";
+                            /**
+                             * @description processing while voice-platform deletions are pending; our own data is cleared before the response
+                             * @enum {string}
+                             */
+                            status: "processing" | "completed" | "completed_with_failures";
+                        }[];
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            429: components["responses"]["Error429"];
+            default: components["responses"]["ErrorDefault"];
+        };
+    };
+    postLocationsErasures: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                locationId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** Format: uuid */
+                    customer_id?: string;
+                    /** Format: email */
+                    email?: string;
+                    /** @description E.164 phone number, e.g. +13125550100; it must be a valid number for its country. US national formats such as (312) 555-0100 are also accepted and stored as E.164. */
+                    phone?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            completed_at: string | null;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
+                            created_at: string;
+                            /** @description The customer.erased event; null when nothing matched */
+                            event_id: string | null;
+                            /** Format: uuid */
+                            id: string;
+                            /** @description Which identifiers were given (never their values) */
+                            identifier_kinds: ("phone" | "email" | "customer_id")[];
+                            /** Format: uuid */
+                            location_id: string;
+                            /** @description Rows cleared per kind */
+                            matched: {
+                                bookings: number;
+                                calls: number;
+                                customers: number;
+                                events: number;
+                                leads: number;
+                                notifications: number;
+                                webhook_attempts: number;
+                            };
+                            /** @description Each matched call's deletion at the voice platform (empty when no VOICE_API_KEY) */
+                            platform_calls: {
+                                attempts: number;
+                                call_id: string | null;
+                                last_error: string | null;
+                                platform_call_id: string;
+                                response_status: number | null;
+                                /** @enum {string} */
+                                status: "pending" | "deleted" | "failed";
+                                /**
+                                 * Format: date-time
+                                 * @description ISO 8601 UTC with milliseconds
+                                 */
+                                updated_at: string;
+                            }[];
+                            platform_deletions: {
+                                deleted: number;
+                                failed: number;
+                                pending: number;
+                            };
+                            /** @enum {string} */
+                            source: "api" | "cli";
+                            /**
+                             * @description processing while voice-platform deletions are pending; our own data is cleared before the response
+                             * @enum {string}
+                             */
+                            status: "processing" | "completed" | "completed_with_failures";
+                        };
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            413: components["responses"]["Error413"];
+            415: components["responses"]["Error415"];
+            429: components["responses"]["Error429"];
+            default: components["responses"]["ErrorDefault"];
+        };
+    };
+    getLocationsErasuresById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                erasureId: string;
+                locationId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            completed_at: string | null;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
+                            created_at: string;
+                            /** @description The customer.erased event; null when nothing matched */
+                            event_id: string | null;
+                            /** Format: uuid */
+                            id: string;
+                            /** @description Which identifiers were given (never their values) */
+                            identifier_kinds: ("phone" | "email" | "customer_id")[];
+                            /** Format: uuid */
+                            location_id: string;
+                            /** @description Rows cleared per kind */
+                            matched: {
+                                bookings: number;
+                                calls: number;
+                                customers: number;
+                                events: number;
+                                leads: number;
+                                notifications: number;
+                                webhook_attempts: number;
+                            };
+                            /** @description Each matched call's deletion at the voice platform (empty when no VOICE_API_KEY) */
+                            platform_calls: {
+                                attempts: number;
+                                call_id: string | null;
+                                last_error: string | null;
+                                platform_call_id: string;
+                                response_status: number | null;
+                                /** @enum {string} */
+                                status: "pending" | "deleted" | "failed";
+                                /**
+                                 * Format: date-time
+                                 * @description ISO 8601 UTC with milliseconds
+                                 */
+                                updated_at: string;
+                            }[];
+                            platform_deletions: {
+                                deleted: number;
+                                failed: number;
+                                pending: number;
+                            };
+                            /** @enum {string} */
+                            source: "api" | "cli";
+                            /**
+                             * @description processing while voice-platform deletions are pending; our own data is cleared before the response
+                             * @enum {string}
+                             */
+                            status: "processing" | "completed" | "completed_with_failures";
                         };
                     };
                 };
@@ -2938,6 +3646,7 @@ export interface operations {
                                 "booking.updated": ("sms" | "email" | "chat" | "automation")[];
                                 "call.emergency": ("sms" | "email" | "chat" | "automation")[];
                                 "call.ended": ("sms" | "email" | "chat" | "automation")[];
+                                "customer.erased": ("sms" | "email" | "chat" | "automation")[];
                                 "lead.created": ("sms" | "email" | "chat" | "automation")[];
                                 "lead.updated": ("sms" | "email" | "chat" | "automation")[];
                                 "spam.blocked": ("sms" | "email" | "chat" | "automation")[];
@@ -2982,6 +3691,7 @@ export interface operations {
                         "booking.updated"?: ("sms" | "email" | "chat" | "automation")[];
                         "call.emergency"?: ("sms" | "email" | "chat" | "automation")[];
                         "call.ended"?: ("sms" | "email" | "chat" | "automation")[];
+                        "customer.erased"?: ("sms" | "email" | "chat" | "automation")[];
                         "lead.created"?: ("sms" | "email" | "chat" | "automation")[];
                         "lead.updated"?: ("sms" | "email" | "chat" | "automation")[];
                         "spam.blocked"?: ("sms" | "email" | "chat" | "automation")[];
@@ -3011,6 +3721,7 @@ export interface operations {
                                 "booking.updated": ("sms" | "email" | "chat" | "automation")[];
                                 "call.emergency": ("sms" | "email" | "chat" | "automation")[];
                                 "call.ended": ("sms" | "email" | "chat" | "automation")[];
+                                "customer.erased": ("sms" | "email" | "chat" | "automation")[];
                                 "lead.created": ("sms" | "email" | "chat" | "automation")[];
                                 "lead.updated": ("sms" | "email" | "chat" | "automation")[];
                                 "spam.blocked": ("sms" | "email" | "chat" | "automation")[];
@@ -3075,7 +3786,7 @@ export interface operations {
                              * @description The event type, or an operational type (webhook_endpoint.failing, webhook_endpoint.disabled)
                              * @enum {string}
                              */
-                            event: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "webhook_endpoint.failing" | "webhook_endpoint.disabled";
+                            event: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased" | "webhook_endpoint.failing" | "webhook_endpoint.disabled";
                             /** @description The event notified about; null for an operational notification */
                             event_id: string | null;
                             /** Format: uuid */
@@ -3404,7 +4115,7 @@ export interface operations {
                 cursor?: string;
                 endpoint_id?: string;
                 /** @description Event type */
-                event?: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "webhook.test";
+                event?: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased" | "webhook.test";
                 event_id?: string;
                 limit?: number;
                 status?: "pending" | "delivered" | "failed" | "dead";
@@ -3438,7 +4149,7 @@ export interface operations {
                             endpoint_id: string | null;
                             error: string | null;
                             /** @enum {string} */
-                            event: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "webhook.test";
+                            event: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased" | "webhook.test";
                             /**
                              * Format: uuid
                              * @description The svc-event-id header; the same for every attempt
@@ -3498,7 +4209,7 @@ export interface operations {
                             endpoint_id: string | null;
                             error: string | null;
                             /** @enum {string} */
-                            event: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "webhook.test";
+                            event: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased" | "webhook.test";
                             /**
                              * Format: uuid
                              * @description The svc-event-id header; the same for every attempt
@@ -3563,7 +4274,7 @@ export interface operations {
                             disabled_at: string | null;
                             /** @description Why it was disabled; null while enabled */
                             disabled_reason: string | null;
-                            events: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked")[];
+                            events: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased")[];
                             /** @description When the current run of consecutive failures began; null while failure_count is 0 */
                             failing_since: string | null;
                             /** @description Consecutive failed attempts; any 2xx resets it */
@@ -3606,7 +4317,7 @@ export interface operations {
             content: {
                 "application/json": {
                     active?: boolean;
-                    events: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked")[];
+                    events: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased")[];
                     label?: string | null;
                     /** @description https:// URL (ASCII host: a DNS name in punycode, an IPv4 address or an [IPv6] literal) */
                     url: string;
@@ -3633,7 +4344,7 @@ export interface operations {
                             disabled_at: string | null;
                             /** @description Why it was disabled; null while enabled */
                             disabled_reason: string | null;
-                            events: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked")[];
+                            events: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased")[];
                             /** @description When the current run of consecutive failures began; null while failure_count is 0 */
                             failing_since: string | null;
                             /** @description Consecutive failed attempts; any 2xx resets it */
@@ -3698,7 +4409,7 @@ export interface operations {
                             disabled_at: string | null;
                             /** @description Why it was disabled; null while enabled */
                             disabled_reason: string | null;
-                            events: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked")[];
+                            events: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased")[];
                             /** @description When the current run of consecutive failures began; null while failure_count is 0 */
                             failing_since: string | null;
                             /** @description Consecutive failed attempts; any 2xx resets it */
@@ -3759,7 +4470,7 @@ export interface operations {
                             disabled_at: string | null;
                             /** @description Why it was disabled; null while enabled */
                             disabled_reason: string | null;
-                            events: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked")[];
+                            events: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased")[];
                             /** @description When the current run of consecutive failures began; null while failure_count is 0 */
                             failing_since: string | null;
                             /** @description Consecutive failed attempts; any 2xx resets it */
@@ -3803,7 +4514,7 @@ export interface operations {
             content: {
                 "application/json": {
                     active?: boolean;
-                    events?: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked")[];
+                    events?: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased")[];
                     label?: string | null;
                     /** @description https:// URL (ASCII host: a DNS name in punycode, an IPv4 address or an [IPv6] literal) */
                     url?: string;
@@ -3830,7 +4541,7 @@ export interface operations {
                             disabled_at: string | null;
                             /** @description Why it was disabled; null while enabled */
                             disabled_reason: string | null;
-                            events: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked")[];
+                            events: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased")[];
                             /** @description When the current run of consecutive failures began; null while failure_count is 0 */
                             failing_since: string | null;
                             /** @description Consecutive failed attempts; any 2xx resets it */
@@ -3942,7 +4653,7 @@ export interface operations {
                             disabled_at: string | null;
                             /** @description Why it was disabled; null while enabled */
                             disabled_reason: string | null;
-                            events: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked")[];
+                            events: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased")[];
                             /** @description When the current run of consecutive failures began; null while failure_count is 0 */
                             failing_since: string | null;
                             /** @description Consecutive failed attempts; any 2xx resets it */
@@ -3991,7 +4702,7 @@ export interface operations {
                      * @description Send this type's catalog example instead of webhook.test
                      * @enum {string}
                      */
-                    event_type?: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked";
+                    event_type?: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased";
                 };
             };
         };
@@ -4015,7 +4726,7 @@ export interface operations {
                             endpoint_id: string | null;
                             error: string | null;
                             /** @enum {string} */
-                            event: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "webhook.test";
+                            event: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased" | "webhook.test";
                             /**
                              * Format: uuid
                              * @description The svc-event-id header; the same for every attempt
@@ -4147,7 +4858,7 @@ export interface operations {
                             disabled_at: string | null;
                             /** @description Why it was disabled; null while enabled */
                             disabled_reason: string | null;
-                            events: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked")[];
+                            events: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased")[];
                             /** @description When the current run of consecutive failures began; null while failure_count is 0 */
                             failing_since: string | null;
                             /** @description Consecutive failed attempts; any 2xx resets it */
@@ -4207,7 +4918,7 @@ export interface operations {
                             disabled_at: string | null;
                             /** @description Why it was disabled; null while enabled */
                             disabled_reason: string | null;
-                            events: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked")[];
+                            events: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased")[];
                             /** @description When the current run of consecutive failures began; null while failure_count is 0 */
                             failing_since: string | null;
                             /** @description Consecutive failed attempts; any 2xx resets it */
@@ -4250,7 +4961,7 @@ export interface operations {
             content: {
                 "application/json": {
                     active?: boolean;
-                    events?: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked")[];
+                    events?: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased")[];
                     label?: string | null;
                     /** @description https:// URL (ASCII host: a DNS name in punycode, an IPv4 address or an [IPv6] literal) */
                     url?: string;
@@ -4277,7 +4988,7 @@ export interface operations {
                             disabled_at: string | null;
                             /** @description Why it was disabled; null while enabled */
                             disabled_reason: string | null;
-                            events: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked")[];
+                            events: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased")[];
                             /** @description When the current run of consecutive failures began; null while failure_count is 0 */
                             failing_since: string | null;
                             /** @description Consecutive failed attempts; any 2xx resets it */
@@ -4387,7 +5098,7 @@ export interface operations {
                             disabled_at: string | null;
                             /** @description Why it was disabled; null while enabled */
                             disabled_reason: string | null;
-                            events: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked")[];
+                            events: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased")[];
                             /** @description When the current run of consecutive failures began; null while failure_count is 0 */
                             failing_since: string | null;
                             /** @description Consecutive failed attempts; any 2xx resets it */
@@ -4435,7 +5146,7 @@ export interface operations {
                      * @description Send this type's catalog example instead of webhook.test
                      * @enum {string}
                      */
-                    event_type?: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked";
+                    event_type?: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased";
                 };
             };
         };
@@ -4459,7 +5170,7 @@ export interface operations {
                             endpoint_id: string | null;
                             error: string | null;
                             /** @enum {string} */
-                            event: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "webhook.test";
+                            event: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased" | "webhook.test";
                             /**
                              * Format: uuid
                              * @description The svc-event-id header; the same for every attempt
@@ -4827,6 +5538,70 @@ export interface operations {
                     };
                     /** @constant */
                     event: "call.ended";
+                    /** Format: uuid */
+                    location_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Received. Anything else (a redirect included, or no answer within 10 s) is retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_customer_erased: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Id of this attempt */
+                "svc-delivery-id": string;
+                /** @description The event type */
+                "svc-event": string;
+                /** @description Event id, the same on every attempt (dedupe on it) */
+                "svc-event-id": string;
+                /** @description `v1=<hex HMAC-SHA256(raw body, whole secret string)>`, space-separated during a rotation overlap */
+                "svc-signature": string;
+                /** @description Unix seconds of this attempt */
+                "svc-timestamp": string;
+                /** @description Service-Webhooks/1.0 */
+                "user-agent": string;
+                /** @description Standard Webhooks: = svc-event-id */
+                "webhook-id": string;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256("{webhook-id}.{webhook-timestamp}.{raw body}")>` keyed with the base64-decoded secret after `whsec_`; space-separated during a rotation overlap */
+                "webhook-signature": string;
+                /** @description Standard Webhooks: = svc-timestamp */
+                "webhook-timestamp": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * Format: date-time
+                     * @description When the event occurred
+                     */
+                    created_at: string;
+                    /** @description Ids only: never the identifier or any personal data (docs/privacy.md "Erasure") */
+                    data: {
+                        booking_ids: string[];
+                        call_ids: string[];
+                        /** @description Customers whose personal data was cleared */
+                        customer_ids: string[];
+                        /**
+                         * Format: uuid
+                         * @description The erasure record (GET erasures/{id})
+                         */
+                        erasure_id: string;
+                        lead_ids: string[];
+                    };
+                    /** @constant */
+                    event: "customer.erased";
                     /** Format: uuid */
                     location_id: string;
                 };

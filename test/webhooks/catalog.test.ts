@@ -135,6 +135,9 @@ test('every event body the system emits validates against the published schema',
     expect((await request(t.baseUrl, 'PATCH', `${base}/bookings/${booking.id}`, { token, body })).status).toBe(200);
   }
 
+  // An erasure: customer.erased (ids only), and the bodies it rewrites stay valid.
+  expect((await request(t.baseUrl, 'POST', `${base}/erasures`, { token, body: { phone: '+15125550177' } })).status).toBe(202);
+
   const { rows } = await t.owner.query(`select type, body from app.events where location_id = $1 order by created_at, id`, [loc.id]);
   const bodies = rows.map((r) => JSON.parse(r.body));
   const problems = bodies.flatMap(validate);

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { defineRoute, locAnd, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
 import { callOutcomes } from '../../allowed-values.js';
 import { CallSummary } from './records.js';
+import { tsNull } from './rest-common.js';
 
 export const TranscriptTurn = z.object({
   role: z.string(),
@@ -17,6 +18,8 @@ export const CallDetail = CallSummary.extend({
   call_summary: z.string().nullable(),
   user_sentiment: z.string().nullable(),
   in_voicemail: z.boolean().nullable(),
+  content_purged_at: tsNull.describe('When the transcript, turns, recording and log URLs were cleared (retention or erasure; docs/privacy.md)'),
+  anonymised_at: tsNull.describe('When the caller\'s phone, name, address, e-mail and issue summary were cleared'),
 });
 
 const CallsQuery = z.object({

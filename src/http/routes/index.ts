@@ -8,6 +8,7 @@ import { knowledgeRoutes } from './knowledge.js';
 import { leadRoutes } from './leads.js';
 import { memberRoutes } from './members.js';
 import { notificationRoutes } from './notifications.js';
+import { privacyRoutes } from './privacy.js';
 import { settingsRoutes } from './settings.js';
 import { webhookRoutes } from './webhooks.js';
 
@@ -17,4 +18,5 @@ export const routes: RouteSpec[] = [
   ...callRoutes, ...leadRoutes, ...bookingRoutes, ...knowledgeRoutes, ...settingsRoutes,
   ...integrationRoutes, ...memberRoutes, ...insightRoutes,
   ...webhookRoutes, ...notificationRoutes,
+  ...privacyRoutes,
 ];
