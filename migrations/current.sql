@@ -475,11 +475,11 @@ create function api.erasure_create(token_hash text, location_ref text, body json
 as $function$
 declare
   a app.auth := app.authorize(token_hash, location_ref, 'privacy:write');
-  id uuid;
+  new_id uuid;
 begin
-  id := app.erasure_perform(a.location_id, body ->> 'phone', body ->> 'email', (body ->> 'customer_id')::uuid,
+  new_id := app.erasure_perform(a.location_id, body ->> 'phone', body ->> 'email', (body ->> 'customer_id')::uuid,
                             'api', a.key_id, coalesce(platform, false));
-  return (select app.erasure_json(e, true) from app.erasures e where e.location_id = a.location_id and e.id = erasure_create.id);
+  return (select app.erasure_json(e, true) from app.erasures e where e.location_id = a.location_id and e.id = new_id);
 end
 $function$;
 comment on function api.erasure_create(text,text,jsonb,boolean) is E'POST erasures: erases the caller named by phone, email and/or customer_id (app.erasure_perform); platform = the voice-platform API key is configured.';
@@ -571,12 +571,12 @@ create function admin.erasure_create(location_ref text, phone text, email text, 
 as $function$
 declare
   loc uuid := admin.resolve_location(location_ref);
-  id uuid;
+  new_id uuid;
   ignored text;
 begin
   ignored := set_config('app.location_id', loc::text, true);
-  id := app.erasure_perform(loc, phone, email, customer_id, 'cli', null, coalesce(platform, false));
-  return (select app.erasure_json(e, true) from app.erasures e where e.location_id = loc and e.id = erasure_create.id);
+  new_id := app.erasure_perform(loc, phone, email, customer_id, 'cli', null, coalesce(platform, false));
+  return (select app.erasure_json(e, true) from app.erasures e where e.location_id = loc and e.id = new_id);
 end
 $function$;
 alter function admin.erasure_create(text,text,text,uuid,boolean) owner to switchboard_system;
