@@ -8,12 +8,12 @@ CREATE OR REPLACE FUNCTION admin.erasure_create(location_ref text, phone text, e
 AS $function$
 declare
   loc uuid := admin.resolve_location(location_ref);
-  id uuid;
+  new_id uuid;
   ignored text;
 begin
   ignored := set_config('app.location_id', loc::text, true);
-  id := app.erasure_perform(loc, phone, email, customer_id, 'cli', null, coalesce(platform, false));
-  return (select app.erasure_json(e, true) from app.erasures e where e.location_id = loc and e.id = erasure_create.id);
+  new_id := app.erasure_perform(loc, phone, email, customer_id, 'cli', null, coalesce(platform, false));
+  return (select app.erasure_json(e, true) from app.erasures e where e.location_id = loc and e.id = new_id);
 end
 $function$;
 alter function admin.erasure_create(text,text,text,uuid,boolean) owner to switchboard_system;

@@ -6,11 +6,11 @@ CREATE OR REPLACE FUNCTION api.erasure_create(token_hash text, location_ref text
 AS $function$
 declare
   a app.auth := app.authorize(token_hash, location_ref, 'privacy:write');
-  id uuid;
+  new_id uuid;
 begin
-  id := app.erasure_perform(a.location_id, body ->> 'phone', body ->> 'email', (body ->> 'customer_id')::uuid,
+  new_id := app.erasure_perform(a.location_id, body ->> 'phone', body ->> 'email', (body ->> 'customer_id')::uuid,
                             'api', a.key_id, coalesce(platform, false));
-  return (select app.erasure_json(e, true) from app.erasures e where e.location_id = a.location_id and e.id = erasure_create.id);
+  return (select app.erasure_json(e, true) from app.erasures e where e.location_id = a.location_id and e.id = new_id);
 end
 $function$;
 comment on function api.erasure_create(text,text,jsonb,boolean) is E'POST erasures: erases the caller named by phone, email and/or customer_id (app.erasure_perform); platform = the voice-platform API key is configured.';
