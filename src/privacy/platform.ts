@@ -5,7 +5,7 @@
  * erasure) tries every pending call, records each outcome in app.erasure_platform_calls, and
  * fails while any is still pending, so graphile-worker retries it with its exponential backoff.
  * 204 (deleted) and 404 (already gone) settle a call as deleted; 408, 429, 5xx and connection
- * errors are retried; any other answer fails the call at once. The request goes through the SSRF
+ * errors are retried; any other answer, or a target the SSRF rule refuses, fails the call at once. The request goes through the SSRF
  * guard like every outbound request (src/net/fetch.ts). Logs name the erasure, never the caller.
  */
 import type { Task } from 'graphile-worker';
@@ -13,6 +13,7 @@ import Retell from 'retell-sdk';
 import type { Config } from '../config.js';
 import { callFn } from '../db/pools.js';
 import { guardedFetch } from '../net/fetch.js';
+import { SsrfError } from '../net/ssrf.js';
 import type { TaskDeps } from '../worker/task.js';
 
 /** Tries per erasure job (the job's max_attempts in app.erasure_perform); the last one settles every call. */
@@ -53,8 +54,11 @@ export async function deleteAtPlatform(client: Retell, p: Pending): Promise<Plat
   } catch (err) {
     const status = err instanceof Retell.APIError && typeof err.status === 'number' ? err.status : null;
     if (status === 404) return { id: p.id, outcome: 'deleted', response_status: 404, error: null };
+    // The SDK wraps what fetch threw (a refused target, a reset connection) as its cause.
+    const cause = (err as { cause?: unknown }).cause;
+    if (cause instanceof SsrfError) return { id: p.id, outcome: 'failed', response_status: null, error: `Refused: ${cause.message}` };
     const retry = status === null || status === 408 || status === 429 || status >= 500;
-    const error = status === null ? `Request failed: ${(err as Error).message}` : `HTTP ${status}`;
+    const error = status === null ? `Request failed: ${cause instanceof Error ? cause.message : (err as Error).message}` : `HTTP ${status}`;
     return { id: p.id, outcome: retry ? 'retry' : 'failed', response_status: status, error };
   }
 }
