@@ -88,3 +88,31 @@ test('member invite and demo seed', async () => {
   expect(seed.json.bookings).toBeGreaterThan(0);
   expect(seed.stderr).toMatch(/seeding calls/);
 });
+
+test('erasure create: the same erasure as the API, printed as the record (identifier never shown)', async () => {
+  const c = new pg.Client({ connectionString: db.url });
+  await c.connect();
+  try {
+    const { rows: [loc] } = await c.query("select id from app.locations where slug = 'bay-plumbing'");
+    await c.query('begin');
+    await c.query("select set_config('app.location_id', $1, true)", [loc.id]);
+    await c.query("insert into app.leads (location_id, name, phone, email) values ($1, 'Kim Cli', '+14155550123', 'kim@example.com')", [loc.id]);
+    await c.query('commit');
+    const out = await runCli(['erasure', 'create', '--location', 'bay-plumbing', '--phone', '(415) 555-0123'], env);
+    expect(out.code).toBe(0);
+    expect(out.json).toMatchObject({ location_id: loc.id, source: 'cli', status: 'completed', identifier_kinds: ['phone'], matched: { leads: 1, events: 1 } });
+    expect(out.stdout).not.toContain('555-0123');
+    expect(out.stdout).not.toContain('5550123');
+    const { rows: [lead] } = await c.query("select name, phone, email from app.leads where location_id = $1 and anonymised_at is not null", [loc.id]);
+    expect(lead).toEqual({ name: null, phone: null, email: null });
+    const none = await runCli(['erasure', 'create', '--location', 'bay-plumbing'], env);
+    expect(none.code).not.toBe(0);
+    expect(none.json.error.code).toBe('validation_error');
+    const bad = await runCli(['erasure', 'create', '--location', 'bay-plumbing', '--email', 'not-an-email'], env);
+    expect(bad.json.error).toMatchObject({ code: 'validation_error', details: { issues: [{ path: 'email' }] } });
+    const unknown = await runCli(['erasure', 'create', '--location', 'bay-plumbing', '--customer', '00000000-0000-4000-8000-0000000000ff'], env);
+    expect(unknown.json.error.code).toBe('not_found');
+  } finally {
+    await c.end();
+  }
+});

@@ -119,6 +119,14 @@ test('every operation answers its documented success with the declared shape', a
   await expectStatus(200, 'PATCH', `${L()}/notification-settings`, { routes: { 'lead.created': ['email', 'chat'] }, email_recipients: ['ops@contract.example'] });
   await expectStatus(200, 'GET', `${L()}/notifications?include=log`);
 
+  // Caller-data lifecycle (docs/privacy.md): the export before the erasure, which clears the lead.
+  await expectStatus(200, 'GET', `${L()}/data-retention`);
+  await expectStatus(200, 'PATCH', `${L()}/data-retention`, { content_retention_days: 365, personal_data_retention_days: null });
+  await expectStatus(200, 'GET', `${L()}/caller-data?phone=%2B15125550142`);
+  ids.erasureId = (await expectStatus(202, 'POST', `${L()}/erasures`, { phone: '+15125550199' })).data.id;
+  await expectStatus(200, 'GET', `${L()}/erasures`);
+  await expectStatus(200, 'GET', `${L()}/erasures/${ids.erasureId}`);
+
   // Deletions last: their records are gone afterwards.
   await expectStatus(200, 'DELETE', `${L()}/integrations/slack`);
   await expectStatus(200, 'DELETE', `${L()}/faqs/${ids.faqId}`);
@@ -152,7 +160,7 @@ function rawRequest(method: string, path: string, body: string): Promise<{ statu
 function concrete(template: string, location = A.id): string {
   const values: Record<string, string> = {
     locationId: location, callId: ids.callId, leadId: ids.leadId, bookingId: ids.bookingId, faqId: randomUUID(),
-    itemId: randomUUID(), provider: 'zapier', id: template.includes('webhook-deliveries') ? ids.failedDelivery : ids.endpointId,
+    itemId: randomUUID(), erasureId: ids.erasureId, provider: 'zapier', id: template.includes('webhook-deliveries') ? ids.failedDelivery : ids.endpointId,
   };
   return V + template.replace(/\{([^}]+)\}/g, (_, name: string) => values[name]);
 }
