@@ -25,6 +25,7 @@ test('a new location starts with the defaults (endpoint health: e-mail and chat)
       'booking.created': ['email', 'chat'],
       'booking.updated': ['email', 'chat'],
       'spam.blocked': [],
+      'customer.erased': [],
       'webhook_endpoint.failing': ['email', 'chat'],
       'webhook_endpoint.disabled': ['email', 'chat'],
     },
