@@ -22,7 +22,7 @@
  * BENCH_CONNECTIONS (50), BENCH_BIG_CALLS (1000000), BENCH_MID_CALLS (50000), BENCH_SENDERS (20),
  * BENCH_INGEST_SECONDS (15), BENCH_WARMUP_SECONDS (3: the same load before the measured one, then
  * ANALYZE), BENCH_DRAIN_SECONDS (60: wait for the fan-out backlog, RSS sampled),
- * BENCH_ONLY (comma list of sections: lists, insights, ingest), BENCH_DATA_DIR (keep and reuse
+ * BENCH_ONLY (comma list of sections: lists, insights, ingest, privacy), BENCH_DATA_DIR (keep and reuse
  * the seeded cluster there instead of a throwaway one), BENCH_JSON (also write the rows there),
  * BENCH_NODE_OPTIONS (NODE_OPTIONS for the service, to try V8 flags), BENCH_START_SCRIPT (npm
  * script that starts the service, default start; start:api leaves the worker out), WORKER_DB_NICE
@@ -71,7 +71,7 @@ const SENDERS = num('BENCH_SENDERS', 20);
 const INGEST_SECONDS = num('BENCH_INGEST_SECONDS', 15);
 const WARMUP_SECONDS = num('BENCH_WARMUP_SECONDS', 3);
 const DRAIN_SECONDS = num('BENCH_DRAIN_SECONDS', 60);
-const ONLY = new Set((env.BENCH_ONLY ?? 'lists,insights,ingest').split(',').map((s) => s.trim()));
+const ONLY = new Set((env.BENCH_ONLY ?? 'lists,insights,ingest,privacy').split(',').map((s) => s.trim()));
 const VOICE_SECRET = 'bench_voice_secret';
 const SERVICE_PHONE = '+13125550100';
 
@@ -309,7 +309,7 @@ try {
   }
 
   const mid = await location('mid', {});
-  const big = ONLY.has('insights') ? await location('big', {}) : null;
+  const big = ONLY.has('insights') || ONLY.has('privacy') ? await location('big', {}) : null;
   const ingest = await location('ingest', { service_phone: SERVICE_PHONE, owner_cell: '+13125550111' });
   if (ingest.fresh) await owner.query(`select admin.member_invite('ingest', 'owner@bench.example', 'owner', 'Bench Owner')`);
   else {
@@ -550,6 +550,13 @@ try {
           and n.created_at >= $2 and n.created_at < $3`, [ingest.id, loadStart, loadEnd])).rows[0];
     rows.push({ name: 'emergency SMS during the ingestion load (call to SMS sent, p99)', value: Math.round(em.p99 ?? 0), unit: 'ms',
       note: `${em.n} emergency SMS of the measured seconds, ${em.sent} sent; median ${Math.round(em.p50 ?? 0)} ms; counted from the ingestion transaction` });
+  }
+
+  // ---- Caller-data lifecycle (bench/privacy.ts): erasure and the retention prune on `big` --------
+  if (ONLY.has('privacy') && big) {
+    const { runPrivacyBench } = await import('./privacy.js');
+    rows.push(...(await runPrivacyBench({ owner, base, voiceSecret: VOICE_SECRET, servicePhone: SERVICE_PHONE, bigId: big.id, bigSlug: 'big',
+      seconds: INGEST_SECONDS, senders: SENDERS, progress })));
   }
 
   // ---- Delivery-engine figures ------------------------------------------------------------------

@@ -38,10 +38,10 @@ export async function countsOf(baseUrl: string, loc: string, token: string) {
     let n = 0;
     let next: string | null = `${base}/${path}?limit=200`;
     while (next) {
-      const res = await request(baseUrl, 'GET', next, { token });
+      const res: { status: number; body: any; headers: Headers } = await request(baseUrl, 'GET', next, { token });
       if (res.status !== 200) throw new Error(`${path}: ${res.status}`);
       n += res.body.data.length;
-      const link = res.headers.get('link');
+      const link: string | null = res.headers.get('link');
       next = link ? link.slice(1, link.indexOf('>')) : null;
     }
     return n;
