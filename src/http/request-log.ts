@@ -32,7 +32,10 @@ export function requestLog(log: Logger) {
     const start = performance.now();
     const incoming = req.headers['x-request-id'];
     const id = typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
-    const { method, url } = req;
+    const { method } = req;
+    // The path only: a query string can carry caller data (GET caller-data?phone=…; docs/privacy.md).
+    const q = req.url.indexOf('?');
+    const url = q < 0 ? req.url : req.url.slice(0, q);
     res.setHeader('x-request-id', id);
     req.id = id;
     (req as LoggedRequest)[kUrl] = url;
