@@ -5,7 +5,7 @@
  *     the one erasure transaction (admin.erasure_create, what POST erasures runs) → target < 2 s;
  *   - the content-retention prune clearing every transcript of that location (a 1-day window over
  *     90 days of calls) while signed post-call ingestion runs on another location: finalised
- *     calls/s during the prune vs the same load just before without it → target ≥ 80 %.
+ *     calls/s during the prune vs the same load without it (before and after) → target ≥ 80 %.
  * The rows leave what they change as they found it where it matters (the window is unset again);
  * counts and insights do not change by design.
  */
@@ -147,9 +147,15 @@ export async function runPrivacyBench(ctx: PrivacyBenchContext): Promise<BenchRo
   await prune;
   const pruneSeconds = (Date.now() - p0) / 1000;
   await owner.query('update app.privacy_settings set content_retention_days = null where location_id = $1', [ctx.bigId]);
+  // The load without the prune again, after it: the baseline is the mean of before and after, so
+  // neither a cold start nor a busier machine later on favours one side.
+  ctx.progress(`privacy: ingestion alone again, ${ctx.seconds} s`);
+  const after = await load(ctx.seconds);
+  const baseline = (alone.rate + after.rate) / 2;
   rows.push({ name: 'post-call ingestion while the retention prune clears transcripts (finalised calls/s)', value: during.rate, unit: 'calls/s',
-    baseline: alone.rate, ratio: during.rate / alone.rate, target: '≥ 80 % of the same load without the prune',
+    baseline, ratio: during.rate / baseline, target: '≥ 80 % of the same load without the prune',
     note: `prune ${stillPruning ? 'ran through the whole load' : 'ended before the load did'}: ${clearedDuring.toLocaleString('en')} cleared during it; `
-      + `all ${cleared.toLocaleString('en')} in ${pruneSeconds.toFixed(0)} s, ${batches} batches of ≤ ${PRIVACY_BATCH}; ${during.failed + alone.failed} failed requests; baseline: the same load just before, without the prune` });
+      + `all ${cleared.toLocaleString('en')} in ${pruneSeconds.toFixed(0)} s, ${batches} batches of ≤ ${PRIVACY_BATCH}; ${during.failed + alone.failed + after.failed} failed requests; `
+      + `baseline: the same load without the prune, mean of before (${alone.rate.toFixed(0)}/s) and after (${after.rate.toFixed(0)}/s)` });
   return rows;
 }

@@ -147,6 +147,16 @@ test('by customer id: erases that customer and what points at it', async () => {
   expect(again.body.data.matched.customers).toBe(0);
 });
 
+test('the list pages like every list: newest first, limit and a Link to the next page', async () => {
+  const all = (await request(t.baseUrl, 'GET', `/api/v1/locations/${A.id}/erasures?limit=200`, { token: tokenA })).body.data;
+  expect(all.length).toBeGreaterThanOrEqual(3);
+  const first = await request(t.baseUrl, 'GET', `/api/v1/locations/${A.id}/erasures?limit=2`, { token: tokenA });
+  expect(first.body.data.map((e: { id: string }) => e.id)).toEqual(all.slice(0, 2).map((e: { id: string }) => e.id));
+  const next = /<([^>]+)>; rel="next"/.exec(first.headers.get('link') ?? '')![1];
+  const second = await request(t.baseUrl, 'GET', next, { token: tokenA });
+  expect(second.body.data[0].id).toBe(all[2].id);
+});
+
 describe('tenancy: only the token’s own location', () => {
   test('B’s token cannot read, list or create erasures in A; A’s erasure left B alone', async () => {
     const { rows: [mine] } = await t.owner.query('select id from app.erasures where location_id = $1 limit 1', [A.id]);
