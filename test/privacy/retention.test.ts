@@ -117,3 +117,23 @@ test('personal-data retention through the hourly task: anonymised everywhere, co
   // (DELIVERY_RETENTION_DAYS = 30) deleted them; lead.created and booking.created stay, cleared.
   expect(m).toEqual({ calls: 5, customers: 5, leads: 5, bookings: 5, events: 10 });
 });
+
+test('the prune never waits on a row ingestion holds: a locked call is skipped and cleared next time', async () => {
+  await request(t.baseUrl, 'PATCH', base(B.id), { token: tokenB, body: { content_retention_days: 30 } });
+  const { rows: [held] } = await t.owner.query('select id from app.calls where location_id = $1 and caller_phone = $2', [B.id, callers[0].phone]);
+  const c = await t.owner.connect();
+  try {
+    // Another transaction (ingestion, say) holds one of the old calls.
+    await c.query('begin');
+    await c.query('select 1 from app.calls where id = $1 for update', [held.id]);
+    const first = await prunePrivacy({ pool: t.owner }, { kinds: ['content'] });
+    expect(first.content).toBe(4);
+    const { rows: [still] } = await t.owner.query('select transcript is not null as kept, content_purged_at from app.calls where id = $1', [held.id]);
+    expect(still).toEqual({ kept: true, content_purged_at: null });
+    await c.query('commit');
+  } finally {
+    c.release();
+  }
+  expect((await prunePrivacy({ pool: t.owner }, { kinds: ['content'] })).content).toBe(1);
+  expect((await t.owner.query('select content_purged_at from app.calls where id = $1', [held.id])).rows[0].content_purged_at).not.toBeNull();
+});
