@@ -1,0 +1,402 @@
+/**
+ * Redaction of what a caller must not leave in our records (docs/privacy.md "Redaction at
+ * ingestion"): payment card numbers (13–19 digits, spaces or dashes between groups, Luhn-valid),
+ * their security codes and expiry dates when spoken next to a card number, and US social security
+ * numbers. A card keeps its last four digits: `[card ending 4242]`; the others become
+ * `[security code]`, `[expiry]` and `[ssn]`.
+ *
+ * The unit is a list of segments (the turns of a transcript, or one free-text field as a single
+ * segment): a card number in one turn makes the neighbouring turns "near a card", so an agent's
+ * "and the expiration date?" followed by the caller's "twelve slash 27" ("12/27") is caught too.
+ * Everything here is plain string scanning: no allocation unless a segment holds a digit.
+ */
+
+export const cardToken = (last4: string) => `[card ending ${last4}]`;
+export const SECURITY_CODE = '[security code]';
+export const EXPIRY = '[expiry]';
+export const SSN = '[ssn]';
+
+/** A replacement: text[start, end) becomes `text`. */
+export interface Span {
+  start: number;
+  end: number;
+  text: string;
+}
+
+/** Turns this close to a turn holding a card number are "next to" it (expiry and code cues). */
+const NEAR_TURNS = 6;
+/** How far after a cue ("expires", "security code", "social") its value may start (characters). */
+const CUE_REACH = 40;
+/** Card lengths, most common first: the split of a longer run of digits tries them in this order. */
+const CARD_LENGTHS = [16, 15, 14, 19, 13, 18, 17];
+
+export function luhnValid(digits: string): boolean {
+  let sum = 0;
+  let double = false;
+  for (let i = digits.length - 1; i >= 0; i--) {
+    let d = digits.charCodeAt(i) - 48;
+    if (double) {
+      d *= 2;
+      if (d > 9) d -= 9;
+    }
+    sum += d;
+    double = !double;
+  }
+  return sum % 10 === 0;
+}
+
+interface Group {
+  digits: string;
+  start: number;
+  end: number;
+}
+
+/**
+ * A run of digit groups joined by spaces or dashes ("4242 4242-4242 4242", "4 2 4 2 …"), not
+ * touching letters or other digits, not the decimals of a number ("3.14159…") nor what follows a
+ * slash (the year of "12/27").
+ */
+const RUN = /(?<![\p{L}\p{N}_/])(?<!\d[.,])\d+(?:(?:[ \t]*-[ \t]*|[ \t]+)\d+)*(?![\p{L}\p{N}_])/gu;
+const DIGITS = /\d+/g;
+/** The year of an expiry written "12/27" when the run of digits ends at the month. */
+const SLASH_YEAR = /^[ \t]*\/[ \t]*(\d{4}|\d{2})(?![\p{L}\p{N}])/u;
+/** What may follow a card number before its expiry or code: separators and "and". */
+const TRAIL = /^[ \t]*[,;:]?[ \t]*(?:and[ \t]+)?/i;
+const TRAIL_SLASH = /^(0?[1-9]|1[0-2])[ \t]*\/[ \t]*(\d{4}|\d{2})(?![\p{L}\p{N}])/u;
+/** A bare code after a card ends its clause: end of text, punctuation or "and". */
+const CLAUSE_END = /^[ \t]*(?:[.,;!?]|$|and\b)/i;
+
+const EXPIRY_CUE = /\b(?:exp(?:iry|iration|ires?|\.)?|valid (?:thru|through|until)|good (?:thru|through))\b/gi;
+const CODE_CUE = /\b(?:security code|cvv2?|cvc2?|cid|csc|card code|verification (?:code|number|value)|(?:three|four|3|4)[- ]digit code|code on the back|back of the card|code)\b/gi;
+const SSN_CUE = /\b(?:social(?: security)?(?: number)?|ssn|s\.s\.n\.?)(?![\p{L}])/giu;
+const MONTH_YEAR = /^(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?,?[ \t]+(?:of[ \t]+)?(?:'?\d{2}|\d{4})(?![\p{L}\p{N}])/iu;
+const MONTH_WORD = /\b(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b/gi;
+const HAS_DIGIT = /\d/;
+
+interface Run {
+  start: number;
+  end: number;
+  groups: Group[];
+}
+
+function runsOf(text: string): Run[] {
+  const runs: Run[] = [];
+  RUN.lastIndex = 0;
+  for (let m = RUN.exec(text); m; m = RUN.exec(text)) {
+    const groups: Group[] = [];
+    DIGITS.lastIndex = 0;
+    for (let g = DIGITS.exec(m[0]); g; g = DIGITS.exec(m[0])) {
+      groups.push({ digits: g[0], start: m.index + g.index, end: m.index + g.index + g[0].length });
+    }
+    runs.push({ start: m.index, end: m.index + m[0].length, groups });
+  }
+  return runs;
+}
+
+const digitsOf = (groups: Group[], from: number, to: number) => {
+  let s = '';
+  for (let i = from; i < to; i++) s += groups[i].digits;
+  return s;
+};
+
+/** Grouped 3-3-4 somewhere: how a phone number is said and written, never a card number. */
+function phoneShaped(groups: Group[], from: number, to: number): boolean {
+  for (let i = from; i + 2 < to; i++) {
+    if (groups[i].digits.length === 3 && groups[i + 1].digits.length === 3 && groups[i + 2].digits.length === 4) return true;
+  }
+  return false;
+}
+
+function isCard(groups: Group[], from: number, to: number): boolean {
+  const d = digitsOf(groups, from, to);
+  return d.length >= 13 && d.length <= 19 && luhnValid(d) && !phoneShaped(groups, from, to);
+}
+
+const validMonth = (mm: string) => {
+  const m = Number(mm);
+  return m >= 1 && m <= 12;
+};
+
+/** The group index after `from` where exactly `n` digits end, or -1. */
+function boundary(groups: Group[], from: number, n: number): number {
+  let count = 0;
+  for (let i = from; i < groups.length; i++) {
+    count += groups[i].digits.length;
+    if (count === n) return i + 1;
+    if (count > n) return -1;
+  }
+  return -1;
+}
+
+/**
+ * Groups after a card in the same run: an expiry (MMYY, MM20YY, or the month of "12/27") and/or a
+ * security code (3–4 digits), in either order, covering every remaining group; null otherwise.
+ */
+function trailer(groups: Group[], i: number, slashYearEnd: number | null, expiry = false, code = false): Span[] | null {
+  const n = groups.length;
+  if (i === n) return slashYearEnd === null ? [] : null;
+  if (slashYearEnd !== null && i === n - 1) {
+    const g = groups[i];
+    return !expiry && g.digits.length <= 2 && validMonth(g.digits) ? [{ start: g.start, end: slashYearEnd, text: EXPIRY }] : null;
+  }
+  const rest = digitsOf(groups, i, n);
+  if (!expiry && validMonth(rest.slice(0, 2))) {
+    for (const len of [4, 6]) {
+      if (len === 6 && rest.slice(2, 4) !== '20') continue;
+      const b = boundary(groups, i, len);
+      const more = b > 0 ? trailer(groups, b, slashYearEnd, true, code) : null;
+      if (more) return [{ start: groups[i].start, end: groups[b - 1].end, text: EXPIRY }, ...more];
+    }
+  }
+  if (!code) {
+    for (const len of [3, 4]) {
+      const b = boundary(groups, i, len);
+      const more = b > 0 ? trailer(groups, b, slashYearEnd, expiry, true) : null;
+      if (more) return [{ start: groups[i].start, end: groups[b - 1].end, text: SECURITY_CODE }, ...more];
+    }
+  }
+  return null;
+}
+
+/** Card spans (with what trails them in the run) found in one run of digits. */
+function cardsInRun(text: string, run: Run): Span[] {
+  let groups = run.groups;
+  // "… 4242 12/27": the last group is the month of an expiry written with a slash.
+  const slash = SLASH_YEAR.exec(text.slice(run.end, run.end + 8));
+  const slashYearEnd = slash ? run.end + slash[0].length : null;
+  const card = (from: number, to: number): Span =>
+    ({ start: groups[from].start, end: groups[to - 1].end, text: cardToken(digitsOf(groups, from, to).slice(-4)) });
+
+  const n = groups.length;
+  if (slashYearEnd === null && isCard(groups, 0, n)) return [card(0, n)];
+  // A card first, then its expiry and/or code (or a second card) in the same breath.
+  for (const len of CARD_LENGTHS) {
+    const b = boundary(groups, 0, len);
+    if (b < 0 || !isCard(groups, 0, b)) continue;
+    if (b === n) {
+      if (slashYearEnd === null) return [card(0, b)];
+      continue;
+    }
+    const tail = trailer(groups, b, slashYearEnd);
+    if (tail) return [card(0, b), ...tail];
+    const restDigits = digitsOf(groups, b, n).length;
+    if (restDigits >= 13) {
+      const more = cardsInRun(text, { start: groups[b].start, end: run.end, groups: groups.slice(b) });
+      if (more.length) return [card(0, b), ...more];
+    }
+  }
+  // Something else first ("zip 78745, card …" said without a pause): a card ending the run.
+  if (slashYearEnd !== null) groups = groups.slice(0, n - 1);
+  const m = groups.length;
+  let count = 0;
+  for (let j = m - 1; j > 0; j--) {
+    count += groups[j].digits.length;
+    if (count > 19) break;
+    if (count >= 13 && isCard(groups, j, m)) {
+      const spans = [card(j, m)];
+      if (slashYearEnd !== null && validMonth(run.groups[n - 1].digits)) {
+        spans.push({ start: run.groups[n - 1].start, end: slashYearEnd, text: EXPIRY });
+      }
+      return spans;
+    }
+  }
+  return [];
+}
+
+/**
+ * After a card and what its run held: ", 12/27, 123" or " and 123." — an expiry and/or a code in
+ * the next runs, with only separators or "and" between them.
+ */
+function trailingText(text: string, from: number, runs: Run[], next: number, found: Span[]): Span[] {
+  const spans: Span[] = [];
+  let pos = from;
+  let expiry = found.some((s) => s.text === EXPIRY);
+  let code = found.some((s) => s.text === SECURITY_CODE);
+  for (let k = next; k < runs.length && !(expiry && code); k++) {
+    const run = runs[k];
+    if (run.start < pos) continue;
+    const gap = text.slice(pos, run.start);
+    const lead = TRAIL.exec(gap);
+    if (!lead || lead[0].length !== gap.length) break;
+    const slashed = run.groups.length === 1 ? TRAIL_SLASH.exec(text.slice(run.start, run.end + 8)) : null;
+    if (slashed) {
+      if (expiry) break;
+      spans.push({ start: run.start, end: run.start + slashed[0].length, text: EXPIRY });
+      expiry = true;
+      pos = run.start + slashed[0].length;
+      continue;
+    }
+    const d = digitsOf(run.groups, 0, run.groups.length);
+    if ((d.length !== 3 && d.length !== 4) || !CLAUSE_END.test(text.slice(run.end, run.end + 6))) break;
+    const asExpiry = !expiry && d.length === 4 && validMonth(d.slice(0, 2));
+    if (!asExpiry && code) break;
+    spans.push({ start: run.start, end: run.end, text: asExpiry ? EXPIRY : SECURITY_CODE });
+    if (asExpiry) expiry = true;
+    else code = true;
+    pos = run.end;
+  }
+  return spans;
+}
+
+/** Phase one of a segment: its card numbers and what trails them. */
+function cardSpans(text: string, runs: Run[]): Span[] {
+  const spans: Span[] = [];
+  let pos = 0;
+  for (let k = 0; k < runs.length; k++) {
+    if (runs[k].start < pos) continue;
+    const found = cardsInRun(text, runs[k]);
+    if (!found.length) continue;
+    const tail = trailingText(text, Math.max(found[found.length - 1].end, runs[k].end), runs, k + 1, found);
+    spans.push(...found, ...tail);
+    pos = spans[spans.length - 1].end;
+  }
+  return spans;
+}
+
+const overlaps = (spans: Span[], start: number, end: number) => spans.some((s) => s.start < end && start < s.end);
+
+/** The first value of a cue within reach of `from`: an expiry or a code, or null. */
+function expiryAt(text: string, from: number, runs: Run[], taken: Span[]): Span | null {
+  const window = text.slice(from, from + CUE_REACH);
+  MONTH_WORD.lastIndex = 0;
+  for (let w = MONTH_WORD.exec(window); w; w = MONTH_WORD.exec(window)) {
+    const m = MONTH_YEAR.exec(text.slice(from + w.index, from + w.index + 30));
+    if (m && !overlaps(taken, from + w.index, from + w.index + m[0].length)) {
+      const firstRun = runs.find((r) => r.start >= from);
+      if (!firstRun || firstRun.start > from + w.index) return { start: from + w.index, end: from + w.index + m[0].length, text: EXPIRY };
+    }
+  }
+  const run = runs.find((r) => r.start >= from);
+  if (!run || run.start > from + CUE_REACH || overlaps(taken, run.start, run.end)) return null;
+  const slashed = TRAIL_SLASH.exec(text.slice(run.start, run.end + 8));
+  if (run.groups.length === 1 && slashed) return { start: run.start, end: run.start + slashed[0].length, text: EXPIRY };
+  const d = digitsOf(run.groups, 0, run.groups.length);
+  if ((d.length === 4 || (d.length === 6 && d.slice(2, 4) === '20')) && validMonth(d.slice(0, 2))) {
+    return { start: run.start, end: run.end, text: EXPIRY };
+  }
+  return null;
+}
+
+function codeAt(text: string, from: number, runs: Run[], taken: Span[]): Span | null {
+  const run = runs.find((r) => r.start >= from);
+  if (!run || run.start > from + CUE_REACH || overlaps(taken, run.start, run.end)) return null;
+  const d = digitsOf(run.groups, 0, run.groups.length);
+  return d.length === 3 || d.length === 4 ? { start: run.start, end: run.end, text: SECURITY_CODE } : null;
+}
+
+function validSsn(d: string): boolean {
+  const area = d.slice(0, 3);
+  return area !== '000' && area !== '666' && area[0] !== '9' && d.slice(3, 5) !== '00' && d.slice(5) !== '0000';
+}
+
+interface Carry {
+  expiry: boolean;
+  code: boolean;
+  ssn: boolean;
+}
+const NO_CARRY: Carry = { expiry: false, code: false, ssn: false };
+
+/**
+ * Phase two of a segment: cue-led values (expiry and code only near a card) and SSNs. A cue with
+ * no value after it in this segment is carried to the next one ("What's the expiration?" /
+ * "12/27.").
+ */
+function cueSpans(text: string, runs: Run[], near: boolean, carry: Carry, taken: Span[]): { spans: Span[]; carry: Carry } {
+  const spans: Span[] = [];
+  const out: Carry = { ...NO_CARRY };
+  const all = () => [...taken, ...spans];
+  const cue = (re: RegExp, find: (from: number) => Span | null, carried: boolean): boolean => {
+    let pending = false;
+    if (carried) {
+      const s = find(0);
+      if (s && s.start <= CUE_REACH) spans.push(s);
+    }
+    re.lastIndex = 0;
+    for (let m = re.exec(text); m; m = re.exec(text)) {
+      const s = find(m.index + m[0].length);
+      if (s) spans.push(s);
+      else pending = text.slice(m.index + m[0].length).trim().length < 20;
+    }
+    return pending;
+  };
+  if (near) {
+    out.expiry = cue(EXPIRY_CUE, (from) => expiryAt(text, from, runs, all()), carry.expiry);
+    out.code = cue(CODE_CUE, (from) => codeAt(text, from, runs, all()), carry.code);
+  }
+  // SSNs: 3-2-4 groups anywhere; nine digits in any grouping after "social" / "SSN".
+  const cued: number[] = [];
+  if (carry.ssn) cued.push(0);
+  SSN_CUE.lastIndex = 0;
+  for (let m = SSN_CUE.exec(text); m; m = SSN_CUE.exec(text)) cued.push(m.index + m[0].length);
+  let pendingSsn = false;
+  for (const from of cued) {
+    const run = runs.find((r) => r.start >= from);
+    if (!run) pendingSsn = text.slice(from).trim().length < 20;
+  }
+  for (const run of runs) {
+    const d = digitsOf(run.groups, 0, run.groups.length);
+    if (d.length !== 9 || !validSsn(d) || overlaps(all(), run.start, run.end)) continue;
+    const grouped = run.groups.length === 3 && run.groups[0].digits.length === 3 && run.groups[1].digits.length === 2;
+    const afterCue = cued.some((from) => from <= run.start && run.start - from <= CUE_REACH);
+    if (grouped || afterCue) spans.push({ start: run.start, end: run.end, text: SSN });
+  }
+  out.ssn = pendingSsn;
+  return { spans, carry: out };
+}
+
+/** Applies spans (any order, no overlaps) to a text. */
+export function applySpans(text: string, spans: Span[]): string {
+  if (!spans.length) return text;
+  const sorted = [...spans].sort((a, b) => a.start - b.start);
+  let out = '';
+  let pos = 0;
+  for (const s of sorted) {
+    out += text.slice(pos, s.start) + s.text;
+    pos = s.end;
+  }
+  return out + text.slice(pos);
+}
+
+/**
+ * The spans of each segment. `extraCards` marks segments known to hold a card through another
+ * rendering of the same words (a turn's `content` and its `words`), so both agree on "near".
+ */
+export function scanSegments(texts: readonly string[], extraCards?: readonly boolean[]): { spans: Span[][]; hasCard: boolean[] } {
+  const runs = texts.map((t) => (HAS_DIGIT.test(t) ? runsOf(t) : []));
+  const cards = texts.map((t, i) => (runs[i].length ? cardSpans(t, runs[i]) : []));
+  const hasCard = cards.map((c, i) => c.length > 0 || !!extraCards?.[i]);
+  const cardIdx = hasCard.flatMap((h, i) => (h ? [i] : []));
+  const spans: Span[][] = [];
+  let carry = NO_CARRY;
+  for (let i = 0; i < texts.length; i++) {
+    if (!runs[i].length) {
+      // No digits: nothing to redact here, but a cue may be waiting for the next segment.
+      const near = cardIdx.some((j) => Math.abs(j - i) <= NEAR_TURNS);
+      carry = cueCarryOnly(texts[i], near);
+      spans.push([]);
+      continue;
+    }
+    const near = cardIdx.some((j) => Math.abs(j - i) <= NEAR_TURNS);
+    const r = cueSpans(texts[i], runs[i], near, carry, cards[i]);
+    carry = r.carry;
+    spans.push([...cards[i], ...r.spans]);
+  }
+  return { spans, hasCard };
+}
+
+/** A segment without digits: does it end on a cue whose value must be in the next segment? */
+function cueCarryOnly(text: string, near: boolean): Carry {
+  const tailCue = (re: RegExp) => {
+    re.lastIndex = 0;
+    let last = -1;
+    for (let m = re.exec(text); m; m = re.exec(text)) last = m.index + m[0].length;
+    return last >= 0 && text.slice(last).trim().length < 20;
+  };
+  return { expiry: near && tailCue(EXPIRY_CUE), code: near && tailCue(CODE_CUE), ssn: tailCue(SSN_CUE) };
+}
+
+/** One free-text field (a summary): the field is its own segment. */
+export function redactText(text: string): string {
+  if (!HAS_DIGIT.test(text)) return text;
+  return applySpans(text, scanSegments([text]).spans[0]);
+}
