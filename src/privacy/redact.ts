@@ -53,10 +53,11 @@ interface Group {
 
 /**
  * A run of digit groups joined by spaces or dashes ("4242 4242-4242 4242", "4 2 4 2 …"), not
- * touching letters or other digits, not the decimals of a number ("3.14159…") nor what follows a
- * slash (the year of "12/27").
+ * touching letters or other digits, not the decimals of a number ("3.14159…"), not what follows a
+ * slash (the year of "12/27"), a "#" or a word and a dash ("XR-4242…", "#4242…": model and order
+ * numbers).
  */
-const RUN = /(?<![\p{L}\p{N}_/])(?<!\d[.,])\d+(?:(?:[ \t]*-[ \t]*|[ \t]+)\d+)*(?![\p{L}\p{N}_])/gu;
+const RUN = /(?<![\p{L}\p{N}_/#])(?<![\p{L}\p{N}]-)(?<!\d[.,])\d+(?:(?:[ \t]*-[ \t]*|[ \t]+)\d+)*(?![\p{L}\p{N}_])/gu;
 const DIGITS = /\d+/g;
 /** The year of an expiry written "12/27" when the run of digits ends at the month. */
 const SLASH_YEAR = /^[ \t]*\/[ \t]*(\d{4}|\d{2})(?![\p{L}\p{N}])/u;
@@ -169,8 +170,12 @@ function cardsInRun(text: string, run: Run): Span[] {
 
   const n = groups.length;
   if (slashYearEnd === null && isCard(groups, 0, n)) return [card(0, n)];
-  // A card first, then its expiry and/or code (or a second card) in the same breath.
+  const total = digitsOf(groups, 0, n).length;
+  // A card first, then its expiry and/or code (or a second card) in the same breath. A run that
+  // could itself be a card number (13–19 digits) but fails Luhn splits only as a 15- or 16-digit
+  // card and its code (18–19 digits): a 16-digit number failing Luhn is never read as 13 + 3.
   for (const len of CARD_LENGTHS) {
+    if (total <= 19 && slashYearEnd === null && len < 15) continue;
     const b = boundary(groups, 0, len);
     if (b < 0 || !isCard(groups, 0, b)) continue;
     if (b === n) {
@@ -185,8 +190,10 @@ function cardsInRun(text: string, run: Run): Span[] {
       if (more.length) return [card(0, b), ...more];
     }
   }
-  // Something else first ("zip 78745, card …" said without a pause): a card ending the run.
+  // Something else first ("zip 78745 card …" said without a pause): a card ending a run too long
+  // to be one card.
   if (slashYearEnd !== null) groups = groups.slice(0, n - 1);
+  if (digitsOf(groups, 0, groups.length).length <= 19) return [];
   const m = groups.length;
   let count = 0;
   for (let j = m - 1; j > 0; j--) {
