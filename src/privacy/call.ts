@@ -108,12 +108,14 @@ function redactTurns(turns: readonly Turn[]): Turn[] | null {
   }
   if (!contents.some((c) => HAS_DIGIT.test(c)) && !offsets.some((o) => o.length)) return null;
   const wordSegs = wordTexts.map((w, i) => (offsets[i].length ? w : contents[i]));
-  // Both renderings agree on which turns hold a card, so "near a card" is the same for both.
-  const fromWords = scanSegments(wordSegs);
-  const fromContent = scanSegments(contents, fromWords.hasCard);
-  const byWords = fromContent.hasCard.some((h, i) => h && !fromWords.hasCard[i])
-    ? scanSegments(wordSegs, fromContent.hasCard)
-    : fromWords;
+  // The words usually spell the content exactly: then one scan serves both. Otherwise both
+  // renderings agree on which turns hold a card, so "near a card" is the same for both.
+  const same = wordSegs.every((w, i) => w === contents[i]);
+  const fromWords = same ? null : scanSegments(wordSegs);
+  const fromContent = scanSegments(contents, fromWords?.hasCard);
+  const byWords = !fromWords
+    ? fromContent
+    : fromContent.hasCard.some((h, i) => h && !fromWords.hasCard[i]) ? scanSegments(wordSegs, fromContent.hasCard) : fromWords;
   let changed = false;
   const out = turns.map((t, i) => {
     const cs = fromContent.spans[i];

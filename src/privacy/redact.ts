@@ -52,12 +52,16 @@ interface Group {
 }
 
 /**
- * A run of digit groups joined by spaces or dashes ("4242 4242-4242 4242", "4 2 4 2 …"), not
- * touching letters or other digits, not the decimals of a number ("3.14159…"), not what follows a
- * slash (the year of "12/27"), a "#" or a word and a dash ("XR-4242…", "#4242…": model and order
- * numbers).
+ * A run of digit groups joined by spaces or dashes ("4242 4242-4242 4242", "4 2 4 2 …"). The
+ * pattern starts with a digit so the engine can skip to digits; runsOf() then drops a first group
+ * that touches a letter or follows what makes it part of something else: the decimals of a number
+ * ("3.14159…"), the year after a slash ("12/27"), a "#" or a word and a dash ("XR-4242…", "#4242…":
+ * model and order numbers), and a last group touching a letter.
  */
-const RUN = /(?<![\p{L}\p{N}_/#])(?<![\p{L}\p{N}]-)(?<!\d[.,])\d+(?:(?:[ \t]*-[ \t]*|[ \t]+)\d+)*(?![\p{L}\p{N}_])/gu;
+const RUN = /\d+(?:(?:[ \t]*-[ \t]*|[ \t]+)\d+)*/g;
+const WORDISH = /[\p{L}\p{N}_]/u;
+const isWordish = (c: string | undefined) =>
+  c !== undefined && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c === '_' || (c > '\x7f' && WORDISH.test(c)));
 const DIGITS = /\d+/g;
 /** The year of an expiry written "12/27" when the run of digits ends at the month. */
 const SLASH_YEAR = /^[ \t]*\/[ \t]*(\d{4}|\d{2})(?![\p{L}\p{N}])/u;
@@ -74,25 +78,52 @@ const MONTH_YEAR = /^(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|jun
 const MONTH_WORD = /\b(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b/gi;
 const HAS_DIGIT = /\d/;
 
+interface Carry {
+  expiry: boolean;
+  code: boolean;
+  ssn: boolean;
+}
+const NO_CARRY: Carry = { expiry: false, code: false, ssn: false };
+
 interface Run {
   start: number;
   end: number;
   groups: Group[];
+  /** Digits in the run. */
+  count: number;
 }
 
 function runsOf(text: string): Run[] {
   const runs: Run[] = [];
   RUN.lastIndex = 0;
   for (let m = RUN.exec(text); m; m = RUN.exec(text)) {
+    const at = m.index;
+    const p1 = text[at - 1];
+    const p2 = text[at - 2];
     const groups: Group[] = [];
+    let count = 0;
     DIGITS.lastIndex = 0;
     for (let g = DIGITS.exec(m[0]); g; g = DIGITS.exec(m[0])) {
-      groups.push({ digits: g[0], start: m.index + g.index, end: m.index + g.index + g[0].length });
+      groups.push({ digits: g[0], start: at + g.index, end: at + g.index + g[0].length });
+      count += g[0].length;
     }
-    runs.push({ start: m.index, end: m.index + m[0].length, groups });
+    // The first group belongs to what precedes it ("12/27 123": the run is "123").
+    if (isWordish(p1) || p1 === '/' || p1 === '#' || (p1 === '-' && isWordish(p2))
+      || ((p1 === '.' || p1 === ',') && p2 !== undefined && p2 >= '0' && p2 <= '9')) {
+      count -= groups.shift()!.digits.length;
+      if (!groups.length) continue;
+    }
+    // Letters right after: the last group belongs to a word ("4242 4242 42ab"), the rest stands.
+    if (isWordish(text[at + m[0].length])) {
+      count -= groups.pop()!.digits.length;
+      if (!groups.length) continue;
+    }
+    runs.push({ start: groups[0].start, end: groups[groups.length - 1].end, groups, count });
   }
   return runs;
 }
+
+const NO_RUNS: readonly Run[] = [];
 
 const digitsOf = (groups: Group[], from: number, to: number) => {
   let s = '';
@@ -186,7 +217,7 @@ function cardsInRun(text: string, run: Run): Span[] {
     if (tail) return [card(0, b), ...tail];
     const restDigits = digitsOf(groups, b, n).length;
     if (restDigits >= 13) {
-      const more = cardsInRun(text, { start: groups[b].start, end: run.end, groups: groups.slice(b) });
+      const more = cardsInRun(text, { start: groups[b].start, end: run.end, groups: groups.slice(b), count: restDigits });
       if (more.length) return [card(0, b), ...more];
     }
   }
@@ -214,7 +245,7 @@ function cardsInRun(text: string, run: Run): Span[] {
  * After a card and what its run held: ", 12/27, 123" or " and 123." — an expiry and/or a code in
  * the next runs, with only separators or "and" between them.
  */
-function trailingText(text: string, from: number, runs: Run[], next: number, found: Span[]): Span[] {
+function trailingText(text: string, from: number, runs: readonly Run[], next: number, found: Span[]): Span[] {
   const spans: Span[] = [];
   let pos = from;
   let expiry = found.some((s) => s.text === EXPIRY);
@@ -246,7 +277,7 @@ function trailingText(text: string, from: number, runs: Run[], next: number, fou
 }
 
 /** Phase one of a segment: its card numbers and what trails them. */
-function cardSpans(text: string, runs: Run[]): Span[] {
+function cardSpans(text: string, runs: readonly Run[]): Span[] {
   const spans: Span[] = [];
   let pos = 0;
   for (let k = 0; k < runs.length; k++) {
@@ -260,23 +291,33 @@ function cardSpans(text: string, runs: Run[]): Span[] {
   return spans;
 }
 
-const overlaps = (spans: Span[], start: number, end: number) => spans.some((s) => s.start < end && start < s.end);
+const overlaps = (spans: readonly Span[], start: number, end: number) => {
+  for (const s of spans) if (s.start < end && start < s.end) return true;
+  return false;
+};
 
-/** The first value of a cue within reach of `from`: an expiry or a code, or null. */
-function expiryAt(text: string, from: number, runs: Run[], taken: Span[]): Span | null {
-  const window = text.slice(from, from + CUE_REACH);
-  MONTH_WORD.lastIndex = 0;
-  for (let w = MONTH_WORD.exec(window); w; w = MONTH_WORD.exec(window)) {
-    const m = MONTH_YEAR.exec(text.slice(from + w.index, from + w.index + 30));
-    if (m && !overlaps(taken, from + w.index, from + w.index + m[0].length)) {
-      const firstRun = runs.find((r) => r.start >= from);
-      if (!firstRun || firstRun.start > from + w.index) return { start: from + w.index, end: from + w.index + m[0].length, text: EXPIRY };
-    }
+/** The first run starting at or after `from`, if it starts within a cue's reach. */
+function runAfter(runs: readonly Run[], from: number): Run | null {
+  for (const r of runs) {
+    if (r.start >= from) return r.start - from <= CUE_REACH ? r : null;
   }
-  const run = runs.find((r) => r.start >= from);
-  if (!run || run.start > from + CUE_REACH || overlaps(taken, run.start, run.end)) return null;
-  const slashed = TRAIL_SLASH.exec(text.slice(run.start, run.end + 8));
-  if (run.groups.length === 1 && slashed) return { start: run.start, end: run.start + slashed[0].length, text: EXPIRY };
+  return null;
+}
+
+/** An expiry right after an expiry cue: "12/27", "1227", "12 27", "122027", "December 2027". */
+function expiryAt(text: string, from: number, runs: readonly Run[], taken: readonly Span[]): Span | null {
+  const run = runAfter(runs, from);
+  const window = text.slice(from, run ? run.start : from + CUE_REACH);
+  MONTH_WORD.lastIndex = 0;
+  const w = MONTH_WORD.exec(window);
+  if (w) {
+    const at = from + w.index;
+    const m = MONTH_YEAR.exec(text.slice(at, at + 30));
+    if (m && !overlaps(taken, at, at + m[0].length)) return { start: at, end: at + m[0].length, text: EXPIRY };
+  }
+  if (!run || overlaps(taken, run.start, run.end)) return null;
+  const slashed = run.groups.length === 1 ? TRAIL_SLASH.exec(text.slice(run.start, run.end + 8)) : null;
+  if (slashed) return { start: run.start, end: run.start + slashed[0].length, text: EXPIRY };
   const d = digitsOf(run.groups, 0, run.groups.length);
   if ((d.length === 4 || (d.length === 6 && d.slice(2, 4) === '20')) && validMonth(d.slice(0, 2))) {
     return { start: run.start, end: run.end, text: EXPIRY };
@@ -284,11 +325,11 @@ function expiryAt(text: string, from: number, runs: Run[], taken: Span[]): Span 
   return null;
 }
 
-function codeAt(text: string, from: number, runs: Run[], taken: Span[]): Span | null {
-  const run = runs.find((r) => r.start >= from);
-  if (!run || run.start > from + CUE_REACH || overlaps(taken, run.start, run.end)) return null;
-  const d = digitsOf(run.groups, 0, run.groups.length);
-  return d.length === 3 || d.length === 4 ? { start: run.start, end: run.end, text: SECURITY_CODE } : null;
+/** A security code right after a code cue: 3 or 4 digits, however grouped. */
+function codeAt(_text: string, from: number, runs: readonly Run[], taken: readonly Span[]): Span | null {
+  const run = runAfter(runs, from);
+  if (!run || (run.count !== 3 && run.count !== 4) || overlaps(taken, run.start, run.end)) return null;
+  return { start: run.start, end: run.end, text: SECURITY_CODE };
 }
 
 function validSsn(d: string): boolean {
@@ -296,59 +337,50 @@ function validSsn(d: string): boolean {
   return area !== '000' && area !== '666' && area[0] !== '9' && d.slice(3, 5) !== '00' && d.slice(5) !== '0000';
 }
 
-interface Carry {
-  expiry: boolean;
-  code: boolean;
-  ssn: boolean;
-}
-const NO_CARRY: Carry = { expiry: false, code: false, ssn: false };
+type Finder = (text: string, from: number, runs: readonly Run[], taken: readonly Span[]) => Span | null;
 
-/**
- * Phase two of a segment: cue-led values (expiry and code only near a card) and SSNs. A cue with
- * no value after it in this segment is carried to the next one ("What's the expiration?" /
- * "12/27.").
- */
-function cueSpans(text: string, runs: Run[], near: boolean, carry: Carry, taken: Span[]): { spans: Span[]; carry: Carry } {
-  const spans: Span[] = [];
-  const out: Carry = { ...NO_CARRY };
-  const all = () => [...taken, ...spans];
-  const cue = (re: RegExp, find: (from: number) => Span | null, carried: boolean): boolean => {
-    let pending = false;
-    if (carried) {
-      const s = find(0);
-      if (s && s.start <= CUE_REACH) spans.push(s);
-    }
-    re.lastIndex = 0;
-    for (let m = re.exec(text); m; m = re.exec(text)) {
-      const s = find(m.index + m[0].length);
-      if (s) spans.push(s);
-      else pending = text.slice(m.index + m[0].length).trim().length < 20;
-    }
-    return pending;
-  };
-  if (near) {
-    out.expiry = cue(EXPIRY_CUE, (from) => expiryAt(text, from, runs, all()), carry.expiry);
-    out.code = cue(CODE_CUE, (from) => codeAt(text, from, runs, all()), carry.code);
+/** Values after each match of `cue` (and at the start, when the last segment ended on one). */
+function cueValues(text: string, runs: readonly Run[], cue: RegExp, find: Finder, carried: boolean, spans: Span[]): void {
+  if (carried) {
+    const s = find(text, 0, runs, spans);
+    if (s) spans.push(s);
   }
-  // SSNs: 3-2-4 groups anywhere; nine digits in any grouping after "social" / "SSN".
-  const cued: number[] = [];
-  if (carry.ssn) cued.push(0);
-  SSN_CUE.lastIndex = 0;
-  for (let m = SSN_CUE.exec(text); m; m = SSN_CUE.exec(text)) cued.push(m.index + m[0].length);
-  let pendingSsn = false;
-  for (const from of cued) {
-    const run = runs.find((r) => r.start >= from);
-    if (!run) pendingSsn = text.slice(from).trim().length < 20;
+  cue.lastIndex = 0;
+  for (let m = cue.exec(text); m; m = cue.exec(text)) {
+    const s = find(text, m.index + m[0].length, runs, spans);
+    if (s) spans.push(s);
   }
+}
+
+/** Does the segment end on a cue, its value left for the next segment ("…the expiration date?")? */
+function endsOnCue(text: string, cue: RegExp): boolean {
+  cue.lastIndex = 0;
+  let last = -1;
+  for (let m = cue.exec(text); m; m = cue.exec(text)) last = m.index + m[0].length;
+  if (last < 0) return false;
+  const rest = text.slice(last);
+  return rest.trim().length < 20 && !HAS_DIGIT.test(rest);
+}
+
+/** SSNs of a segment: 3-2-4 groups anywhere; nine digits in any grouping after "social" / "SSN". */
+function ssnValues(text: string, runs: readonly Run[], carried: boolean, spans: Span[]): void {
+  let cues: number[] | null = null;
   for (const run of runs) {
+    if (run.count !== 9) continue;
     const d = digitsOf(run.groups, 0, run.groups.length);
-    if (d.length !== 9 || !validSsn(d) || overlaps(all(), run.start, run.end)) continue;
-    const grouped = run.groups.length === 3 && run.groups[0].digits.length === 3 && run.groups[1].digits.length === 2;
-    const afterCue = cued.some((from) => from <= run.start && run.start - from <= CUE_REACH);
-    if (grouped || afterCue) spans.push({ start: run.start, end: run.end, text: SSN });
+    if (!validSsn(d) || overlaps(spans, run.start, run.end)) continue;
+    const g = run.groups;
+    let ok = g.length === 3 && g[0].digits.length === 3 && g[1].digits.length === 2;
+    if (!ok) {
+      if (!cues) {
+        cues = carried ? [0] : [];
+        SSN_CUE.lastIndex = 0;
+        for (let m = SSN_CUE.exec(text); m; m = SSN_CUE.exec(text)) cues.push(m.index + m[0].length);
+      }
+      ok = cues.some((from) => from <= run.start && run.start - from <= CUE_REACH);
+    }
+    if (ok) spans.push({ start: run.start, end: run.end, text: SSN });
   }
-  out.ssn = pendingSsn;
-  return { spans, carry: out };
 }
 
 /** Applies spans (any order, no overlaps) to a text. */
@@ -369,37 +401,37 @@ export function applySpans(text: string, spans: Span[]): string {
  * rendering of the same words (a turn's `content` and its `words`), so both agree on "near".
  */
 export function scanSegments(texts: readonly string[], extraCards?: readonly boolean[]): { spans: Span[][]; hasCard: boolean[] } {
-  const runs = texts.map((t) => (HAS_DIGIT.test(t) ? runsOf(t) : []));
-  const cards = texts.map((t, i) => (runs[i].length ? cardSpans(t, runs[i]) : []));
-  const hasCard = cards.map((c, i) => c.length > 0 || !!extraCards?.[i]);
+  const n = texts.length;
+  const runs = texts.map((t) => (HAS_DIGIT.test(t) ? runsOf(t) : NO_RUNS));
+  const spans = texts.map((t, i) => (runs[i].length ? cardSpans(t, runs[i]) : []));
+  const hasCard = spans.map((c, i) => c.length > 0 || !!extraCards?.[i]);
   const cardIdx = hasCard.flatMap((h, i) => (h ? [i] : []));
-  const spans: Span[][] = [];
+  const near = (i: number) => cardIdx.length > 0 && cardIdx.some((j) => Math.abs(j - i) <= NEAR_TURNS);
   let carry = NO_CARRY;
-  for (let i = 0; i < texts.length; i++) {
-    if (!runs[i].length) {
-      // No digits: nothing to redact here, but a cue may be waiting for the next segment.
-      const near = cardIdx.some((j) => Math.abs(j - i) <= NEAR_TURNS);
-      carry = cueCarryOnly(texts[i], near);
-      spans.push([]);
+  for (let i = 0; i < n; i++) {
+    const text = texts[i];
+    const r = runs[i];
+    if (r.length) {
+      if (near(i)) {
+        cueValues(text, r, EXPIRY_CUE, expiryAt, carry.expiry, spans[i]);
+        cueValues(text, r, CODE_CUE, codeAt, carry.code, spans[i]);
+      }
+      if (r.some((x) => x.count === 9)) ssnValues(text, r, carry.ssn, spans[i]);
+    }
+    // A cue at the end of this segment matters only if the next one has a value to give.
+    const next = i + 1 < n ? runs[i + 1] : NO_RUNS;
+    if (!next.length) {
+      carry = NO_CARRY;
       continue;
     }
-    const near = cardIdx.some((j) => Math.abs(j - i) <= NEAR_TURNS);
-    const r = cueSpans(texts[i], runs[i], near, carry, cards[i]);
-    carry = r.carry;
-    spans.push([...cards[i], ...r.spans]);
+    const nearNext = near(i + 1);
+    carry = {
+      expiry: nearNext && endsOnCue(text, EXPIRY_CUE),
+      code: nearNext && endsOnCue(text, CODE_CUE),
+      ssn: next.some((x) => x.count === 9) && endsOnCue(text, SSN_CUE),
+    };
   }
   return { spans, hasCard };
-}
-
-/** A segment without digits: does it end on a cue whose value must be in the next segment? */
-function cueCarryOnly(text: string, near: boolean): Carry {
-  const tailCue = (re: RegExp) => {
-    re.lastIndex = 0;
-    let last = -1;
-    for (let m = re.exec(text); m; m = re.exec(text)) last = m.index + m[0].length;
-    return last >= 0 && text.slice(last).trim().length < 20;
-  };
-  return { expiry: near && tailCue(EXPIRY_CUE), code: near && tailCue(CODE_CUE), ssn: tailCue(SSN_CUE) };
 }
 
 /** One free-text field (a summary): the field is its own segment. */
