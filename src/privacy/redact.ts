@@ -171,6 +171,8 @@ function trailer(groups: Group[], i: number, slashYearEnd: number | null, expiry
     const g = groups[i];
     return !expiry && g.digits.length <= 2 && validMonth(g.digits) ? [{ start: g.start, end: slashYearEnd, text: EXPIRY }] : null;
   }
+  // At most an expiry (6) and a code (4) can follow: anything longer is not a trailer.
+  if (digitsOf(groups, i, Math.min(n, i + 11)).length > 10) return null;
   const rest = digitsOf(groups, i, n);
   if (!expiry && validMonth(rest.slice(0, 2))) {
     for (const len of [4, 6]) {
@@ -192,53 +194,88 @@ function trailer(groups: Group[], i: number, slashYearEnd: number | null, expiry
 
 /** Card spans (with what trails them in the run) found in one run of digits. */
 function cardsInRun(text: string, run: Run): Span[] {
-  let groups = run.groups;
+  const all = run.groups;
+  const n = all.length;
   // "… 4242 12/27": the last group is the month of an expiry written with a slash.
   const slash = SLASH_YEAR.exec(text.slice(run.end, run.end + 8));
   const slashYearEnd = slash ? run.end + slash[0].length : null;
   const card = (from: number, to: number): Span =>
-    ({ start: groups[from].start, end: groups[to - 1].end, text: cardToken(digitsOf(groups, from, to).slice(-4)) });
+    ({ start: all[from].start, end: all[to - 1].end, text: cardToken(digitsOf(all, from, to).slice(-4)) });
 
-  const n = groups.length;
-  if (slashYearEnd === null && isCard(groups, 0, n)) return [card(0, n)];
-  const total = digitsOf(groups, 0, n).length;
-  // A card first, then its expiry and/or code (or a second card) in the same breath. A run that
+  if (slashYearEnd === null && run.count <= 19 && isCard(all, 0, n)) return [card(0, n)];
+  // A card first, then its expiry and/or code, or a further card, in the same breath. A run that
   // could itself be a card number (13–19 digits) but fails Luhn splits only as a 15- or 16-digit
   // card and its code (18–19 digits): a 16-digit number failing Luhn is never read as 13 + 3.
-  for (const len of CARD_LENGTHS) {
-    if (total <= 19 && slashYearEnd === null && len < 15) continue;
-    const b = boundary(groups, 0, len);
-    if (b < 0 || !isCard(groups, 0, b)) continue;
-    if (b === n) {
-      if (slashYearEnd === null) return [card(0, b)];
+  // Iterative, a bounded look at each step: a transcript of a million digits costs linear time.
+  const spans: Span[] = [];
+  let from = 0;
+  while (from < n) {
+    let pick = -1;
+    let kind = 0; // 3: ends the run or its trailer does; 2: another card follows; 1: a card alone
+    let tail: Span[] = [];
+    for (const len of CARD_LENGTHS) {
+      if (from === 0 && run.count <= 19 && slashYearEnd === null && len < 15) continue;
+      const b = boundary(all, from, len);
+      if (b < 0 || !isCard(all, from, b)) continue;
+      if (b === n) {
+        if (slashYearEnd !== null) continue;
+        pick = b;
+        kind = 3;
+        tail = [];
+        break;
+      }
+      const t = trailer(all, b, slashYearEnd);
+      if (t) {
+        pick = b;
+        kind = 3;
+        tail = t;
+        break;
+      }
+      if (kind < 2 && startsWithCard(all, b)) {
+        pick = b;
+        kind = 2;
+      } else if (kind < 1) {
+        pick = b;
+        kind = 1;
+      }
+    }
+    if (kind === 3) return [...spans, card(from, pick), ...tail];
+    if (kind === 2) {
+      spans.push(card(from, pick));
+      from = pick;
       continue;
     }
-    const tail = trailer(groups, b, slashYearEnd);
-    if (tail) return [card(0, b), ...tail];
-    const restDigits = digitsOf(groups, b, n).length;
-    if (restDigits >= 13) {
-      const more = cardsInRun(text, { start: groups[b].start, end: run.end, groups: groups.slice(b), count: restDigits });
-      if (more.length) return [card(0, b), ...more];
-    }
+    // After a card, a further Luhn-valid number said with it is a card too, whatever follows.
+    if (kind === 1 && from > 0) spans.push(card(from, pick));
+    break;
   }
+  if (spans.length) return spans;
+
   // Something else first ("zip 78745 card …" said without a pause): a card ending a run too long
   // to be one card.
-  if (slashYearEnd !== null) groups = groups.slice(0, n - 1);
-  if (digitsOf(groups, 0, groups.length).length <= 19) return [];
-  const m = groups.length;
+  const m = slashYearEnd !== null ? n - 1 : n;
   let count = 0;
+  for (let j = 0; j < m; j++) count += all[j].digits.length;
+  if (count <= 19) return [];
+  count = 0;
   for (let j = m - 1; j > 0; j--) {
-    count += groups[j].digits.length;
+    count += all[j].digits.length;
     if (count > 19) break;
-    if (count >= 13 && isCard(groups, j, m)) {
-      const spans = [card(j, m)];
-      if (slashYearEnd !== null && validMonth(run.groups[n - 1].digits)) {
-        spans.push({ start: run.groups[n - 1].start, end: slashYearEnd, text: EXPIRY });
-      }
-      return spans;
+    if (count >= 13 && isCard(all, j, m)) {
+      const found = [card(j, m)];
+      if (slashYearEnd !== null && validMonth(all[n - 1].digits)) found.push({ start: all[n - 1].start, end: slashYearEnd, text: EXPIRY });
+      return found;
     }
   }
   return [];
+}
+
+function startsWithCard(groups: Group[], from: number): boolean {
+  for (const len of CARD_LENGTHS) {
+    const b = boundary(groups, from, len);
+    if (b > 0 && isCard(groups, from, b)) return true;
+  }
+  return false;
 }
 
 /**

@@ -183,3 +183,26 @@ describe('redactCall', () => {
     expect(out).toEqual([words[0], { word: '[card ending 4242],', start: 1, end: 2, conf: 0.8 }, words[2]]);
   });
 });
+
+describe('long inputs', () => {
+  test('a million digits read one by one, 62,500 cards back to back: each replaced, iteratively (no deep recursion)', () => {
+    const cards = 62_500;
+    const digits = '4242424242424242'.repeat(cards).split('').join(' ');
+    const out = redactText(`numbers: ${digits}.`);
+    expect(out).toBe(`numbers: ${Array.from({ length: cards }, () => '[card ending 4242]').join(' ')}.`);
+  });
+
+  test('a long run that does not start with a card is left whole', () => {
+    const digits = Array.from({ length: 100_000 }, (_, i) => String((i * 7 + (i >> 3)) % 10)).join(' ');
+    const text = `numbers: 1 ${digits}.`;
+    const out = redactText(text);
+    // Either untouched, or one card at its very end (a card said after other digits).
+    expect(out === text || /^numbers: [\d ]+ \[card ending \d{4}\]\.$/.test(out)).toBe(true);
+  });
+
+  test('a second card after the first in one breath is replaced even when junk follows it', () => {
+    // Eleven more digits: too many to be its expiry and code, so they stay.
+    expect(redactText('4242 4242 4242 4242 5555 5555 5555 4444 1 2 3 4 5 6 7 8 9 0 1')).toBe('[card ending 4242] [card ending 4444] 1 2 3 4 5 6 7 8 9 0 1');
+    expect(redactText('4242 4242 4242 4242 5555 5555 5555 4444 1 2 2 7 9 8 7')).toBe('[card ending 4242] [card ending 4444] [expiry] [security code]');
+  });
+});
