@@ -72,7 +72,7 @@ const TRAIL_SLASH = /^(0?[1-9]|1[0-2])[ \t]*\/[ \t]*(\d{4}|\d{2})(?![\p{L}\p{N}]
 const CLAUSE_END = /^[ \t]*(?:[.,;!?]|$|and\b)/i;
 
 const EXPIRY_CUE = /\b(?:exp(?:iry|iration|ires?|\.)?|valid (?:thru|through|until)|good (?:thru|through))\b/gi;
-const CODE_CUE = /\b(?:security code|cvv2?|cvc2?|cid|csc|card code|verification (?:code|number|value)|(?:three|four|3|4)[- ]digit code|code on the back|back of the card|code)\b/gi;
+const CODE_CUE = /\b(?:security code|cvv2?|cvc2?|cid|csc|card code|verification (?:code|number|value)|(?:three|four|3|4)[- ]digit code|code on the back|back of the card|(?<!\b(?:area|zip|postal|gate|door|access|lock ?box|alarm|garage|promo|discount|coupon|confirmation|error|fault|model|reference|booking|tracking) )code)\b/gi;
 const SSN_CUE = /\b(?:social(?: security)?(?: number)?|ssn|s\.s\.n\.?)(?![\p{L}])/giu;
 const MONTH_YEAR = /^(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?,?[ \t]+(?:of[ \t]+)?(?:'?\d{2}|\d{4})(?![\p{L}\p{N}])/iu;
 const MONTH_WORD = /\b(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b/gi;

@@ -68,6 +68,11 @@ describe('card numbers', () => {
     ]);
   });
 
+  test('near a card, an area code, a zip code or a gate code is not a security code', () => {
+    const text = 'Card 4242 4242 4242 4242. Call me back, area code 512, 555-0143; zip code 78745; the gate code is 4512.';
+    expect(redactText(text)).toBe('Card [card ending 4242]. Call me back, area code 512, 555-0143; zip code 78745; the gate code is 4512.');
+  });
+
   test('without a card nearby, "expires" and "code" are ordinary words', () => {
     const text = 'The warranty expires 12/27 and the gate code is 4512.';
     expect(redactText(text)).toBe(text);
