@@ -16,13 +16,16 @@
  *     notifications; the worker runs) by BENCH_SENDERS concurrent senders → finalised calls/s,
  *     vs the baseline inserting each body with one INSERT;
  *   - RSS of the service's process tree (npm, its shell, node) under that load;
- *   - the emergency SMS of that load: from the ingestion transaction to the SMS sent (p99).
+ *   - the emergency SMS of that load: from the ingestion transaction to the SMS sent (p99);
+ *   - redaction at ingestion (bench/redaction.ts): its CPU share per ingested call, and realistic
+ *     transcripts ingested with the location's redaction on vs off.
  *
  * Knobs (environment): BENCH_SECONDS (8, per target; baseline and service alternate in halves),
  * BENCH_CONNECTIONS (50), BENCH_BIG_CALLS (1000000), BENCH_MID_CALLS (50000), BENCH_SENDERS (20),
  * BENCH_INGEST_SECONDS (15), BENCH_WARMUP_SECONDS (3: the same load before the measured one, then
  * ANALYZE), BENCH_DRAIN_SECONDS (60: wait for the fan-out backlog, RSS sampled),
- * BENCH_ONLY (comma list of sections: lists, insights, ingest, privacy), BENCH_DATA_DIR (keep and reuse
+ * BENCH_ONLY (comma list of sections: lists, insights, ingest, privacy, redaction, delivery),
+ * BENCH_REDACTION_SECONDS (10, each of redaction on and off), BENCH_DATA_DIR (keep and reuse
  * the seeded cluster there instead of a throwaway one), BENCH_JSON (also write the rows there),
  * BENCH_NODE_OPTIONS (NODE_OPTIONS for the service, to try V8 flags), BENCH_START_SCRIPT (npm
  * script that starts the service, default start; start:api leaves the worker out), WORKER_DB_NICE
@@ -557,6 +560,13 @@ try {
     const { runPrivacyBench } = await import('./privacy.js');
     rows.push(...(await runPrivacyBench({ owner, base, voiceSecret: VOICE_SECRET, servicePhone: SERVICE_PHONE, bigId: big.id, bigSlug: 'big',
       seconds: INGEST_SECONDS, senders: SENDERS, progress })));
+  }
+
+  // ---- Redaction at ingestion (bench/redaction.ts) ---------------------------------------------
+  if (ONLY.has('redaction') || !env.BENCH_ONLY) {
+    const { runRedactionBench } = await import('./redaction.js');
+    rows.push(...(await runRedactionBench({ base, owner, servicePid: service.pid!, pgDir: path.join(dataDir, 'pg'), voiceSecret: VOICE_SECRET,
+      senders: SENDERS, seconds: num('BENCH_REDACTION_SECONDS', 10), progress })));
   }
 
   // ---- Delivery-engine figures ------------------------------------------------------------------

@@ -1,4 +1,5 @@
 import { pino, type Logger } from 'pino';
+import { safeErr } from './privacy/log-safe.js';
 
 /**
  * Paths that may carry secrets. Tokens, webhook secrets and provider credentials never reach a log
@@ -31,6 +32,8 @@ export function createLogger(level: string = process.env.LOG_LEVEL ?? 'info', fd
       base: { service: 'switchboard' },
       timestamp: pino.stdTimeFunctions.isoTime,
       redact: { paths: redactPaths, censor: '[redacted]' },
+      // A database error's row and quoted values are caller data (src/privacy/log-safe.ts).
+      serializers: { err: safeErr },
     },
     fd === 2 ? pino.destination({ fd, sync: true }) : pino.destination({ fd, sync: false, minLength: 4096, periodicFlush: 200 }),
   );

@@ -12,6 +12,20 @@ declare module 'node:http' {
 }
 
 const REQUEST_ID = /^[\w.-]{1,100}$/;
+const PARAM_NAME = /^[a-z_][\w.[\]-]{0,39}$/i;
+
+/**
+ * The URL as logged: the path, and only the names of query parameters. Their values can be a
+ * caller's phone or e-mail (`caller-data?phone=…`), so no value reaches a log line.
+ */
+export function loggedUrl(url: string): string {
+  const q = url.indexOf('?');
+  if (q < 0) return url;
+  // Names that are not plain identifiers (`?+15125550143`) are left out as well.
+  const names = [...new Set(new URLSearchParams(url.slice(q + 1)).keys())].filter((n) => PARAM_NAME.test(n));
+  const shown = names.map((n) => `${n}=[redacted]`);
+  return shown.length ? `${url.slice(0, q)}?${shown.join('&')}` : url.slice(0, q);
+}
 const kLog = Symbol('request logger');
 const kUrl = Symbol('request url');
 
@@ -19,7 +33,8 @@ type LoggedRequest = Request & { [kLog]?: Logger; [kUrl]?: string };
 
 /**
  * Request id and one access-log line per response (`request completed`, or `request aborted`
- * when the client went away first), with method, URL, status and time; error level for 5xx.
+ * when the client went away first), with method, URL (query values left out: loggedUrl), status
+ * and time; error level for 5xx.
  * The per-request child logger exists only when a handler logs something (errors), so a request
  * costs one log call and nothing more.
  */
@@ -33,9 +48,7 @@ export function requestLog(log: Logger) {
     const incoming = req.headers['x-request-id'];
     const id = typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
     const { method } = req;
-    // The path only: a query string can carry caller data (GET caller-data?phone=…; docs/privacy.md).
-    const q = req.url.indexOf('?');
-    const url = q < 0 ? req.url : req.url.slice(0, q);
+    const url = loggedUrl(req.url);
     res.setHeader('x-request-id', id);
     req.id = id;
     (req as LoggedRequest)[kUrl] = url;

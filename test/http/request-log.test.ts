@@ -89,3 +89,17 @@ test('a list page is exactly { data: [...] } with the next page in Link', async 
   const second = (await (await fetch(`${base}${next}`, { headers: { authorization: `Bearer ${token}` } })).json()) as any;
   expect(second.data.map((f: { question: string }) => f.question)).toEqual(['Q0?']);
 });
+
+test('query values never reach the access line: names only (a phone in ?phone= or as a bare name is left out)', async () => {
+  const loc = await createLocation(owner);
+  const { token } = await mintKey(owner, loc.id);
+  const res = await fetch(`${base}/api/v1/locations/${loc.id}/calls?outcome=booked&limit=5&phone=%2B15125550143&%2B15125550143`, {
+    headers: { authorization: `Bearer ${token}`, 'x-request-id': 'req-query.1' },
+  });
+  await res.text();
+  await new Promise((r) => setTimeout(r, 50));
+  expect(completed('req-query.1')).toEqual([expect.objectContaining({
+    req: { id: 'req-query.1', method: 'GET', url: `/api/v1/locations/${loc.id}/calls?outcome=[redacted]&limit=[redacted]&phone=[redacted]` },
+  })]);
+  expect(JSON.stringify(lines)).not.toMatch(/5125550143|booked/);
+});

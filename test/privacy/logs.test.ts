@@ -1,67 +1,154 @@
 /**
- * The privacy endpoints log no caller data: the identifiers travel in a query string (export) or a
- * body (erasure), and neither reaches a log line; the access line keeps the path only.
+ * Logs carry no caller data (docs/privacy.md): the service runs as an operator runs it (src/main.ts,
+ * API and worker in one process) at LOG_LEVEL=trace, the most verbose level it has, and a full call
+ * flow goes through it: the pre-call inbound webhook, call_started, the analysed call (finalised
+ * in the request), a second call settled by the worker's finalize_call job, signed webhook
+ * deliveries to a local HTTPS receiver, notifications over SMTP, SMS and Slack, and REST reads of
+ * the calls and leads, some with the caller's phone in the query string. Then every line the
+ * process wrote (stdout and stderr) is searched for the callers' phones in every format, their
+ * names, addresses, e-mail and every sentence of the transcripts: no hit.
  */
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { Writable } from 'node:stream';
-import { pino } from 'pino';
-import { createApiPool, createOwnerPool } from '../../src/db/pools.js';
-import { createApp } from '../../src/http/app.js';
-import { redactPaths } from '../../src/log.js';
+import type pg from 'pg';
+import { callFn, createApiPool, createOwnerPool } from '../../src/db/pools.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
-import { createLocation, mintKey, request, testConfig } from '../support/harness.js';
+import { createLocation, mintKey, request } from '../support/harness.js';
+import { makePki, reply, startHttpsReceiver, type HttpsReceiver, type TestPki } from '../support/https.js';
+import { startSmtp, type SmtpReceiver } from '../support/smtp.js';
+import { freePort, startMain } from '../support/spawn.js';
+import { postVoice, VOICE_SECRET, voiceFixture, type VoiceLocation } from '../platform/support.js';
+import { waitFor } from '../webhooks/support.js';
+import { connectSlack } from './support.js';
 
-const raw: string[] = [];
-const sink = new Writable({
-  write(chunk, _enc, cb) {
-    raw.push(String(chunk));
-    cb();
-  },
-});
-const log = pino({ level: 'trace', redact: { paths: redactPaths, censor: '[redacted]' } }, sink);
-
+let pki: TestPki;
+let hooks: HttpsReceiver;
+let slack: HttpsReceiver;
+let sms: HttpsReceiver;
+let smtp: SmtpReceiver;
 let db: TestDatabase;
-let server: Server;
-let base: string;
-let owner: ReturnType<typeof createOwnerPool>;
-let apiPool: ReturnType<typeof createApiPool>;
+let owner: pg.Pool;
+let apiPool: pg.Pool;
 
 beforeAll(async () => {
+  pki = makePki();
+  [hooks, slack, sms, smtp] = await Promise.all([
+    startHttpsReceiver(pki, { path: '/crm/hooks' }),
+    startHttpsReceiver(pki, { path: '/services/T000/B000/XXXX' }),
+    startHttpsReceiver(pki, { path: '/2010-04-01/Accounts/AC_logs/Messages.json' }),
+    startSmtp(),
+  ]);
+  sms.respond(reply(201, '{"sid":"SM_logs","status":"queued"}'));
   db = await createTestDatabase();
-  owner = createOwnerPool(db.url, 2);
+  owner = createOwnerPool(db.url, 3, 'test-owner');
   apiPool = createApiPool(db.url, 2);
-  server = createServer(createApp({ cfg: testConfig({ DATABASE_URL: db.url }), log, apiPool, ownerPool: owner }));
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-});
-afterAll(async () => {
-  await new Promise<void>((r) => server.close(() => r()));
-  await apiPool.end();
-  await owner.end();
-  await db.drop();
 });
 
-test('export and erasure requests, good and bad, leave no identifier in any log line', async () => {
-  const loc = await createLocation(owner);
-  const { token } = await mintKey(owner, loc.id);
-  const c = await owner.connect();
-  try {
-    await c.query('begin');
-    await c.query("select set_config('app.location_id', $1, true)", [loc.id]);
-    await c.query("insert into app.leads (location_id, name, phone, email) values ($1, 'Quinn Logless', '+15125550155', 'quinn@example.com')", [loc.id]);
-    await c.query('commit');
-  } finally {
-    c.release();
-  }
-  const L = `/api/v1/locations/${loc.id}`;
-  expect((await request(base, 'GET', `${L}/caller-data?phone=%2B15125550155`, { token })).status).toBe(200);
-  expect((await request(base, 'GET', `${L}/caller-data?email=quinn%40example.com`, { token })).status).toBe(200);
-  expect((await request(base, 'GET', `${L}/caller-data?phone=5550155x`, { token })).status).toBe(400);
-  expect((await request(base, 'POST', `${L}/erasures`, { token, body: { email: 'quinn@example' } })).status).toBe(400);
-  expect((await request(base, 'POST', `${L}/erasures`, { token, body: { phone: '(512) 555-0155', email: 'quinn@example.com' } })).status).toBe(202);
-  await new Promise((r) => setTimeout(r, 50));
-  const text = raw.join('');
-  expect(text).toContain(`${L}/caller-data`);
-  for (const s of ['5550155', 'quinn', 'Quinn', 'Logless']) expect({ s, found: text.includes(s) }).toEqual({ s, found: false });
+afterAll(async () => {
+  await apiPool?.end();
+  await owner?.end();
+  await db?.drop();
+  await Promise.all([hooks?.close(), slack?.close(), sms?.close(), smtp?.close()]);
 });
+
+/** The callers' personal data as it could appear in a log line. */
+function needlesOf(...calls: any[]): string[] {
+  const out = new Set<string>();
+  for (const c of calls) {
+    const e164: string = c.from_number;
+    const n = e164.slice(2);
+    for (const p of [e164, e164.slice(1), n, `(${n.slice(0, 3)}) ${n.slice(3, 6)}-${n.slice(6)}`, `${n.slice(0, 3)}-${n.slice(3, 6)}-${n.slice(6)}`,
+      `${n.slice(0, 3)} ${n.slice(3, 6)} ${n.slice(6)}`, `${n.slice(0, 3)}.${n.slice(3, 6)}.${n.slice(6)}`, `%2B${e164.slice(1)}`]) out.add(p);
+    const cad = c.call_analysis?.custom_analysis_data ?? {};
+    for (const k of ['caller_name', 'caller_address', 'caller_email', 'issue_summary']) if (cad[k]) out.add(cad[k]);
+    if (cad.caller_name) for (const part of String(cad.caller_name).split(' ')) out.add(part);
+    if (cad.caller_address) out.add(String(cad.caller_address).split(',')[0]);
+    if (c.call_analysis?.call_summary) out.add(c.call_analysis.call_summary);
+    // Every sentence of the transcript (long enough to be the caller's words, not "Yes.").
+    for (const t of c.transcript_object ?? []) {
+      for (const s of String(t.content).split(/(?<=[.?!])\s+/)) if (s.length >= 12) out.add(s);
+    }
+  }
+  return [...out];
+}
+
+test('a full call flow at LOG_LEVEL=trace writes no caller phone, name, address or transcript text to the logs', async () => {
+  const phone = '+15125550100';
+  const loc = { ...(await createLocation(owner, { name: 'Acme Heating & Air', timezone: 'America/Chicago', service_phone: phone, owner_cell: '+12125550100' })), phone } as VoiceLocation;
+  await callFn(owner, 'admin.member_invite', [loc.id, 'owner@acme.test', 'owner', 'Olive Owner']);
+  await connectSlack(apiPool, loc.id, slack.url);
+  const { token } = await mintKey(owner, loc.id);
+  // Transcripts kept as spoken, so the search covers every sentence a caller said.
+  await owner.query('update app.privacy_settings set redact_sensitive_data = false where location_id = $1', [loc.id]);
+
+  const [port, adminPort] = [await freePort(), await freePort()];
+  const svc = await startMain({
+    DATABASE_URL: db.url, PORT: String(port), HOST: '127.0.0.1', ADMIN_PORT: String(adminPort), LOG_LEVEL: 'trace',
+    VOICE_WEBHOOK_SECRET: VOICE_SECRET, NODE_EXTRA_CA_CERTS: pki.caFile, WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+    SMTP_URL: smtp.url, MAIL_FROM: 'Switchboard <alerts@switchboard.test>',
+    SMS_API_URL: sms.url, SMS_ACCOUNT_SID: 'AC_logs', SMS_AUTH_TOKEN: 'tok_logs', SMS_FROM: '+15005550006',
+  });
+  const base = `http://127.0.0.1:${port}`;
+  try {
+    const ep = await request(base, 'POST', `/api/v1/locations/${loc.id}/webhook-endpoints`, {
+      token, body: { url: hooks.url, events: ['call.emergency', 'call.ended', 'lead.created', 'booking.created'] },
+    });
+    expect(ep.status).toBe(201);
+
+    // Before the call: the agent's variables for this caller.
+    const analysed = voiceFixture('card-payment', loc);
+    const inbound = voiceFixture('inbound', loc);
+    inbound.call_inbound.from_number = analysed.call.from_number;
+    expect((await postVoice(base, 'inbound', inbound)).status).toBe(200);
+    // The call starts, then ends analysed (settled in the request).
+    const started = structuredClone(analysed);
+    started.event = 'call_started';
+    delete started.call.call_analysis;
+    delete started.call.transcript;
+    delete started.call.transcript_object;
+    expect((await postVoice(base, 'post-call', started)).status).toBe(200);
+    expect((await postVoice(base, 'post-call', analysed)).status).toBe(200);
+    // A second caller's call ends without analysis; the worker settles it (finalize_call, made due now).
+    const unanalysed = voiceFixture('analysis-missing-call-ended', loc);
+    const ended = await postVoice(base, 'post-call', unanalysed);
+    expect(ended.status).toBe(200);
+    await owner.query(`update graphile_worker._private_jobs set run_at = now() where key = $1`, [`finalize_call:${ended.body.data.call_id}`]);
+
+    await waitFor(async () => {
+      const { rows: [r] } = await owner.query(
+        `select (select count(*) from app.webhook_deliveries where location_id = $1 and status = 'delivered')::int as delivered,
+                (select count(*) from app.notifications where location_id = $1 and status = 'pending')::int as pending,
+                (select count(*) from app.notifications where location_id = $1)::int as total,
+                (select count(*) from app.calls where location_id = $1 and finalized_at is not null)::int as settled`, [loc.id]);
+      return r.delivered >= 5 && r.total >= 7 && r.pending === 0 && r.settled === 2;
+    }, 'deliveries, notifications and both calls settled', 45000);
+    expect(smtp.messages.length).toBeGreaterThan(0);
+    expect(sms.received.length).toBeGreaterThan(0);
+
+    // REST reads, with the caller's phone in query strings too.
+    const calls = await request(base, 'GET', `/api/v1/locations/${loc.id}/calls?outcome=booked`, { token });
+    expect(calls.status).toBe(200);
+    const callId = calls.body.data[0].id;
+    expect((await request(base, 'GET', `/api/v1/locations/${loc.id}/calls/${callId}`, { token })).status).toBe(200);
+    const leads = await request(base, 'GET', `/api/v1/locations/${loc.id}/leads`, { token });
+    expect(leads.status).toBe(200);
+    expect((await request(base, 'GET', `/api/v1/locations/${loc.id}/leads/${leads.body.data[0].id}`, { token })).status).toBe(200);
+    for (const q of [`caller-data?phone=${encodeURIComponent(analysed.call.from_number)}`, `calls?phone=${encodeURIComponent(analysed.call.from_number)}`]) {
+      await fetch(`${base}/api/v1/locations/${loc.id}/${q}`, { headers: { authorization: `Bearer ${token}` } }).then((r) => r.text());
+    }
+  } finally {
+    svc.child.kill('SIGTERM');
+    await svc.exited;
+  }
+
+  const lines = svc.output().split('\n').filter(Boolean);
+  // Verbose for real: access lines, the worker's debug lines (webhook attempts, graphile-worker) and trace.
+  expect(lines.filter((l) => l.includes('"msg":"request completed"')).length).toBeGreaterThanOrEqual(10);
+  expect(lines.some((l) => l.includes('"msg":"webhook attempt"'))).toBe(true);
+  expect(lines.some((l) => l.includes('"msg":"finalize_call done"'))).toBe(true);
+  expect(lines.some((l) => l.includes('"level":20'))).toBe(true);
+
+  const needles = needlesOf(voiceFixture('card-payment', loc).call, voiceFixture('analysis-missing-call-ended', loc).call);
+  expect(needles).toEqual(expect.arrayContaining(['+15125550143', '(512) 555-0143', '512-555-0143', 'Marcus', 'Bell', '2207 Cedar Hollow Lane',
+    'Our furnace quit and it\'s twenty degrees in the house.', '+15125550199']));
+  const hits = lines.flatMap((l) => needles.filter((n) => l.includes(n)).map((n) => `${n} in ${l.slice(0, 300)}`));
+  expect(hits).toEqual([]);
+}, 120_000);

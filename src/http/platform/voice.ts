@@ -2,10 +2,16 @@
  * Voice platform webhooks (Retell-compatible, docs/api-contract.md §6). Order per request: secret set (503),
  * raw body read, signature verified (401), JSON parsed and validated (400), then ONE SQL function
  * that routes the call to its location and does all the work in one transaction.
+ *
+ * Redaction at ingestion (docs/privacy.md): the post-call route scans the call for card numbers,
+ * security codes, expiry dates and SSNs here, in the same pass as validation, and sends the
+ * redacted copy beside the received call only when it found any; the SQL function keeps the copy
+ * when the location redacts (its setting is only known once the call is routed, in that function).
  */
 import { Router, type Request } from 'express';
 import { verify } from 'retell-sdk';
 import { callFn } from '../../db/pools.js';
+import { redactCall } from '../../privacy/call.js';
 import type { AppDeps } from '../deps.js';
 import { bodyBytes, invalidSignature, notConfigured, onlyPost, parseSigned, rawBody } from './raw.js';
 import { InboundWebhook, POST_CALL_EVENTS, PostCallWebhook } from './voice-payloads.js';
@@ -41,7 +47,8 @@ export function voiceRouter(deps: AppDeps): Router {
     }
     // Deferred wake-ups: the transaction sends no NOTIFY (see src/db/wakeups.ts); once it has
     // committed, a flush shared with concurrent requests hands its jobs to the workers.
-    const data = await callFn(deps.ownerPool, 'app.voice_post_call', [payload, true]);
+    const redacted = redactCall(payload.call);
+    const data = await callFn(deps.ownerPool, 'app.voice_post_call', [payload, true, redacted]);
     await deps.wakeups!.flush();
     res.json({ data });
   });

@@ -1,0 +1,57 @@
+/**
+ * A database error logged by a 500 (or by the worker) holds no caller data: PostgreSQL's failing
+ * row, key values and quoted input are left out of every logger's `err` (src/privacy/log-safe.ts),
+ * while the SQLSTATE, constraint and table stay for whoever reads the log.
+ */
+import { Writable } from 'node:stream';
+import pg from 'pg';
+import { pino } from 'pino';
+import { createLogger } from '../../src/log.js';
+import { safeErr } from '../../src/privacy/log-safe.js';
+import { createTestDatabase, type TestDatabase } from '../support/db.js';
+
+let db: TestDatabase;
+let client: pg.Client;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  client = new pg.Client({ connectionString: db.url });
+  await client.connect();
+  await client.query(`create temp table callers (phone text primary key, name text not null check (length(name) > 100))`);
+});
+afterAll(async () => {
+  await client.end();
+  await db.drop();
+});
+
+const failure = (sql: string, params: unknown[] = []) => client.query(sql, params).then(() => { throw new Error('expected a failure'); }, (e: Error) => e);
+
+test('the failing row, the key and quoted input never reach a log line; code, constraint and table do', async () => {
+  const errors = [
+    await failure(`insert into callers values ('+15125550143', 'Marcus Bell')`),
+    await failure(`select $1::uuid`, ['+15125550143 Marcus Bell']),
+  ];
+  await client.query('alter table callers drop constraint callers_name_check');
+  await client.query(`insert into callers values ('+15125550143', 'Marcus Bell')`);
+  errors.push(await failure(`insert into callers values ('+15125550143', 'Marcus Bell')`));
+  // What PostgreSQL says, unsanitised: the caller's phone and name.
+  expect(errors.map((e) => JSON.stringify({ ...e, message: e.message })).join('\n')).toMatch(/5125550143|Marcus/);
+
+  const lines: string[] = [];
+  const sink = new Writable({ write(chunk, _enc, cb) { lines.push(String(chunk)); cb(); } });
+  const log = pino({ serializers: { err: safeErr } }, sink);
+  for (const err of errors) log.error({ err }, 'request failed');
+  expect(lines).toHaveLength(3);
+  expect(lines.join('\n')).not.toMatch(/5125550143|Marcus|Bell/);
+  const logged = lines.map((l) => JSON.parse(l).err);
+  expect(logged.map((e) => [e.code, e.constraint ?? null])).toEqual([['23514', 'callers_name_check'], ['22P02', null], ['23505', 'callers_pkey']]);
+  expect(logged[0]).toMatchObject({ table: 'callers', message: 'new row for relation "…" violates check constraint "…"' });
+  expect(logged[1].message).toBe('invalid input syntax for type uuid: "…"');
+  expect(logged[1].stack.split('\n')[0]).not.toContain('Marcus');
+});
+
+test('every logger the service makes uses it', () => {
+  const log = createLogger('silent', 2);
+  expect((log as any)[pino.symbols.serializersSym].err).toBe(safeErr);
+  expect((log.child({ component: 'x' }) as any)[pino.symbols.serializersSym].err).toBe(safeErr);
+});
