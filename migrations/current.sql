@@ -32,3 +32,204 @@ $function$;
 comment on function app.tg_locations__defaults() is E'Creates the call forwarding, agent, notification and privacy settings rows of a new location.';
 
 insert into app.privacy_settings (location_id) select id from app.locations on conflict do nothing;
+
+-- ─── Idempotency-Key and the shared rate limit (issue 24; docs/rest-api.md "Idempotency-Key",
+-- "Rate limit"). ─────────────────────────────────────────────────────────────────────────────────
+
+-- The answers of token-API POSTs made with an Idempotency-Key, per location, for 24 hours.
+create table app_private.idempotency_keys (
+  location_id uuid not null,
+  idempotency_key text not null,
+  fingerprint text not null,
+  response_status integer not null,
+  response_body text not null,
+  created_at timestamp with time zone default now() not null,
+  constraint idempotency_keys_pkey primary key (location_id, idempotency_key),
+  constraint idempotency_keys_idempotency_key_check check ((length(idempotency_key) between 1 and 255)),
+  constraint idempotency_keys_location_id_fkey foreign key (location_id) references app.locations (id) on delete cascade
+);
+comment on table app_private.idempotency_keys is E'The stored answer of each token-API POST made with an Idempotency-Key, written in the transaction of the write (app.idempotent); replayed for 24 hours, then pruned by the retention job (docs/rest-api.md "Idempotency-Key").';
+comment on column app_private.idempotency_keys.fingerprint is E'SHA-256 of method, operation path and canonical JSON body: the same key with another fingerprint is 422.';
+comment on column app_private.idempotency_keys.response_body is E'The data the operation answered (JSON text, byte for byte), replayed inside {"data": …}.';
+create index idempotency_keys_location_created_idx on app_private.idempotency_keys (location_id, created_at);
+select app.secure_tenant_table('app_private.idempotency_keys', 'select, insert, update');
+-- Staff have no use for replay records (they hold response bodies, webhook secrets included).
+revoke all on app_private.idempotency_keys from switchboard_staff;
+
+create function app.idempotent(token_hash text, location_ref text, scope text, idempotency_key text, fingerprint text,
+                               success_status integer, fn text, args jsonb,
+                               out replayed boolean, out status integer, out body text)
+ language plpgsql
+as $function$
+declare
+  a app.auth := app.authorize(token_hash, location_ref, scope);
+  k app_private.idempotency_keys;
+  arglist text;
+begin
+  if idempotency_key is null or length(idempotency_key) not between 1 and 255 then
+    perform app.raise('SB400', 'Idempotency-Key must be 1 to 255 characters');
+  end if;
+  if fn !~ '^api\.[a-z_0-9]+$' then
+    perform app.raise('SB400', 'app.idempotent wraps api.* functions only');
+  end if;
+  -- Concurrent duplicates: the first holds this lock until its transaction ends; the others answer
+  -- 409 at once instead of waiting, and a retry after the commit finds the stored answer.
+  if not pg_try_advisory_xact_lock(7302, hashtext(a.location_id::text || '/' || idempotency_key)) then
+    perform app.raise('SBIK9', 'A request with this Idempotency-Key is still being processed; retry after it has finished');
+  end if;
+  select * into k from app_private.idempotency_keys i
+   where i.location_id = a.location_id and i.idempotency_key = idempotent.idempotency_key
+     and i.created_at > now() - interval '24 hours';
+  if found then
+    if k.fingerprint <> idempotent.fingerprint then
+      perform app.raise('SBIK2', 'This Idempotency-Key was already used for a different request');
+    end if;
+    replayed := true;
+    status := k.response_status;
+    body := k.response_body;
+    return;
+  end if;
+  select string_agg(case when t in ('json'::regtype, 'jsonb'::regtype)
+                         then format('nullif($1 -> %s, ''null'')::%s', i - 1, format_type(t, null))
+                         else format('($1 ->> %s)::%s', i - 1, format_type(t, null)) end, ', ' order by i)
+    into arglist
+    from pg_proc p, unnest(p.proargtypes::oid[]) with ordinality as u(t, i)
+   where p.oid = fn::regproc;
+  execute format('select (%s(%s))::text', fn, coalesce(arglist, '')) using args into body;
+  if body is null then
+    perform app.raise('SB404', 'Resource not found');
+  end if;
+  insert into app_private.idempotency_keys as i (location_id, idempotency_key, fingerprint, response_status, response_body)
+  values (a.location_id, idempotent.idempotency_key, idempotent.fingerprint, success_status, body)
+  on conflict on constraint idempotency_keys_pkey do update
+    set fingerprint = excluded.fingerprint, response_status = excluded.response_status,
+        response_body = excluded.response_body, created_at = now();
+  replayed := false;
+  status := success_status;
+end
+$function$;
+comment on function app.idempotent(text,text,text,text,text,integer,text,jsonb) is E'A token-API POST with an Idempotency-Key: authorizes, takes the key (409 idempotency_key_in_use while another request holds it), replays the stored answer of the same request or refuses another request''s (422 idempotency_key_reused), else calls the api function with args (a JSON array, cast to its parameter types) and stores its answer in the same transaction. Errors roll everything back: nothing is stored (docs/rest-api.md "Idempotency-Key").';
+revoke execute on function app.idempotent(text,text,text,text,text,integer,text,jsonb) from public;
+grant execute on function app.idempotent(text,text,text,text,text,integer,text,jsonb) to switchboard_api;
+
+-- Per-key request budgets shared by every API process: each process leases a share of the current
+-- minute's budget and spends it in memory (src/ratelimit/). Counters, not data: unlogged.
+create unlogged table app_private.rate_limits (
+  token_hash text not null,
+  window_start bigint not null,
+  used integer not null,
+  granted integer not null,
+  constraint rate_limits_pkey primary key (token_hash)
+);
+comment on table app_private.rate_limits is E'Requests leased by the API processes per token hash in the current minute (window_start: Unix minute). Unlogged: a crash resets the counters, which only refills budgets.';
+grant select, insert, update, delete on app_private.rate_limits to switchboard_system;
+
+create function app.rate_limit_take(token_hash text, window_start bigint, want integer, budget integer,
+                                    out granted integer, out used integer)
+ language sql
+ security definer
+ set search_path to 'pg_catalog', 'public', 'pg_temp'
+as $function$
+  insert into app_private.rate_limits as r (token_hash, window_start, used, granted)
+  values (rate_limit_take.token_hash, rate_limit_take.window_start, least(greatest(want, 0), budget), least(greatest(want, 0), budget))
+  on conflict on constraint rate_limits_pkey do update
+    set window_start = excluded.window_start,
+        granted = case when r.window_start = excluded.window_start
+                       then least(greatest(want, 0), greatest(budget - r.used, 0)) else excluded.granted end,
+        used = case when r.window_start = excluded.window_start
+                    then r.used + least(greatest(want, 0), greatest(budget - r.used, 0)) else excluded.used end
+  returning r.granted, r.used
+$function$;
+alter function app.rate_limit_take(text,bigint,integer,integer) owner to switchboard_system;
+comment on function app.rate_limit_take(text,bigint,integer,integer) is E'Leases up to want requests of a token''s budget for the minute window_start; returns how many were granted and how many the minute has used in all. SECURITY DEFINER because the API role has no rights on the counters; it only adds to one token''s count.';
+revoke execute on function app.rate_limit_take(text,bigint,integer,integer) from public;
+grant execute on function app.rate_limit_take(text,bigint,integer,integer) to switchboard_api;
+
+create function app.idempotency_prune(kind text, batch_size integer)
+ returns integer
+ language plpgsql
+as $function$
+declare
+  n int;
+begin
+  if kind = 'idempotency_keys' then
+    delete from app_private.idempotency_keys t using (
+      select x.location_id, x.idempotency_key from app.locations l cross join lateral (
+        select k.location_id, k.idempotency_key from app_private.idempotency_keys k
+         where k.location_id = l.id and k.created_at < now() - interval '24 hours'
+         order by k.created_at limit batch_size
+           for update of k skip locked) x
+       limit batch_size) s
+     where t.location_id = s.location_id and t.idempotency_key = s.idempotency_key;
+  else
+    delete from app_private.rate_limits t using (
+      select r.token_hash from app_private.rate_limits r
+       where r.window_start < floor(extract(epoch from now()) / 60)::bigint - 1
+       limit batch_size for update skip locked) s
+     where t.token_hash = s.token_hash;
+  end if;
+  get diagnostics n = row_count;
+  return n;
+end
+$function$;
+comment on function app.idempotency_prune(text,integer) is E'Retention (app.retention_prune): deletes one batch of Idempotency-Key answers older than 24 hours (idempotency_keys) or of rate-limit counters of past minutes (rate_limits); returns the count.';
+revoke execute on function app.idempotency_prune(text,integer) from public;
+grant execute on function app.idempotency_prune(text,integer) to switchboard_system;
+
+-- The retention job also prunes Idempotency-Key answers and rate-limit counters (issue 24).
+create or replace function app.retention_prune(kind text, retention_days integer, batch_size integer)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+AS $function$
+declare
+  cutoff timestamptz := now() - make_interval(days => retention_days);
+  n int;
+begin
+  if retention_days < 1 or batch_size < 1 then
+    perform app.raise('SB400', 'retention_days and batch_size must be positive');
+  end if;
+  if kind = 'deliveries' then
+    delete from app.webhook_deliveries w using (
+      select x.id from app.locations l cross join lateral (
+        select d.id from app.webhook_deliveries d
+         where d.location_id = l.id and d.created_at < cutoff and d.status <> 'pending'
+         order by d.created_at, d.id limit batch_size
+           for update of d skip locked) x
+       limit batch_size) s
+     where w.id = s.id;
+  elsif kind = 'notifications' then
+    delete from app.notifications t using (
+      select x.id from app.locations l cross join lateral (
+        select n.id from app.notifications n
+         where n.location_id = l.id and n.created_at < cutoff and n.status <> 'pending'
+         order by n.created_at, n.id limit batch_size
+           for update of n skip locked) x
+       limit batch_size) s
+     where t.id = s.id;
+  elsif kind = 'events' then
+    delete from app.events t using (
+      select x.id from app.locations l cross join lateral (
+        select e.id from app.events e
+         where e.location_id = l.id and e.created_at < cutoff
+           and not exists (select 1 from app.webhook_deliveries d where d.event_id = e.id)
+           and not exists (select 1 from app.notifications n where n.event_id = e.id)
+         order by e.created_at, e.id limit batch_size
+           for update of e skip locked) x
+       limit batch_size) s
+     where t.id = s.id;
+  -- Issue 24 (Idempotency-Key answers after 24 h, rate-limit counters of past minutes): begin.
+  elsif kind in ('idempotency_keys', 'rate_limits') then
+    return app.idempotency_prune(kind, batch_size);
+  -- Issue 24: end.
+  else
+    perform app.raise('SB400', format('Unknown retention kind %s', kind));
+  end if;
+  get diagnostics n = row_count;
+  return n;
+end
+$function$;
+alter function app.retention_prune(text,integer,integer) owner to switchboard_system;
+comment on function app.retention_prune(text,integer,integer) is E'Worker (prune_deliveries): deletes one batch of settled deliveries | notifications (with their log) | events older than the retention window, or Idempotency-Key answers older than 24 hours (idempotency_keys) | rate-limit counters of past minutes (rate_limits); returns the count.';
+revoke execute on function app.retention_prune(text,integer,integer) from public;

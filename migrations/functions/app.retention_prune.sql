@@ -42,6 +42,10 @@ begin
            for update of e skip locked) x
        limit batch_size) s
      where t.id = s.id;
+  -- Issue 24 (Idempotency-Key answers after 24 h, rate-limit counters of past minutes): begin.
+  elsif kind in ('idempotency_keys', 'rate_limits') then
+    return app.idempotency_prune(kind, batch_size);
+  -- Issue 24: end.
   else
     perform app.raise('SB400', format('Unknown retention kind %s', kind));
   end if;
@@ -50,5 +54,5 @@ begin
 end
 $function$;
 alter function app.retention_prune(text,integer,integer) owner to switchboard_system;
-comment on function app.retention_prune(text,integer,integer) is E'Worker (prune_deliveries): deletes one batch of settled deliveries | notifications (with their log) | events older than the retention window; returns the count.';
+comment on function app.retention_prune(text,integer,integer) is E'Worker (prune_deliveries): deletes one batch of settled deliveries | notifications (with their log) | events older than the retention window, or Idempotency-Key answers older than 24 hours (idempotency_keys) | rate-limit counters of past minutes (rate_limits); returns the count.';
 revoke execute on function app.retention_prune(text,integer,integer) from public;

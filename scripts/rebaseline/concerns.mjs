@@ -50,6 +50,8 @@ export const CONCERNS = [
   { file: 'rest-api', match: (k, n) => k === 'function' && /^api\./.test(nm(n)) && nm(n) !== 'api.insights' },
   { file: 'insights-rollup', match: or(re(/^app\.insights_|^app_private\.(insights_|tg_|after_hours)/), inList(['app.tg_calls__after_hours', 'api.insights'])) },
   { file: 'demo-seeding', match: re(/^admin\.demo_seed_/) },
+  { file: 'idempotency-keys-and-shared-rate-limit',
+    match: inList(['app_private.idempotency_keys', 'app.idempotent', 'app_private.rate_limits', 'app.rate_limit_take', 'app.idempotency_prune']) },
 ];
 export const HEADERS = [];
 HEADERS.push(
@@ -76,6 +78,8 @@ HEADERS.push(
 `-- Insights from a rollup kept by triggers (docs/rest-api.md "Insights"): after-hours flag, hourly
 -- and per-service counts with a journal, rebuild on timezone change, the figures and GET insights.`,
 `-- Demo seeding for the CLI (\`demo seed\`): history, not live traffic (app.seeding suppresses events).`,
+`-- Idempotency-Key on token-API POSTs (answers stored per location for 24 h, in the write's
+-- transaction) and the per-key rate limit shared by every API process (docs/rest-api.md).`,
 );
 // Triggers whose WHEN clause reads better as written than as deparsed (a row comparison).
 export const TRIGGER_SOURCE = {

@@ -8,6 +8,7 @@
 import type { Task } from 'graphile-worker';
 import { callFn } from '../db/pools.js';
 import type { TaskDeps } from '../worker/task.js';
+import { pruneIdempotency } from '../idempotency/retention.js';
 
 /** Rows per statement. */
 export const PRUNE_BATCH = 1000;
@@ -44,5 +45,8 @@ export function makePruneTask(deps: TaskDeps): Task {
     if (r.deliveries + r.notifications + r.events > 0) {
       deps.log.info({ task: 'prune_deliveries', retention_days: deps.cfg.DELIVERY_RETENTION_DAYS, ...r }, 'pruned delivery history');
     }
+    // Issue 24: Idempotency-Key answers and rate-limit counters (src/idempotency/retention.ts).
+    const idem = await pruneIdempotency(deps);
+    if (idem.idempotency_keys + idem.rate_limits > 0) deps.log.info({ task: 'prune_deliveries', ...idem }, 'pruned idempotency keys');
   };
 }

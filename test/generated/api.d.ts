@@ -988,7 +988,7 @@ export interface components {
         };
     };
     responses: {
-        /** @description Validation failed (validation_error, oauth_required), body not JSON or nested deeper than 32 levels (invalid_json), body not decodable with its Content-Encoding (invalid_body) */
+        /** @description Validation failed (validation_error, oauth_required), body not JSON or nested deeper than 32 levels (invalid_json), body not decodable with its Content-Encoding (invalid_body), Idempotency-Key empty, over 255 characters, repeated or not printable ASCII (invalid_idempotency_key) */
         Error400: {
             headers: {
                 [name: string]: unknown;
@@ -1024,7 +1024,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description Conflict or invalid status move (conflict, invalid_transition) */
+        /** @description Conflict or invalid status move (conflict, invalid_transition); on a POST, a request with the same Idempotency-Key still being processed (idempotency_key_in_use: retry later) */
         Error409: {
             headers: {
                 [name: string]: unknown;
@@ -1051,7 +1051,16 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description Per-key rate limit (rate_limited; Retry-After) */
+        /** @description The Idempotency-Key was already used for a different request (idempotency_key_reused): another method, path or body */
+        Error422: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Per-key rate limit (rate_limited; Retry-After, RateLimit, RateLimit-Policy) */
         Error429: {
             headers: {
                 [name: string]: unknown;
@@ -1089,6 +1098,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1136,6 +1149,10 @@ export interface operations {
                 headers: {
                     /** @description `<…?cursor=…>; rel="next"` when more rows exist */
                     Link?: string;
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1191,6 +1208,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1268,6 +1289,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1327,6 +1352,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1381,6 +1410,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1431,6 +1464,10 @@ export interface operations {
                 headers: {
                     /** @description `<…?cursor=…>; rel="next"` when more rows exist */
                     Link?: string;
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1482,6 +1519,10 @@ export interface operations {
                 headers: {
                     /** @description `<…?cursor=…>; rel="next"` when more rows exist */
                     Link?: string;
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1543,6 +1584,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1620,6 +1665,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1683,6 +1732,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1727,6 +1780,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1764,6 +1821,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1820,6 +1881,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1881,6 +1946,10 @@ export interface operations {
                 headers: {
                     /** @description `<…?cursor=…>; rel="next"` when more rows exist */
                     Link?: string;
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1945,6 +2014,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2031,6 +2104,10 @@ export interface operations {
                 headers: {
                     /** @description `<…?cursor=…>; rel="next"` when more rows exist */
                     Link?: string;
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2069,7 +2146,10 @@ export interface operations {
     postLocationsFaqs: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe: the first request with a key runs and its answer is stored for 24 h (per location); the same request with the same key gets that answer again with `Idempotent-Replayed: true`, a different request 422, a request while the first is still running 409. Errors are not stored (a retry runs again). Any 1–255 printable ASCII characters, e.g. a UUID; a quoted structured-field string is unquoted. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 locationId: string;
             };
@@ -2088,6 +2168,12 @@ export interface operations {
             /** @description Success */
             201: {
                 headers: {
+                    /** @description `true` when this is the stored answer of an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2119,8 +2205,10 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
+            422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
@@ -2140,6 +2228,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2190,6 +2282,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2248,6 +2344,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2304,6 +2404,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2366,6 +2470,10 @@ export interface operations {
                 headers: {
                     /** @description `<…?cursor=…>; rel="next"` when more rows exist */
                     Link?: string;
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2414,7 +2522,10 @@ export interface operations {
     postLocationsIntegrations: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe: the first request with a key runs and its answer is stored for 24 h (per location); the same request with the same key gets that answer again with `Idempotent-Replayed: true`, a different request 422, a request while the first is still running 409. Errors are not stored (a retry runs again). Any 1–255 printable ASCII characters, e.g. a UUID; a quoted structured-field string is unquoted. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 locationId: string;
             };
@@ -2441,6 +2552,12 @@ export interface operations {
             /** @description Success */
             201: {
                 headers: {
+                    /** @description `true` when this is the stored answer of an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2485,6 +2602,7 @@ export interface operations {
             409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
+            422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
@@ -2504,6 +2622,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2569,6 +2691,10 @@ export interface operations {
                 headers: {
                     /** @description `<…?cursor=…>; rel="next"` when more rows exist */
                     Link?: string;
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2623,7 +2749,10 @@ export interface operations {
     postLocationsLeads: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe: the first request with a key runs and its answer is stored for 24 h (per location); the same request with the same key gets that answer again with `Idempotent-Replayed: true`, a different request 422, a request while the first is still running 409. Errors are not stored (a retry runs again). Any 1–255 printable ASCII characters, e.g. a UUID; a quoted structured-field string is unquoted. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 locationId: string;
             };
@@ -2650,6 +2779,12 @@ export interface operations {
             /** @description Success */
             201: {
                 headers: {
+                    /** @description `true` when this is the stored answer of an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2697,8 +2832,10 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
+            422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
@@ -2718,6 +2855,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2805,6 +2946,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2878,6 +3023,10 @@ export interface operations {
                 headers: {
                     /** @description `<…?cursor=…>; rel="next"` when more rows exist */
                     Link?: string;
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2923,6 +3072,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2996,6 +3149,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3058,6 +3215,10 @@ export interface operations {
                 headers: {
                     /** @description `<…?cursor=…>; rel="next"` when more rows exist */
                     Link?: string;
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3135,6 +3296,10 @@ export interface operations {
                 headers: {
                     /** @description `<…?cursor=…>; rel="next"` when more rows exist */
                     Link?: string;
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3174,7 +3339,10 @@ export interface operations {
     postLocationsPricebook: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe: the first request with a key runs and its answer is stored for 24 h (per location); the same request with the same key gets that answer again with `Idempotent-Replayed: true`, a different request 422, a request while the first is still running 409. Errors are not stored (a retry runs again). Any 1–255 printable ASCII characters, e.g. a UUID; a quoted structured-field string is unquoted. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 locationId: string;
             };
@@ -3195,6 +3363,12 @@ export interface operations {
             /** @description Success */
             201: {
                 headers: {
+                    /** @description `true` when this is the stored answer of an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3227,8 +3401,10 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
+            422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
@@ -3248,6 +3424,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3299,6 +3479,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3360,6 +3544,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3422,6 +3610,10 @@ export interface operations {
                 headers: {
                     /** @description `<…?cursor=…>; rel="next"` when more rows exist */
                     Link?: string;
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3470,7 +3662,10 @@ export interface operations {
     postLocationsWebhookDeliveriesRetry: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe: the first request with a key runs and its answer is stored for 24 h (per location); the same request with the same key gets that answer again with `Idempotent-Replayed: true`, a different request 422, a request while the first is still running 409. Errors are not stored (a retry runs again). Any 1–255 printable ASCII characters, e.g. a UUID; a quoted structured-field string is unquoted. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 id: string;
                 locationId: string;
@@ -3482,6 +3677,12 @@ export interface operations {
             /** @description Success */
             202: {
                 headers: {
+                    /** @description `true` when this is the stored answer of an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3524,6 +3725,7 @@ export interface operations {
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
             409: components["responses"]["Error409"];
+            422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
@@ -3547,6 +3749,10 @@ export interface operations {
                 headers: {
                     /** @description `<…?cursor=…>; rel="next"` when more rows exist */
                     Link?: string;
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3596,7 +3802,10 @@ export interface operations {
     postLocationsWebhookEndpoints: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe: the first request with a key runs and its answer is stored for 24 h (per location); the same request with the same key gets that answer again with `Idempotent-Replayed: true`, a different request 422, a request while the first is still running 409. Errors are not stored (a retry runs again). Any 1–255 printable ASCII characters, e.g. a UUID; a quoted structured-field string is unquoted. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 locationId: string;
             };
@@ -3617,6 +3826,12 @@ export interface operations {
             /** @description Success */
             201: {
                 headers: {
+                    /** @description `true` when this is the stored answer of an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3661,8 +3876,10 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
+            422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
@@ -3682,6 +3899,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3743,6 +3964,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3814,6 +4039,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3865,7 +4094,10 @@ export interface operations {
     postLocationsWebhookEndpointsRecover: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe: the first request with a key runs and its answer is stored for 24 h (per location); the same request with the same key gets that answer again with `Idempotent-Replayed: true`, a different request 422, a request while the first is still running 409. Errors are not stored (a retry runs again). Any 1–255 printable ASCII characters, e.g. a UUID; a quoted structured-field string is unquoted. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 id: string;
                 locationId: string;
@@ -3887,6 +4119,12 @@ export interface operations {
             /** @description Success */
             202: {
                 headers: {
+                    /** @description `true` when this is the stored answer of an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3907,6 +4145,7 @@ export interface operations {
             409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
+            422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
@@ -3914,7 +4153,10 @@ export interface operations {
     postLocationsWebhookEndpointsRotateSecret: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe: the first request with a key runs and its answer is stored for 24 h (per location); the same request with the same key gets that answer again with `Idempotent-Replayed: true`, a different request 422, a request while the first is still running 409. Errors are not stored (a retry runs again). Any 1–255 printable ASCII characters, e.g. a UUID; a quoted structured-field string is unquoted. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 id: string;
                 locationId: string;
@@ -3926,6 +4168,12 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` when this is the stored answer of an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3970,6 +4218,8 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
@@ -3977,7 +4227,10 @@ export interface operations {
     postLocationsWebhookEndpointsTest: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe: the first request with a key runs and its answer is stored for 24 h (per location); the same request with the same key gets that answer again with `Idempotent-Replayed: true`, a different request 422, a request while the first is still running 409. Errors are not stored (a retry runs again). Any 1–255 printable ASCII characters, e.g. a UUID; a quoted structured-field string is unquoted. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 id: string;
                 locationId: string;
@@ -3999,6 +4252,12 @@ export interface operations {
             /** @description Success */
             202: {
                 headers: {
+                    /** @description `true` when this is the stored answer of an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4040,8 +4299,10 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
+            422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
@@ -4058,6 +4319,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4131,6 +4396,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4191,6 +4460,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4261,6 +4534,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4312,7 +4589,10 @@ export interface operations {
     postWebhookEndpointsRecover: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe: the first request with a key runs and its answer is stored for 24 h (per location); the same request with the same key gets that answer again with `Idempotent-Replayed: true`, a different request 422, a request while the first is still running 409. Errors are not stored (a retry runs again). Any 1–255 printable ASCII characters, e.g. a UUID; a quoted structured-field string is unquoted. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 id: string;
             };
@@ -4333,6 +4613,12 @@ export interface operations {
             /** @description Success */
             202: {
                 headers: {
+                    /** @description `true` when this is the stored answer of an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4353,6 +4639,7 @@ export interface operations {
             409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
+            422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
@@ -4360,7 +4647,10 @@ export interface operations {
     postWebhookEndpointsRotateSecret: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe: the first request with a key runs and its answer is stored for 24 h (per location); the same request with the same key gets that answer again with `Idempotent-Replayed: true`, a different request 422, a request while the first is still running 409. Errors are not stored (a retry runs again). Any 1–255 printable ASCII characters, e.g. a UUID; a quoted structured-field string is unquoted. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 id: string;
             };
@@ -4371,6 +4661,12 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` when this is the stored answer of an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4415,6 +4711,8 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
@@ -4422,7 +4720,10 @@ export interface operations {
     postWebhookEndpointsTest: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe: the first request with a key runs and its answer is stored for 24 h (per location); the same request with the same key gets that answer again with `Idempotent-Replayed: true`, a different request 422, a request while the first is still running 409. Errors are not stored (a retry runs again). Any 1–255 printable ASCII characters, e.g. a UUID; a quoted structured-field string is unquoted. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 id: string;
             };
@@ -4443,6 +4744,12 @@ export interface operations {
             /** @description Success */
             202: {
                 headers: {
+                    /** @description `true` when this is the stored answer of an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4484,8 +4791,10 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
+            422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
