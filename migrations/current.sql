@@ -48,7 +48,7 @@ create table app_private.idempotency_keys (
   constraint idempotency_keys_idempotency_key_check check ((length(idempotency_key) between 1 and 255)),
   constraint idempotency_keys_location_id_fkey foreign key (location_id) references app.locations (id) on delete cascade
 );
-comment on table app_private.idempotency_keys is E'The stored answer of each token-API POST made with an Idempotency-Key, written in the transaction of the write (app.idempotent); replayed for 24 hours, then pruned by the retention job (docs/rest-api.md "Idempotency-Key").';
+comment on table app_private.idempotency_keys is E'The stored answer of each token-API POST made with an Idempotency-Key, written in the transaction of the write (app.idempotency_begin, app.idempotency_finish); replayed for 24 hours, then pruned by the retention job (docs/rest-api.md "Idempotency-Key").';
 comment on column app_private.idempotency_keys.fingerprint is E'SHA-256 of method, operation path and canonical JSON body: the same key with another fingerprint is 422.';
 comment on column app_private.idempotency_keys.response_body is E'The data the operation answered (JSON text, byte for byte), replayed inside {"data": …}.';
 create index idempotency_keys_location_created_idx on app_private.idempotency_keys (location_id, created_at);
@@ -56,61 +56,87 @@ select app.secure_tenant_table('app_private.idempotency_keys', 'select, insert, 
 -- Staff have no use for replay records (they hold response bodies, webhook secrets included).
 revoke all on app_private.idempotency_keys from switchboard_staff;
 
-create function app.idempotent(token_hash text, location_ref text, scope text, idempotency_key text, fingerprint text,
-                               success_status integer, fn text, args jsonb,
-                               out replayed boolean, out status integer, out body text)
+-- A POST with an Idempotency-Key is one statement (src/idempotency/key.ts):
+--   with b as materialized (select * from app.idempotency_begin(…))
+--   select …, case when b.replayed_status is not null then b.replayed_body
+--                  else app.idempotency_finish(…, api.<operation>(…)::text) end from b
+-- so the key, the write and the stored answer share one transaction, and the operation runs only
+-- when there is nothing to replay.
+create function app.idempotency_location(token_hash text)
+ returns uuid
+ language sql
+ stable
+ security definer
+ set search_path to 'pg_catalog', 'public', 'pg_temp'
+as $function$
+  select k.location_id from app.api_keys k where k.token_hash = idempotency_location.token_hash and k.revoked_at is null
+$function$;
+alter function app.idempotency_location(text) owner to switchboard_system;
+comment on function app.idempotency_location(text) is E'The location of an active token hash (null if none): where app.idempotency_begin looks for a key before the operation authorizes. SECURITY DEFINER because the API role cannot read api_keys; it tells no more than app.authorize(token_hash, null, null) does.';
+revoke execute on function app.idempotency_location(text) from public;
+grant execute on function app.idempotency_location(text) to switchboard_api;
+
+create function app.idempotency_begin(token_hash text, location_ref text, scope text, idempotency_key text, fingerprint text,
+                                      out replayed_status integer, out replayed_body text)
  language plpgsql
 as $function$
 declare
-  a app.auth := app.authorize(token_hash, location_ref, scope);
+  loc uuid := app.idempotency_location(token_hash);
   k app_private.idempotency_keys;
-  arglist text;
 begin
   if idempotency_key is null or length(idempotency_key) not between 1 and 255 then
     perform app.raise('SB400', 'Idempotency-Key must be 1 to 255 characters');
   end if;
-  if fn !~ '^api\.[a-z_0-9]+$' then
-    perform app.raise('SB400', 'app.idempotent wraps api.* functions only');
+  -- An unknown token: the operation's own app.authorize answers 401 and nothing is stored.
+  if loc is null then
+    return;
   end if;
+  -- The token's own location, as app.authorize pins it (RLS on the keys).
+  perform set_config('app.location_id', loc::text, true);
   -- Concurrent duplicates: the first holds this lock until its transaction ends; the others answer
   -- 409 at once instead of waiting, and a retry after the commit finds the stored answer.
-  if not pg_try_advisory_xact_lock(7302, hashtext(a.location_id::text || '/' || idempotency_key)) then
+  if not pg_try_advisory_xact_lock(7302, hashtext(loc::text || '/' || idempotency_key)) then
+    perform app.authorize(token_hash, location_ref, scope);
     perform app.raise('SBIK9', 'A request with this Idempotency-Key is still being processed; retry after it has finished');
   end if;
   select * into k from app_private.idempotency_keys i
-   where i.location_id = a.location_id and i.idempotency_key = idempotent.idempotency_key
+   where i.location_id = loc and i.idempotency_key = idempotency_begin.idempotency_key
      and i.created_at > now() - interval '24 hours';
   if found then
-    if k.fingerprint <> idempotent.fingerprint then
+    -- A stored answer goes only to a request the operation itself would have let through.
+    perform app.authorize(token_hash, location_ref, scope);
+    if k.fingerprint <> idempotency_begin.fingerprint then
       perform app.raise('SBIK2', 'This Idempotency-Key was already used for a different request');
     end if;
-    replayed := true;
-    status := k.response_status;
-    body := k.response_body;
-    return;
+    replayed_status := k.response_status;
+    replayed_body := k.response_body;
   end if;
-  select string_agg(case when t in ('json'::regtype, 'jsonb'::regtype)
-                         then format('nullif($1 -> %s, ''null'')::%s', i - 1, format_type(t, null))
-                         else format('($1 ->> %s)::%s', i - 1, format_type(t, null)) end, ', ' order by i)
-    into arglist
-    from pg_proc p, unnest(p.proargtypes::oid[]) with ordinality as u(t, i)
-   where p.oid = fn::regproc;
-  execute format('select (%s(%s))::text', fn, coalesce(arglist, '')) using args into body;
+  -- Nothing stored: the operation runs and authorizes (401, 404, 403 roll everything back).
+end
+$function$;
+comment on function app.idempotency_begin(text,text,text,text,text) is E'First half of a token-API POST with an Idempotency-Key: takes the key of the token''s location for the transaction (409 idempotency_key_in_use while another request holds it) and returns the stored answer of the same request (null when there is none: the operation then runs and authorizes itself), or refuses another request''s key (422 idempotency_key_reused); both after app.authorize with the operation''s scope. docs/rest-api.md "Idempotency-Key".';
+revoke execute on function app.idempotency_begin(text,text,text,text,text) from public;
+grant execute on function app.idempotency_begin(text,text,text,text,text) to switchboard_api;
+
+create function app.idempotency_finish(idempotency_key text, fingerprint text, status integer, body text)
+ returns text
+ language plpgsql
+as $function$
+begin
   if body is null then
     perform app.raise('SB404', 'Resource not found');
   end if;
   insert into app_private.idempotency_keys as i (location_id, idempotency_key, fingerprint, response_status, response_body)
-  values (a.location_id, idempotent.idempotency_key, idempotent.fingerprint, success_status, body)
+  values (app.current_location_id(), idempotency_finish.idempotency_key, idempotency_finish.fingerprint, status, body)
   on conflict on constraint idempotency_keys_pkey do update
     set fingerprint = excluded.fingerprint, response_status = excluded.response_status,
         response_body = excluded.response_body, created_at = now();
-  replayed := false;
-  status := success_status;
+  return body;
 end
 $function$;
-comment on function app.idempotent(text,text,text,text,text,integer,text,jsonb) is E'A token-API POST with an Idempotency-Key: authorizes, takes the key (409 idempotency_key_in_use while another request holds it), replays the stored answer of the same request or refuses another request''s (422 idempotency_key_reused), else calls the api function with args (a JSON array, cast to its parameter types) and stores its answer in the same transaction. Errors roll everything back: nothing is stored (docs/rest-api.md "Idempotency-Key").';
-revoke execute on function app.idempotent(text,text,text,text,text,integer,text,jsonb) from public;
-grant execute on function app.idempotent(text,text,text,text,text,integer,text,jsonb) to switchboard_api;
+comment on function app.idempotency_finish(text,text,integer,text) is E'Second half of a token-API POST with an Idempotency-Key: stores the operation''s answer (status and JSON text) under the key for the location the operation authorized, in its transaction, and returns it. An expired answer of the same key is replaced.';
+revoke execute on function app.idempotency_finish(text,text,integer,text) from public;
+grant execute on function app.idempotency_finish(text,text,integer,text) to switchboard_api;
 
 -- Per-key request budgets shared by every API process: each process leases a share of the current
 -- minute's budget and spends it in memory (src/ratelimit/). Counters, not data: unlogged.

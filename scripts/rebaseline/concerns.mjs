@@ -51,7 +51,7 @@ export const CONCERNS = [
   { file: 'insights-rollup', match: or(re(/^app\.insights_|^app_private\.(insights_|tg_|after_hours)/), inList(['app.tg_calls__after_hours', 'api.insights'])) },
   { file: 'demo-seeding', match: re(/^admin\.demo_seed_/) },
   { file: 'idempotency-keys-and-shared-rate-limit',
-    match: inList(['app_private.idempotency_keys', 'app.idempotent', 'app_private.rate_limits', 'app.rate_limit_take', 'app.idempotency_prune']) },
+    match: inList(['app_private.idempotency_keys', 'app.idempotency_location', 'app.idempotency_begin', 'app.idempotency_finish', 'app_private.rate_limits', 'app.rate_limit_take', 'app.idempotency_prune']) },
 ];
 export const HEADERS = [];
 HEADERS.push(

@@ -1,7 +1,7 @@
 /**
  * `Idempotency-Key` on token-API POSTs (docs/rest-api.md "Idempotency-Key"): the header's value,
  * the request's fingerprint, and the one SQL call that runs the operation under the key
- * (app.idempotent: key row, the write and its stored answer in one transaction).
+ * (app.idempotency_begin, the operation, app.idempotency_finish: one statement, one transaction).
  */
 import { createHash } from 'node:crypto';
 import type { Request } from 'express';
@@ -80,15 +80,35 @@ export interface IdempotentCall {
   status: number;
 }
 
-/** Runs `fn(...args)` under the key: one SQL call, one transaction (app.idempotent). */
+const FN_NAME = /^api\.[a-z_0-9]+$/;
+
+/**
+ * Runs `fn(...args)` under the key in one statement, so one transaction (migrations: the comment
+ * above app.idempotency_begin): begin authorizes, takes the key and finds a stored answer; only
+ * when there is none does the operation run, and finish stores its answer. A named statement per
+ * operation: each connection plans it once, and the operation's arguments are typed by its
+ * signature as in an ordinary call.
+ */
 export async function callIdempotent(pool: pg.Pool, c: IdempotentCall, fn: string, args: unknown[]): Promise<IdempotentAnswer> {
-  const json = JSON.stringify(args.map((a) => (a === undefined ? null : a)));
+  if (!FN_NAME.test(fn)) throw new Error(`bad function name ${fn}`);
+  const params = args.map((_, i) => `$${i + 7}`).join(', ');
   const { rows } = await pool.query<string[]>({
-    name: 'sb:idempotent',
-    text: 'select * from app.idempotent($1, $2, $3, $4, $5, $6, $7, $8)',
-    values: [c.tokenHash, c.locationRef, c.scope, c.key, c.fingerprint, c.status, fn, json],
+    name: `sb:idem:${fn}/${args.length}`,
+    text: `with b as materialized (select * from app.idempotency_begin($1, $2, $3, $4, $5))
+           select b.replayed_status is not null, coalesce(b.replayed_status, $6::int),
+                  case when b.replayed_status is not null then b.replayed_body
+                       else app.idempotency_finish($4, $5, $6::int, (${fn}(${params}))::text) end
+             from b`,
+    values: [c.tokenHash, c.locationRef, c.scope, c.key, c.fingerprint, c.status, ...args.map(toParam)],
     rowMode: 'array', types: AS_TEXT,
   });
   const [replayed, status, body] = rows[0];
   return { replayed: replayed === 't', status: Number(status), body };
+}
+
+/** As src/db/pools.ts sends arguments: objects as JSON text, undefined as null. */
+function toParam(v: unknown): unknown {
+  if (v === undefined) return null;
+  if (v !== null && typeof v === 'object' && !(v instanceof Date) && !Array.isArray(v)) return JSON.stringify(v);
+  return v;
 }
