@@ -52,7 +52,7 @@ comment on table app_private.idempotency_keys is E'The stored answer of each tok
 comment on column app_private.idempotency_keys.fingerprint is E'SHA-256 of method, operation path and canonical JSON body: the same key with another fingerprint is 422.';
 comment on column app_private.idempotency_keys.response_body is E'The data the operation answered (JSON text, byte for byte), replayed inside {"data": …}.';
 create index idempotency_keys_location_created_idx on app_private.idempotency_keys (location_id, created_at);
-select app.secure_tenant_table('app_private.idempotency_keys', 'select, insert, update');
+select app.secure_tenant_table('app_private.idempotency_keys', 'select, insert, delete');
 -- Staff have no use for replay records (they hold response bodies, webhook secrets included).
 revoke all on app_private.idempotency_keys from switchboard_staff;
 
@@ -64,12 +64,15 @@ revoke all on app_private.idempotency_keys from switchboard_staff;
 -- when there is nothing to replay.
 create function app.idempotency_location(token_hash text)
  returns uuid
- language sql
+ language plpgsql
  stable
  security definer
  set search_path to 'pg_catalog', 'public', 'pg_temp'
 as $function$
-  select k.location_id from app.api_keys k where k.token_hash = idempotency_location.token_hash and k.revoked_at is null
+begin
+  -- plpgsql, not sql: a SQL function that cannot be inlined (definer) is planned on every call.
+  return (select k.location_id from app.api_keys k where k.token_hash = idempotency_location.token_hash and k.revoked_at is null);
+end
 $function$;
 alter function app.idempotency_location(text) owner to switchboard_system;
 comment on function app.idempotency_location(text) is E'The location of an active token hash (null if none): where app.idempotency_begin looks for a key before the operation authorizes. SECURITY DEFINER because the API role cannot read api_keys; it tells no more than app.authorize(token_hash, null, null) does.';
@@ -100,9 +103,11 @@ begin
     perform app.raise('SBIK9', 'A request with this Idempotency-Key is still being processed; retry after it has finished');
   end if;
   select * into k from app_private.idempotency_keys i
-   where i.location_id = loc and i.idempotency_key = idempotency_begin.idempotency_key
-     and i.created_at > now() - interval '24 hours';
-  if found then
+   where i.location_id = loc and i.idempotency_key = idempotency_begin.idempotency_key;
+  if found and k.created_at <= now() - interval '24 hours' then
+    -- Expired (not pruned yet): the key is free again.
+    delete from app_private.idempotency_keys i where i.location_id = loc and i.idempotency_key = idempotency_begin.idempotency_key;
+  elsif found then
     -- A stored answer goes only to a request the operation itself would have let through.
     perform app.authorize(token_hash, location_ref, scope);
     if k.fingerprint <> idempotency_begin.fingerprint then
@@ -126,15 +131,13 @@ begin
   if body is null then
     perform app.raise('SB404', 'Resource not found');
   end if;
-  insert into app_private.idempotency_keys as i (location_id, idempotency_key, fingerprint, response_status, response_body)
-  values (app.current_location_id(), idempotency_finish.idempotency_key, idempotency_finish.fingerprint, status, body)
-  on conflict on constraint idempotency_keys_pkey do update
-    set fingerprint = excluded.fingerprint, response_status = excluded.response_status,
-        response_body = excluded.response_body, created_at = now();
+  -- app.idempotency_begin holds the key and removed an expired answer: a plain insert.
+  insert into app_private.idempotency_keys (location_id, idempotency_key, fingerprint, response_status, response_body)
+  values (app.current_location_id(), idempotency_finish.idempotency_key, idempotency_finish.fingerprint, status, body);
   return body;
 end
 $function$;
-comment on function app.idempotency_finish(text,text,integer,text) is E'Second half of a token-API POST with an Idempotency-Key: stores the operation''s answer (status and JSON text) under the key for the location the operation authorized, in its transaction, and returns it. An expired answer of the same key is replaced.';
+comment on function app.idempotency_finish(text,text,integer,text) is E'Second half of a token-API POST with an Idempotency-Key: stores the operation''s answer (status and JSON text) under the key for the location the operation authorized, in its transaction, and returns it.';
 revoke execute on function app.idempotency_finish(text,text,integer,text) from public;
 grant execute on function app.idempotency_finish(text,text,integer,text) to switchboard_api;
 

@@ -24,9 +24,11 @@ begin
     perform app.raise('SBIK9', 'A request with this Idempotency-Key is still being processed; retry after it has finished');
   end if;
   select * into k from app_private.idempotency_keys i
-   where i.location_id = loc and i.idempotency_key = idempotency_begin.idempotency_key
-     and i.created_at > now() - interval '24 hours';
-  if found then
+   where i.location_id = loc and i.idempotency_key = idempotency_begin.idempotency_key;
+  if found and k.created_at <= now() - interval '24 hours' then
+    -- Expired (not pruned yet): the key is free again.
+    delete from app_private.idempotency_keys i where i.location_id = loc and i.idempotency_key = idempotency_begin.idempotency_key;
+  elsif found then
     -- A stored answer goes only to a request the operation itself would have let through.
     perform app.authorize(token_hash, location_ref, scope);
     if k.fingerprint <> idempotency_begin.fingerprint then

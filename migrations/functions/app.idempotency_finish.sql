@@ -8,14 +8,12 @@ begin
   if body is null then
     perform app.raise('SB404', 'Resource not found');
   end if;
-  insert into app_private.idempotency_keys as i (location_id, idempotency_key, fingerprint, response_status, response_body)
-  values (app.current_location_id(), idempotency_finish.idempotency_key, idempotency_finish.fingerprint, status, body)
-  on conflict on constraint idempotency_keys_pkey do update
-    set fingerprint = excluded.fingerprint, response_status = excluded.response_status,
-        response_body = excluded.response_body, created_at = now();
+  -- app.idempotency_begin holds the key and removed an expired answer: a plain insert.
+  insert into app_private.idempotency_keys (location_id, idempotency_key, fingerprint, response_status, response_body)
+  values (app.current_location_id(), idempotency_finish.idempotency_key, idempotency_finish.fingerprint, status, body);
   return body;
 end
 $function$;
-comment on function app.idempotency_finish(text,text,integer,text) is E'Second half of a token-API POST with an Idempotency-Key: stores the operation''s answer (status and JSON text) under the key for the location the operation authorized, in its transaction, and returns it. An expired answer of the same key is replaced.';
+comment on function app.idempotency_finish(text,text,integer,text) is E'Second half of a token-API POST with an Idempotency-Key: stores the operation''s answer (status and JSON text) under the key for the location the operation authorized, in its transaction, and returns it.';
 revoke execute on function app.idempotency_finish(text,text,integer,text) from public;
 grant execute on function app.idempotency_finish(text,text,integer,text) to switchboard_api;

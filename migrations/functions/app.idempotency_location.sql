@@ -2,11 +2,14 @@
 -- To change this function, see migrations/CONVENTIONS.md ("Changing a function").
 CREATE OR REPLACE FUNCTION app.idempotency_location(token_hash text)
  RETURNS uuid
- LANGUAGE sql
+ LANGUAGE plpgsql
  STABLE SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'public', 'pg_temp'
 AS $function$
-  select k.location_id from app.api_keys k where k.token_hash = idempotency_location.token_hash and k.revoked_at is null
+begin
+  -- plpgsql, not sql: a SQL function that cannot be inlined (definer) is planned on every call.
+  return (select k.location_id from app.api_keys k where k.token_hash = idempotency_location.token_hash and k.revoked_at is null);
+end
 $function$;
 alter function app.idempotency_location(text) owner to switchboard_system;
 comment on function app.idempotency_location(text) is E'The location of an active token hash (null if none): where app.idempotency_begin looks for a key before the operation authorizes. SECURITY DEFINER because the API role cannot read api_keys; it tells no more than app.authorize(token_hash, null, null) does.';
