@@ -6,7 +6,7 @@ import { ApiError } from './errors.js';
 /**
  * Per-key request budget (RATE_LIMIT_PER_MINUTE), keyed by the token hash and shared by every API
  * process on the database (src/ratelimit/shared.ts). Every token-API response carries the budget
- * in the IETF draft's structured fields; a refusal is 429 with Retry-After (docs/api-contract.md §7).
+ * in the IETF draft's structured fields; a refusal is 429 with Retry-After (docs/api-contract.md §5 "Rate limit").
  */
 export class RateLimiter {
   private readonly shared: SharedRateLimit;

@@ -6,6 +6,7 @@
  * times for thousands of requests (no write per request).
  */
 import type { ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { createOwnerPool, createApiPool } from '../../src/db/pools.js';
 import { hashToken } from '../../src/auth/tokens.js';
@@ -51,13 +52,14 @@ test('three API processes on one database: one key gets its budget within 10 %, 
     }, ['api'])));
     children.push(...started.map((s) => s.child));
 
-    // Errors carry the headers too: 404 (another location), 400 (bad body), on every process.
+    // Errors carry the headers too: 404 (another location), 400 (bad body), 401 (unknown token), on every process.
     for (const port of ports) {
-      for (const [path, init, status] of [
-        [`/api/v1/locations/${other.id}/leads`, {}, 404],
-        [`/api/v1/locations/${loc.id}/leads`, { method: 'POST', body: '{"name": 1}', headers: { 'content-type': 'application/json' } }, 400],
+      for (const [path, init, status, tok] of [
+        [`/api/v1/locations/${other.id}/leads`, {}, 404, probe],
+        [`/api/v1/locations/${loc.id}/leads`, { method: 'POST', body: '{"name": 1}', headers: { 'content-type': 'application/json' } }, 400, probe],
+        ['/api/v1/me', {}, 401, randomUUID()],
       ] as const) {
-        const res = await fetch(`http://127.0.0.1:${port}${path}`, { ...init, headers: { ...('headers' in init ? init.headers : {}), authorization: `Bearer ${probe}` } });
+        const res = await fetch(`http://127.0.0.1:${port}${path}`, { ...init, headers: { ...('headers' in init ? init.headers : {}), authorization: `Bearer ${tok}` } });
         expect([path, res.status]).toEqual([path, status]);
         expect(res.headers.get('ratelimit-policy')).toBe(`"default";q=${BUDGET};w=60`);
         expect(res.headers.get('ratelimit')).toMatch(REMAINING);
