@@ -133,6 +133,9 @@ test('three limiters on one database: thousands of requests, a few dozen databas
     // The budget in the database is what the three together leased.
     const { rows: [row] } = await owner.query('select used from app_private.rate_limits where token_hash = $1', [key]);
     expect(row.used).toBeLessThanOrEqual(BUDGET);
+    // Counters, not data: no WAL for them (docs/decisions.md "Shared rate limit").
+    const { rows: [rel] } = await owner.query("select relpersistence from pg_class where oid = 'app_private.rate_limits'::regclass");
+    expect(rel.relpersistence).toBe('u');
     expect(headroom.at(-1)).toBe(0);
   } finally {
     limiters.forEach((l) => l.close());
