@@ -19,13 +19,14 @@
  *   - the emergency SMS of that load: from the ingestion transaction to the SMS sent (p99);
  *   - redaction at ingestion (bench/redaction.ts): its CPU share per ingested call, and realistic
  *     transcripts ingested with the location's redaction on vs off.
+ *   - POST leads with an Idempotency-Key vs without (bench/idempotency.ts).
  *
  * Knobs (environment): BENCH_SECONDS (8, per target; baseline and service alternate in halves),
  * BENCH_CONNECTIONS (50), BENCH_BIG_CALLS (1000000), BENCH_MID_CALLS (50000), BENCH_SENDERS (20),
  * BENCH_INGEST_SECONDS (15), BENCH_WARMUP_SECONDS (3: the same load before the measured one, then
  * ANALYZE), BENCH_DRAIN_SECONDS (60: wait for the fan-out backlog, RSS sampled),
- * BENCH_ONLY (comma list of sections: lists, insights, ingest, privacy, redaction, delivery),
- * BENCH_REDACTION_SECONDS (10, each of redaction on and off), BENCH_DATA_DIR (keep and reuse
+ * BENCH_ONLY (comma list of sections: lists, insights, ingest, privacy, idempotency, redaction,
+ * delivery), BENCH_REDACTION_SECONDS (10, each of redaction on and off), BENCH_DATA_DIR (keep and reuse
  * the seeded cluster there instead of a throwaway one), BENCH_JSON (also write the rows there),
  * BENCH_NODE_OPTIONS (NODE_OPTIONS for the service, to try V8 flags), BENCH_START_SCRIPT (npm
  * script that starts the service, default start; start:api leaves the worker out), WORKER_DB_NICE
@@ -74,7 +75,7 @@ const SENDERS = num('BENCH_SENDERS', 20);
 const INGEST_SECONDS = num('BENCH_INGEST_SECONDS', 15);
 const WARMUP_SECONDS = num('BENCH_WARMUP_SECONDS', 3);
 const DRAIN_SECONDS = num('BENCH_DRAIN_SECONDS', 60);
-const ONLY = new Set((env.BENCH_ONLY ?? 'lists,insights,ingest,privacy').split(',').map((s) => s.trim()));
+const ONLY = new Set((env.BENCH_ONLY ?? 'lists,insights,ingest,privacy,idempotency').split(',').map((s) => s.trim()));
 const VOICE_SECRET = 'bench_voice_secret';
 const SERVICE_PHONE = '+13125550100';
 
@@ -397,6 +398,13 @@ try {
       rows.push({ name: `${name} req/s`, value: s.rps, unit: 'req/s', baseline: b.rps, ratio: s.rps / b.rps, target,
         note: `p99 ${s.p99} ms (baseline ${b.p99} ms)${s.bad + b.bad ? `; ${s.bad}/${b.bad} failed` : ''}` });
     }
+  }
+
+  // ---- Idempotency-Key on POST leads (bench/idempotency.ts) ----------------------------------------
+  if (ONLY.has('idempotency')) {
+    await location('idem', {});
+    const { runIdempotencyBench } = await import('./idempotency.js');
+    rows.push(...(await runIdempotencyBench({ base, token: tokens.idem, location: 'idem', seconds: SECONDS, connections: 10, progress })));
   }
 
   // ---- Insights ----------------------------------------------------------------------------------

@@ -42,10 +42,12 @@ begin
            for update of e skip locked) x
        limit batch_size) s
      where t.id = s.id;
-  -- privacy-lifecycle: per-location caller-data windows (app.privacy_settings; docs/privacy.md)
+  -- per-location caller-data windows (app.privacy_settings; docs/privacy.md)
   elsif kind like 'privacy\_%' then
     return app.privacy_prune(substr(kind, 9), batch_size);
-  -- end privacy-lifecycle
+  -- Idempotency-Key answers after 24 h, rate-limit counters of past minutes (app.idempotency_prune)
+  elsif kind in ('idempotency_keys', 'rate_limits') then
+    return app.idempotency_prune(kind, batch_size);
   else
     perform app.raise('SB400', format('Unknown retention kind %s', kind));
   end if;
@@ -54,5 +56,5 @@ begin
 end
 $function$;
 alter function app.retention_prune(text,integer,integer) owner to switchboard_system;
-comment on function app.retention_prune(text,integer,integer) is E'Worker (prune_deliveries): deletes one batch of settled deliveries | notifications (with their log) | events older than the retention window; a privacy_* kind clears one batch of caller data past its location''s window instead (app.privacy_prune); returns the count.';
+comment on function app.retention_prune(text,integer,integer) is E'Worker (prune_deliveries): deletes one batch of settled deliveries | notifications (with their log) | events older than the retention window; a privacy_* kind clears one batch of caller data past its location''s window instead (app.privacy_prune); idempotency_keys | rate_limits drop Idempotency-Key answers older than 24 hours and rate-limit counters of past minutes (app.idempotency_prune); returns the count.';
 revoke execute on function app.retention_prune(text,integer,integer) from public;

@@ -53,6 +53,8 @@ export const CONCERNS = [
   { file: 'caller-data-privacy',
     match: or(inList(['app.privacy_settings', 'app.erasures', 'app.erasure_platform_calls', 'app.privacy_match', 'app.data_retention_json', 'api.data_retention_get', 'api.data_retention_patch', 'api.erasure_create', 'api.erasure_get', 'api.erasures_list', 'api.caller_data_get', 'admin.erasure_create']),
               re(/^app\.(privacy_|erasure_)/)) },
+  { file: 'idempotency-keys-and-shared-rate-limit',
+    match: inList(['app_private.idempotency_keys', 'app.idempotency_location', 'app.idempotency_begin', 'app.idempotency_finish', 'app_private.rate_limits', 'app.rate_limit_take', 'app.idempotency_prune']) },
 ];
 export const HEADERS = [];
 HEADERS.push(
@@ -82,6 +84,8 @@ HEADERS.push(
 `-- Caller-data lifecycle (docs/privacy.md): privacy settings (redaction, retention windows), the
 -- retention prune, erasure of one caller (records, per-call voice-platform deletions,
 -- customer.erased) and the export of what is held about a caller.`,
+`-- Idempotency-Key on token-API POSTs (answers stored per location for 24 h, in the write's
+-- transaction) and the per-key rate limit shared by every API process (docs/rest-api.md).`,
 );
 // Triggers whose WHEN clause reads better as written than as deparsed (a row comparison).
 export const TRIGGER_SOURCE = {

@@ -59,7 +59,7 @@ for (const t of types) {
 }
 
 // ---- tables
-const tables = await q(`select c.oid, c.oid::regclass::text as name, obj_description(c.oid,'pg_class') as comment, c.relrowsecurity, c.relforcerowsecurity, c.relacl, pg_get_userbyid(c.relowner) owner
+const tables = await q(`select c.oid, c.oid::regclass::text as name, obj_description(c.oid,'pg_class') as comment, c.relrowsecurity, c.relforcerowsecurity, c.relacl, pg_get_userbyid(c.relowner) owner, c.relpersistence
   from pg_class c join pg_namespace n on n.oid=c.relnamespace where n.nspname in ${S} and c.relkind='r' order by c.oid`);
 const ACLMAP = { r: 'select', a: 'insert', w: 'update', d: 'delete', D: 'truncate', x: 'references', t: 'trigger', m: 'maintain' };
 const ORDER = 'rawdDxtm';
@@ -88,7 +88,7 @@ for (const t of tables) {
   }
   const lower = (d) => d.replace(/^(PRIMARY KEY|UNIQUE|CHECK|FOREIGN KEY|EXCLUDE)\b/, (m) => m.toLowerCase()).replace(/\) REFERENCES (\S+)\(/, (m, t) => `) references ${t} (`).replace(/ ON (DELETE|UPDATE) (CASCADE|SET NULL|SET DEFAULT|RESTRICT)\b/g, (m) => m.toLowerCase()).replace(/ NO INHERIT$/, ' no inherit');
   for (const k of cons) { if (k.contype === 'n') continue; lines.push(`  constraint ${k.conname} ${lower(k.d)}`); if (k.contype === 'f' && k.fr !== t.name) n.deps.add('table:' + k.fr); }
-  n.sql.push(`create table ${t.name} (\n${lines.join(',\n')}\n);`);
+  n.sql.push(`create ${t.relpersistence === 'u' ? 'unlogged ' : ''}table ${t.name} (\n${lines.join(',\n')}\n);`);
   if (t.comment) n.sql.push(`comment on table ${t.name} is ${lit(t.comment)};`);
   for (const col of cols) if (col.cm) n.sql.push(`comment on column ${t.name}.${col.attname} is ${lit(col.cm)};`);
   // functions used by defaults / checks / generated columns

@@ -62,7 +62,7 @@ export function createApp(deps: AppDeps): express.Express {
 
   app.use('/api/v1', openApiRouter(routes));
   const api = express.Router({ caseSensitive: true, strict: false });
-  mountRoutes(api, routes, deps.apiPool, new RateLimiter(deps.cfg.RATE_LIMIT_PER_MINUTE), deps.authCache);
+  mountRoutes(api, routes, deps.apiPool, new RateLimiter(deps.cfg.RATE_LIMIT_PER_MINUTE, deps.apiPool), deps.authCache);
   app.use('/api/v1', api);
   app.use('/', api);
 

@@ -26,6 +26,8 @@ const SQLSTATES: Record<string, [number, string]> = {
   SB409: [409, 'conflict'],
   SBTR9: [409, 'invalid_transition'],
   SBOA0: [400, 'oauth_required'],
+  SBIK9: [409, 'idempotency_key_in_use'],
+  SBIK2: [422, 'idempotency_key_reused'],
   '23505': [409, 'conflict'],
   '23514': [400, 'validation_error'],
   '23502': [400, 'validation_error'],

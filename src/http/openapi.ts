@@ -17,14 +17,31 @@ function schemaOf(s: ZodType, io: 'input' | 'output'): Json {
 }
 
 const ERROR_CODES: Record<number, string> = {
-  400: 'Validation failed (validation_error, oauth_required), body not JSON or nested deeper than 32 levels (invalid_json), body not decodable with its Content-Encoding (invalid_body)',
+  400: 'Validation failed (validation_error, oauth_required), body not JSON or nested deeper than 32 levels (invalid_json), body not decodable with its Content-Encoding (invalid_body), Idempotency-Key empty, over 255 characters, repeated or not printable ASCII (invalid_idempotency_key)',
   401: 'Missing, malformed, unknown or revoked bearer token (unauthorized)',
   403: 'The token lacks the required scope (forbidden; details.required_scope)',
   404: 'No such resource, or another location\'s (not_found)',
-  409: 'Conflict or invalid status move (conflict, invalid_transition)',
+  409: 'Conflict or invalid status move (conflict, invalid_transition); on a POST, a request with the same Idempotency-Key still being processed (idempotency_key_in_use: retry later)',
   413: 'Body over 64 KiB (payload_too_large)',
   415: 'Body not JSON, or a Content-Encoding other than gzip, deflate, br (unsupported_media_type)',
-  429: 'Per-key rate limit (rate_limited; Retry-After)',
+  422: 'The Idempotency-Key was already used for a different request (idempotency_key_reused): another method, path or body',
+  429: 'Per-key rate limit (rate_limited; Retry-After, RateLimit, RateLimit-Policy)',
+};
+
+/** The IETF draft rate-limit headers every token-API response carries (docs/rest-api.md "Rate limit"). */
+const RATE_LIMIT_HEADERS: Json = {
+  'RateLimit-Policy': { description: 'The key\'s budget: `"default";q=<requests>;w=60`', schema: { type: 'string' } },
+  RateLimit: { description: 'What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>`', schema: { type: 'string' } },
+};
+
+const IDEMPOTENCY_PARAMETER: Json = {
+  name: 'Idempotency-Key',
+  in: 'header',
+  required: false,
+  description: 'Makes a retry safe: the first request with a key runs and its answer is stored for 24 h (per location); the same request with '
+    + 'the same key gets that answer again with `Idempotent-Replayed: true`, a different request 422, a request while the first is still '
+    + 'running 409. Errors are not stored (a retry runs again). Any 1–255 printable ASCII characters, e.g. a UUID; a quoted structured-field string is unquoted.',
+  schema: { type: 'string', minLength: 1, maxLength: 255 },
 };
 
 const errorResponse = (description: string) => ({
@@ -62,10 +79,16 @@ export function buildOpenApi(routes: RouteSpec[]): Json {
     const auth = spec.auth !== false;
     const status = String(spec.status ?? 200);
     const dataSchema = spec.response ? schemaOf(spec.response, 'output') : {};
+    const idempotent = auth && spec.method === 'post';
+    const headers: Json = {
+      ...(spec.list ? { Link: { description: '`<…?cursor=…>; rel="next"` when more rows exist', schema: { type: 'string' } } } : {}),
+      ...(auth ? RATE_LIMIT_HEADERS : {}),
+      ...(idempotent ? { 'Idempotent-Replayed': { description: '`true` when this is the stored answer of an earlier request with the same Idempotency-Key', schema: { type: 'string', enum: ['true'] } } } : {}),
+    };
     const responses: Json = {
       [status]: {
         description: spec.list ? 'A page, newest first; the next page is in the Link header' : 'Success',
-        ...(spec.list ? { headers: { Link: { description: '`<…?cursor=…>; rel="next"` when more rows exist', schema: { type: 'string' } } } } : {}),
+        ...(Object.keys(headers).length ? { headers } : {}),
         content: { 'application/json': { schema: { type: 'object', properties: { data: dataSchema }, required: ['data'], additionalProperties: false } } },
       },
     };
@@ -74,7 +97,7 @@ export function buildOpenApi(routes: RouteSpec[]): Json {
     // every documented status of every operation.
     const named = /:[A-Za-z]/.test(spec.path);
     const errs = [400, ...(auth ? [401] : []), ...(spec.scope ? [403] : []), ...(named ? [404] : []),
-      ...(spec.conflict ? [409] : []), ...(spec.body ? [413, 415] : []), ...(auth ? [429] : [])];
+      ...(spec.conflict || idempotent ? [409] : []), ...(spec.body ? [413, 415] : []), ...(idempotent ? [422] : []), ...(auth ? [429] : [])];
     for (const e of errs) responses[String(e)] = errorRef(e);
     responses.default = { $ref: '#/components/responses/ErrorDefault' };
     const scopeText = spec.scope ? `Requires scope \`${spec.scope}\`.` : auth ? 'Any valid token (no scope).' : 'No authentication.';
@@ -90,7 +113,7 @@ export function buildOpenApi(routes: RouteSpec[]): Json {
       tags: [spec.tag],
       'x-required-scope': spec.scope,
       security: auth ? [{ bearerAuth: [] }] : [],
-      parameters: parameters(spec),
+      parameters: [...parameters(spec), ...(idempotent ? [IDEMPOTENCY_PARAMETER] : [])],
       responses,
     };
     if (spec.body) {

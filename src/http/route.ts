@@ -4,6 +4,7 @@ import { z, type ZodType } from 'zod';
 import type { AuthCache } from '../auth/cache.js';
 import { bearerToken, hashToken } from '../auth/tokens.js';
 import { callFn, callJsonText, callPageText, type PageText } from '../db/pools.js';
+import { callIdempotent, fingerprint, idempotencyKeyOf, REPLAYED_HEADER } from '../idempotency/key.js';
 import { ApiError, fromZod } from './errors.js';
 import type { RateLimiter } from './rate-limit.js';
 import type { RuleId } from './rules.js';
@@ -99,11 +100,21 @@ export function mountRoutes(router: Router, routes: RouteSpec[], pool: pg.Pool, 
     byPath.set(spec.path, methods);
     router[spec.method](spec.path, async (req: Request, res: Response) => {
       const token = spec.auth === false ? '' : tokenHashOf(req);
-      if (token) await limiter.consume(token);
+      if (token) await limiter.consume(token, res);
       const params = spec.params ? spec.params.safeParse(req.params) : { success: true as const, data: req.params };
       const query = spec.query ? spec.query.safeParse(req.query) : { success: true as const, data: req.query };
       const body = spec.body ? spec.body.safeParse(req.body ?? {}) : { success: true as const, data: undefined };
-      if (!params.success || !query.success || !body.success) {
+      // Idempotency-Key on every token-API POST (docs/rest-api.md "Idempotency-Key").
+      let idemKey: string | undefined;
+      let idemError: unknown;
+      if (token && spec.method === 'post') {
+        try {
+          idemKey = idempotencyKeyOf(req);
+        } catch (e) {
+          idemError = e;
+        }
+      }
+      if (!params.success || !query.success || !body.success || idemError) {
         // Token, location and scope outrank the request's shape (401, 404, 403 before 400):
         // authorize raises those itself; only a request it accepts learns what is malformed.
         if (token) {
@@ -114,7 +125,9 @@ export function mountRoutes(router: Router, routes: RouteSpec[], pool: pg.Pool, 
         if (!params.success) throw new ApiError(404, 'not_found', 'Resource not found');
         if (!query.success) throw fromZod(query.error);
         if (!body.success) throw fromZod(body.error);
+        throw idemError;
       }
+      let status = spec.status ?? 200;
       const result = await spec.handler({
         token,
         params: params.data as never,
@@ -123,7 +136,17 @@ export function mountRoutes(router: Router, routes: RouteSpec[], pool: pg.Pool, 
         req,
         res,
         authCache,
-        call: spec.list
+        call: idemKey !== undefined
+          ? onlyOnce(async (fn, ...args) => {
+              const answer = await callIdempotent(pool, {
+                tokenHash: token, locationRef: (params.data as { locationId?: string }).locationId ?? null, scope: spec.scope,
+                key: idemKey!, fingerprint: fingerprint(spec.method, spec.path, params.data as Record<string, unknown>, body.data), status,
+              }, fn, args);
+              if (answer.replayed) res.setHeader(REPLAYED_HEADER, 'true');
+              status = answer.status;
+              return new JsonText(answer.body);
+            })
+          : spec.list
           ? async (fn, ...args) => callPageText(pool, fn, args)
           : async (fn, ...args) => {
               const text = await callJsonText(pool, fn, args);
@@ -134,10 +157,10 @@ export function mountRoutes(router: Router, routes: RouteSpec[], pool: pg.Pool, 
       if (spec.list) {
         const page = result as PageText;
         if (page.next_cursor) res.setHeader('Link', nextLink(req.originalUrl, page.next_cursor));
-        sendData(res, spec.status ?? 200, new JsonText(page.data));
+        sendData(res, status, new JsonText(page.data));
         return;
       }
-      sendData(res, spec.status ?? 200, result);
+      sendData(res, status, result);
     });
   }
   // Known path, wrong method: 405 with Allow.
@@ -147,6 +170,16 @@ export function mountRoutes(router: Router, routes: RouteSpec[], pool: pg.Pool, 
       throw new ApiError(405, 'method_not_allowed', `Method not allowed; use ${allow}`, { allow: allow.split(', ') }, { allow });
     });
   }
+}
+
+/** An operation under an Idempotency-Key is one SQL call: a second would run outside the key's transaction. */
+function onlyOnce(call: (fn: string, ...args: unknown[]) => Promise<unknown>): (fn: string, ...args: unknown[]) => Promise<unknown> {
+  let used = false;
+  return async (fn, ...args) => {
+    if (used) throw new Error(`${fn}: a handler under an Idempotency-Key may make one call`);
+    used = true;
+    return call(fn, ...args);
+  };
 }
 
 /** Shared parameter and query pieces. */

@@ -9,6 +9,7 @@ import type { Task } from 'graphile-worker';
 import { callFn } from '../db/pools.js';
 import { PRIVACY_KINDS, prunePrivacy } from '../privacy/retention.js';
 import type { TaskDeps } from '../worker/task.js';
+import { pruneIdempotency } from '../idempotency/retention.js';
 
 /** Rows per statement. */
 export const PRUNE_BATCH = 1000;
@@ -45,8 +46,11 @@ export function makePruneTask(deps: TaskDeps): Task {
     if (r.deliveries + r.notifications + r.events > 0) {
       deps.log.info({ task: 'prune_deliveries', retention_days: deps.cfg.DELIVERY_RETENTION_DAYS, ...r }, 'pruned delivery history');
     }
-    // privacy-lifecycle: each location's caller-data windows (src/privacy/retention.ts).
+    // Each location's caller-data windows (src/privacy/retention.ts).
     const p = await prunePrivacy(deps);
     if (PRIVACY_KINDS.some((k) => p[k] > 0)) deps.log.info({ task: 'prune_deliveries', ...p }, 'cleared caller data past its retention');
+    // Idempotency-Key answers and rate-limit counters (src/idempotency/retention.ts).
+    const idem = await pruneIdempotency(deps);
+    if (idem.idempotency_keys + idem.rate_limits > 0) deps.log.info({ task: 'prune_deliveries', ...idem }, 'pruned idempotency keys');
   };
 }

@@ -76,6 +76,7 @@ const LOCAL: Record<string, string> = {
   'billing.invoices': 'Stripe sync, staff only, keyed by Stripe id; location may be unknown',
   'billing.processed_events': 'Stripe event ids already applied; no location',
   'app_private.deferred_jobs': 'graphile-worker jobs parked until their transaction has committed; beside graphile_worker, which is local',
+  'app_private.rate_limits': 'per-token request counters of the API processes, keyed by token hash before any tenant is known; unlogged',
 };
 
 describe('scale-out keys', () => {

@@ -58,6 +58,11 @@ async function populate(loc: string, slug: string): Promise<void> {
       "insert into app.notification_log (location_id, notification_id, status, detail) values ($1, $2, 'sent', '250 OK')",
       [loc, n.rows[0].id],
     );
+    await c.query(
+      `insert into app_private.idempotency_keys (location_id, idempotency_key, fingerprint, response_status, response_body)
+       values ($1, 'retry-1', repeat('0', 64), 201, '{}')`,
+      [loc],
+    );
     // A call from the live lead's number, then that caller's erasure with platform deletions:
     // rows in app.erasures and app.erasure_platform_calls.
     await c.query("insert into app.calls (location_id, platform_call_id, caller_phone, started_at) values ($1, 'erased-' || gen_random_uuid(), '+14155550199', now())", [loc]);

@@ -1099,7 +1099,7 @@ export interface components {
         };
     };
     responses: {
-        /** @description Validation failed (validation_error, oauth_required), body not JSON or nested deeper than 32 levels (invalid_json), body not decodable with its Content-Encoding (invalid_body) */
+        /** @description Validation failed (validation_error, oauth_required), body not JSON or nested deeper than 32 levels (invalid_json), body not decodable with its Content-Encoding (invalid_body), Idempotency-Key empty, over 255 characters, repeated or not printable ASCII (invalid_idempotency_key) */
         Error400: {
             headers: {
                 [name: string]: unknown;
@@ -1135,7 +1135,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description Conflict or invalid status move (conflict, invalid_transition) */
+        /** @description Conflict or invalid status move (conflict, invalid_transition); on a POST, a request with the same Idempotency-Key still being processed (idempotency_key_in_use: retry later) */
         Error409: {
             headers: {
                 [name: string]: unknown;
@@ -1162,7 +1162,16 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description Per-key rate limit (rate_limited; Retry-After) */
+        /** @description The Idempotency-Key was already used for a different request (idempotency_key_reused): another method, path or body */
+        Error422: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Per-key rate limit (rate_limited; Retry-After, RateLimit, RateLimit-Policy) */
         Error429: {
             headers: {
                 [name: string]: unknown;
@@ -1200,6 +1209,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1247,6 +1260,10 @@ export interface operations {
                 headers: {
                     /** @description `<…?cursor=…>; rel="next"` when more rows exist */
                     Link?: string;
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1302,6 +1319,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1379,6 +1400,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1438,6 +1463,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1492,6 +1521,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1542,6 +1575,10 @@ export interface operations {
                 headers: {
                     /** @description `<…?cursor=…>; rel="next"` when more rows exist */
                     Link?: string;
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1593,6 +1630,10 @@ export interface operations {
                 headers: {
                     /** @description `<…?cursor=…>; rel="next"` when more rows exist */
                     Link?: string;
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1654,6 +1695,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1731,6 +1776,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1794,6 +1843,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1838,6 +1891,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1875,6 +1932,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1931,6 +1992,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2237,6 +2302,10 @@ export interface operations {
                 headers: {
                     /** @description `<…?cursor=…>; rel="next"` when more rows exist */
                     Link?: string;
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2301,6 +2370,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2739,6 +2812,10 @@ export interface operations {
                 headers: {
                     /** @description `<…?cursor=…>; rel="next"` when more rows exist */
                     Link?: string;
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2777,7 +2854,10 @@ export interface operations {
     postLocationsFaqs: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe: the first request with a key runs and its answer is stored for 24 h (per location); the same request with the same key gets that answer again with `Idempotent-Replayed: true`, a different request 422, a request while the first is still running 409. Errors are not stored (a retry runs again). Any 1–255 printable ASCII characters, e.g. a UUID; a quoted structured-field string is unquoted. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 locationId: string;
             };
@@ -2796,6 +2876,12 @@ export interface operations {
             /** @description Success */
             201: {
                 headers: {
+                    /** @description `true` when this is the stored answer of an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2827,8 +2913,10 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
+            422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
@@ -2848,6 +2936,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2898,6 +2990,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2956,6 +3052,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3012,6 +3112,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3074,6 +3178,10 @@ export interface operations {
                 headers: {
                     /** @description `<…?cursor=…>; rel="next"` when more rows exist */
                     Link?: string;
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3122,7 +3230,10 @@ export interface operations {
     postLocationsIntegrations: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe: the first request with a key runs and its answer is stored for 24 h (per location); the same request with the same key gets that answer again with `Idempotent-Replayed: true`, a different request 422, a request while the first is still running 409. Errors are not stored (a retry runs again). Any 1–255 printable ASCII characters, e.g. a UUID; a quoted structured-field string is unquoted. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 locationId: string;
             };
@@ -3149,6 +3260,12 @@ export interface operations {
             /** @description Success */
             201: {
                 headers: {
+                    /** @description `true` when this is the stored answer of an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3193,6 +3310,7 @@ export interface operations {
             409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
+            422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
@@ -3212,6 +3330,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3277,6 +3399,10 @@ export interface operations {
                 headers: {
                     /** @description `<…?cursor=…>; rel="next"` when more rows exist */
                     Link?: string;
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3331,7 +3457,10 @@ export interface operations {
     postLocationsLeads: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe: the first request with a key runs and its answer is stored for 24 h (per location); the same request with the same key gets that answer again with `Idempotent-Replayed: true`, a different request 422, a request while the first is still running 409. Errors are not stored (a retry runs again). Any 1–255 printable ASCII characters, e.g. a UUID; a quoted structured-field string is unquoted. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 locationId: string;
             };
@@ -3358,6 +3487,12 @@ export interface operations {
             /** @description Success */
             201: {
                 headers: {
+                    /** @description `true` when this is the stored answer of an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3405,8 +3540,10 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
+            422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
@@ -3426,6 +3563,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3513,6 +3654,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3586,6 +3731,10 @@ export interface operations {
                 headers: {
                     /** @description `<…?cursor=…>; rel="next"` when more rows exist */
                     Link?: string;
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3631,6 +3780,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3706,6 +3859,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3769,6 +3926,10 @@ export interface operations {
                 headers: {
                     /** @description `<…?cursor=…>; rel="next"` when more rows exist */
                     Link?: string;
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3846,6 +4007,10 @@ export interface operations {
                 headers: {
                     /** @description `<…?cursor=…>; rel="next"` when more rows exist */
                     Link?: string;
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3885,7 +4050,10 @@ export interface operations {
     postLocationsPricebook: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe: the first request with a key runs and its answer is stored for 24 h (per location); the same request with the same key gets that answer again with `Idempotent-Replayed: true`, a different request 422, a request while the first is still running 409. Errors are not stored (a retry runs again). Any 1–255 printable ASCII characters, e.g. a UUID; a quoted structured-field string is unquoted. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 locationId: string;
             };
@@ -3906,6 +4074,12 @@ export interface operations {
             /** @description Success */
             201: {
                 headers: {
+                    /** @description `true` when this is the stored answer of an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3938,8 +4112,10 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
+            422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
@@ -3959,6 +4135,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4010,6 +4190,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4071,6 +4255,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4133,6 +4321,10 @@ export interface operations {
                 headers: {
                     /** @description `<…?cursor=…>; rel="next"` when more rows exist */
                     Link?: string;
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4181,7 +4373,10 @@ export interface operations {
     postLocationsWebhookDeliveriesRetry: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe: the first request with a key runs and its answer is stored for 24 h (per location); the same request with the same key gets that answer again with `Idempotent-Replayed: true`, a different request 422, a request while the first is still running 409. Errors are not stored (a retry runs again). Any 1–255 printable ASCII characters, e.g. a UUID; a quoted structured-field string is unquoted. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 id: string;
                 locationId: string;
@@ -4193,6 +4388,12 @@ export interface operations {
             /** @description Success */
             202: {
                 headers: {
+                    /** @description `true` when this is the stored answer of an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4235,6 +4436,7 @@ export interface operations {
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
             409: components["responses"]["Error409"];
+            422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
@@ -4258,6 +4460,10 @@ export interface operations {
                 headers: {
                     /** @description `<…?cursor=…>; rel="next"` when more rows exist */
                     Link?: string;
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4307,7 +4513,10 @@ export interface operations {
     postLocationsWebhookEndpoints: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe: the first request with a key runs and its answer is stored for 24 h (per location); the same request with the same key gets that answer again with `Idempotent-Replayed: true`, a different request 422, a request while the first is still running 409. Errors are not stored (a retry runs again). Any 1–255 printable ASCII characters, e.g. a UUID; a quoted structured-field string is unquoted. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 locationId: string;
             };
@@ -4328,6 +4537,12 @@ export interface operations {
             /** @description Success */
             201: {
                 headers: {
+                    /** @description `true` when this is the stored answer of an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4372,8 +4587,10 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
+            422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
@@ -4393,6 +4610,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4454,6 +4675,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4525,6 +4750,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4576,7 +4805,10 @@ export interface operations {
     postLocationsWebhookEndpointsRecover: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe: the first request with a key runs and its answer is stored for 24 h (per location); the same request with the same key gets that answer again with `Idempotent-Replayed: true`, a different request 422, a request while the first is still running 409. Errors are not stored (a retry runs again). Any 1–255 printable ASCII characters, e.g. a UUID; a quoted structured-field string is unquoted. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 id: string;
                 locationId: string;
@@ -4598,6 +4830,12 @@ export interface operations {
             /** @description Success */
             202: {
                 headers: {
+                    /** @description `true` when this is the stored answer of an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4618,6 +4856,7 @@ export interface operations {
             409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
+            422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
@@ -4625,7 +4864,10 @@ export interface operations {
     postLocationsWebhookEndpointsRotateSecret: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe: the first request with a key runs and its answer is stored for 24 h (per location); the same request with the same key gets that answer again with `Idempotent-Replayed: true`, a different request 422, a request while the first is still running 409. Errors are not stored (a retry runs again). Any 1–255 printable ASCII characters, e.g. a UUID; a quoted structured-field string is unquoted. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 id: string;
                 locationId: string;
@@ -4637,6 +4879,12 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` when this is the stored answer of an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4681,6 +4929,8 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
@@ -4688,7 +4938,10 @@ export interface operations {
     postLocationsWebhookEndpointsTest: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe: the first request with a key runs and its answer is stored for 24 h (per location); the same request with the same key gets that answer again with `Idempotent-Replayed: true`, a different request 422, a request while the first is still running 409. Errors are not stored (a retry runs again). Any 1–255 printable ASCII characters, e.g. a UUID; a quoted structured-field string is unquoted. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 id: string;
                 locationId: string;
@@ -4710,6 +4963,12 @@ export interface operations {
             /** @description Success */
             202: {
                 headers: {
+                    /** @description `true` when this is the stored answer of an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4751,8 +5010,10 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
+            422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
@@ -4769,6 +5030,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4842,6 +5107,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4902,6 +5171,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4972,6 +5245,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5023,7 +5300,10 @@ export interface operations {
     postWebhookEndpointsRecover: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe: the first request with a key runs and its answer is stored for 24 h (per location); the same request with the same key gets that answer again with `Idempotent-Replayed: true`, a different request 422, a request while the first is still running 409. Errors are not stored (a retry runs again). Any 1–255 printable ASCII characters, e.g. a UUID; a quoted structured-field string is unquoted. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 id: string;
             };
@@ -5044,6 +5324,12 @@ export interface operations {
             /** @description Success */
             202: {
                 headers: {
+                    /** @description `true` when this is the stored answer of an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5064,6 +5350,7 @@ export interface operations {
             409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
+            422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
@@ -5071,7 +5358,10 @@ export interface operations {
     postWebhookEndpointsRotateSecret: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe: the first request with a key runs and its answer is stored for 24 h (per location); the same request with the same key gets that answer again with `Idempotent-Replayed: true`, a different request 422, a request while the first is still running 409. Errors are not stored (a retry runs again). Any 1–255 printable ASCII characters, e.g. a UUID; a quoted structured-field string is unquoted. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 id: string;
             };
@@ -5082,6 +5372,12 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` when this is the stored answer of an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5126,6 +5422,8 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
@@ -5133,7 +5431,10 @@ export interface operations {
     postWebhookEndpointsTest: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe: the first request with a key runs and its answer is stored for 24 h (per location); the same request with the same key gets that answer again with `Idempotent-Replayed: true`, a different request 422, a request while the first is still running 409. Errors are not stored (a retry runs again). Any 1–255 printable ASCII characters, e.g. a UUID; a quoted structured-field string is unquoted. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 id: string;
             };
@@ -5154,6 +5455,12 @@ export interface operations {
             /** @description Success */
             202: {
                 headers: {
+                    /** @description `true` when this is the stored answer of an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5195,8 +5502,10 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
+            422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };

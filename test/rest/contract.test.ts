@@ -222,7 +222,35 @@ describe('every operation answers its documented errors in the error envelope', 
     await expectStatus(409, 'POST', `${L()}/webhook-deliveries/${pending.id}/retry`);
   });
 
+  test('every token-API POST: 422 for a key used by another request, 409 while a request holds the key', async () => {
+    const used = randomUUID();
+    const held = randomUUID();
+    const first = await request(t.baseUrl, 'POST', `${L()}/leads`, {
+      token, body: { name: 'Idempotency Owner', phone: '+15125550142' }, headers: { 'idempotency-key': used },
+    });
+    expect(first.status).toBe(201);
+    const holder = await t.owner.connect();
+    try {
+      await holder.query('begin');
+      await holder.query('select pg_advisory_xact_lock(7302, hashtext($1))', [`${A.id}/${held}`]);
+      for (const op of ops()) {
+        if (!op.responses['422']) continue;
+        const body = goodBodies.get(`${op.method} ${op.template}`);
+        for (const [key, status] of [[used, 422], [held, 409]] as const) {
+          const res = await request(t.baseUrl, 'POST', concrete(op.template), { token, body, headers: { 'idempotency-key': key } });
+          expect([op.template, res.status, res.body.error?.code])
+            .toEqual([op.template, status, status === 422 ? 'idempotency_key_reused' : 'idempotency_key_in_use']);
+        }
+      }
+    } finally {
+      await holder.query('rollback');
+      holder.release();
+    }
+  });
+
   test('429 once the key has used its minute (a second server on the same database, limit 1)', async () => {
+    // A key of its own: the budget is shared by every server on the database (src/ratelimit/).
+    const { token } = await mintKey(t.owner, A.id);
     const cfg = testConfig({ DATABASE_URL: t.db.url, RATE_LIMIT_PER_MINUTE: '1' });
     const owner = createOwnerPool(t.db.url, 2, 'contract-owner');
     const apiPool = createApiPool(t.db.url, 2);

@@ -1,0 +1,118 @@
+/**
+ * The per-key request budget (RATE_LIMIT_PER_MINUTE), shared by every API process on the database
+ * (docs/rest-api.md "Rate limit"; docs/decisions.md "Shared rate limit").
+ *
+ * Each process leases a share of the current minute's budget from the database
+ * (app.rate_limit_take: one upsert on an unlogged row per token) and spends it in memory, so a
+ * request costs a map look-up, not a database write. A lease is at most 1/20 of the budget and at
+ * most 1/8 of what is left of it, and the next one is fetched in the background while a quarter of
+ * the current one remains: the database is asked a few dozen times per key and minute, however
+ * many requests there are. The database never grants more than the budget, so N processes together
+ * accept at most the budget; what a process has leased and not spent when the minute ends is the
+ * only shortfall (small: leases shrink as the budget runs out).
+ */
+import type pg from 'pg';
+
+const WINDOW_MS = 60_000;
+
+interface KeyState {
+  window: number;
+  /** Requests leased by this process and not yet spent. */
+  left: number;
+  /** The minute's total leased by every process, at this process's last lease. */
+  used: number;
+  /** The database granted nothing more: refuse until the minute ends. */
+  exhausted: boolean;
+  pending: Promise<void> | null;
+}
+
+export interface Verdict {
+  allowed: boolean;
+  limit: number;
+  /** Requests left in this minute, as far as this process knows. */
+  remaining: number;
+  /** Seconds until the minute's budget is renewed. */
+  resetSeconds: number;
+}
+
+export class SharedRateLimit {
+  private readonly keys = new Map<string, KeyState>();
+  private readonly sweep: NodeJS.Timeout;
+  /** A lease that failed (database away): requests pass uncounted until then, without asking again. */
+  private failOpenUntil = 0;
+
+  constructor(
+    readonly limit: number,
+    private readonly pool: pg.Pool,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.sweep = setInterval(() => this.forgetPastWindows(), WINDOW_MS);
+    this.sweep.unref();
+  }
+
+  async consume(key: string): Promise<Verdict> {
+    for (;;) {
+      const t = this.now();
+      const window = Math.floor(t / WINDOW_MS);
+      let s = this.keys.get(key);
+      if (!s || s.window !== window) {
+        s = { window, left: 0, used: 0, exhausted: false, pending: null };
+        this.keys.set(key, s);
+      }
+      if (s.left > 0) {
+        s.left -= 1;
+        if (!s.exhausted && !s.pending && s.left <= this.chunk(s) / 4) this.lease(key, s);
+        return this.verdict(true, s, t);
+      }
+      if (s.exhausted) return this.verdict(false, s, t);
+      if (t < this.failOpenUntil) return this.verdict(true, s, t);
+      await (s.pending ?? this.lease(key, s));
+    }
+  }
+
+  /** How many requests to ask for: 1/20 of the budget at most, 1/8 of what is left, 1 at least. */
+  private chunk(s: KeyState): number {
+    return Math.max(1, Math.min(Math.ceil(this.limit / 20), Math.floor((this.limit - s.used) / 8)));
+  }
+
+  private lease(key: string, s: KeyState): Promise<void> {
+    const want = this.chunk(s);
+    s.pending = this.pool
+      .query<{ granted: number; used: number }>({
+        name: 'sb:rate_limit_take',
+        text: 'select granted, used from app.rate_limit_take($1, $2, $3, $4)',
+        values: [key, s.window, want, this.limit],
+      })
+      .then(({ rows: [r] }) => {
+        if (this.keys.get(key) !== s) return; // the minute ended meanwhile
+        s.left += r.granted;
+        s.used = r.used;
+        if (r.granted === 0) s.exhausted = true;
+      })
+      .catch(() => {
+        this.failOpenUntil = this.now() + 1000;
+      })
+      .finally(() => {
+        s.pending = null;
+      });
+    return s.pending;
+  }
+
+  private verdict(allowed: boolean, s: KeyState, t: number): Verdict {
+    return {
+      allowed,
+      limit: this.limit,
+      remaining: Math.max(0, Math.min(this.limit, this.limit - s.used + s.left)),
+      resetSeconds: Math.max(1, Math.ceil(((s.window + 1) * WINDOW_MS - t) / 1000)),
+    };
+  }
+
+  private forgetPastWindows(): void {
+    const window = Math.floor(this.now() / WINDOW_MS);
+    for (const [key, s] of this.keys) if (s.window < window && !s.pending) this.keys.delete(key);
+  }
+
+  close(): void {
+    clearInterval(this.sweep);
+  }
+}
