@@ -50,6 +50,7 @@ export const CONCERNS = [
   { file: 'rest-api', match: (k, n) => k === 'function' && /^api\./.test(nm(n)) && nm(n) !== 'api.insights' },
   { file: 'insights-rollup', match: or(re(/^app\.insights_|^app_private\.(insights_|tg_|after_hours)/), inList(['app.tg_calls__after_hours', 'api.insights'])) },
   { file: 'demo-seeding', match: re(/^admin\.demo_seed_/) },
+  { file: 'operations-metrics', match: inList(['app.metrics_queues']) },
 ];
 export const HEADERS = [];
 HEADERS.push(
@@ -76,6 +77,7 @@ HEADERS.push(
 `-- Insights from a rollup kept by triggers (docs/rest-api.md "Insights"): after-hours flag, hourly
 -- and per-service counts with a journal, rebuild on timezone change, the figures and GET insights.`,
 `-- Demo seeding for the CLI (\`demo seed\`): history, not live traffic (app.seeding suppresses events).`,
+`-- Operations (docs/operations.md): the queue gauges one metrics scrape reads (app.metrics_queues).`,
 );
 // Triggers whose WHEN clause reads better as written than as deparsed (a row comparison).
 export const TRIGGER_SOURCE = {

@@ -15,6 +15,7 @@ import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import type pg from 'pg';
 import type { Logger } from '../log.js';
+import { ThrottledWarning } from './outage.js';
 
 export interface LeaseEngineSettings {
   /** Lease owner prefix (`engine`, `notify`): the owner name is `<prefix>:<host>:<pid>:<random>`. */
@@ -78,6 +79,11 @@ export abstract class LeaseEngine<C, R> {
   private listener: pg.PoolClient | undefined;
   private started = false;
   private stopping: Promise<void> | null = null;
+  /** When a claim last succeeded (ms since the epoch; 0 = never): the worker's readiness reads it. */
+  lastClaimAt = 0;
+  /** Claim and LISTEN failures during an outage: one line per interval, with a count. */
+  private readonly claimWarning: ThrottledWarning;
+  private readonly listenWarning: ThrottledWarning;
 
   protected constructor(protected readonly pool: pg.Pool, protected readonly log: Logger, s: LeaseEngineSettings) {
     this.id = `${s.ownerPrefix}:${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
@@ -87,6 +93,8 @@ export abstract class LeaseEngine<C, R> {
     this.pollIntervalMs = s.pollIntervalMs;
     this.shutdownGraceMs = s.shutdownGraceMs;
     this.channel = s.channel;
+    this.claimWarning = new ThrottledWarning(log, 'claim failed; retrying');
+    this.listenWarning = new ThrottledWarning(log, 'LISTEN connection unavailable; polling meanwhile');
   }
 
   /** Leases up to `free` due rows. */
@@ -108,6 +116,11 @@ export abstract class LeaseEngine<C, R> {
   /** Sends being made right now by this process. */
   get inFlightCount(): number {
     return this.inFlight.size;
+  }
+
+  /** Every slot is busy sending: no claim is due until one frees (sends have their own time-out). */
+  get saturated(): boolean {
+    return this.inFlight.size >= this.concurrency;
   }
 
   protected get isStopping(): boolean {
@@ -156,8 +169,10 @@ export abstract class LeaseEngine<C, R> {
         let batch: ClaimBatch<C>;
         try {
           batch = await this.claimBatch(free);
+          this.lastClaimAt = Date.now();
+          this.claimWarning.ok();
         } catch (err) {
-          this.log.warn({ err }, 'claim failed; retrying');
+          this.claimWarning.failed(err);
           this.wake(Date.now() + this.pollIntervalMs);
           return;
         }
@@ -255,7 +270,7 @@ export abstract class LeaseEngine<C, R> {
     try {
       client = await this.pool.connect();
     } catch (err) {
-      this.log.warn({ err }, 'cannot LISTEN yet; polling');
+      this.listenWarning.failed(err);
       setTimeout(() => void this.listen(), this.pollIntervalMs).unref();
       return;
     }
@@ -265,7 +280,7 @@ export abstract class LeaseEngine<C, R> {
       // Once per connection: a client released here or by stop() must not be released again.
       if (state.released) return;
       state.released = true;
-      this.log.warn({ err }, 'lost the LISTEN connection; reconnecting');
+      this.listenWarning.failed(err);
       client.removeListener('notification', onNotify);
       if (this.listener === client) this.listener = undefined;
       client.release(true);
@@ -277,6 +292,7 @@ export abstract class LeaseEngine<C, R> {
     try {
       await client.query(`LISTEN ${this.channel}`);
       this.listener = client;
+      this.listenWarning.ok();
       this.kick();
     } catch (err) {
       onError(err as Error);
