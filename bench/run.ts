@@ -22,7 +22,7 @@
  * BENCH_CONNECTIONS (50), BENCH_BIG_CALLS (1000000), BENCH_MID_CALLS (50000), BENCH_SENDERS (20),
  * BENCH_INGEST_SECONDS (15), BENCH_WARMUP_SECONDS (3: the same load before the measured one, then
  * ANALYZE), BENCH_DRAIN_SECONDS (60: wait for the fan-out backlog, RSS sampled),
- * BENCH_ONLY (comma list of sections: lists, insights, ingest), BENCH_DATA_DIR (keep and reuse
+ * BENCH_ONLY (comma list of sections: lists, insights, ingest, metrics, delivery), BENCH_DATA_DIR (keep and reuse
  * the seeded cluster there instead of a throwaway one), BENCH_JSON (also write the rows there),
  * BENCH_NODE_OPTIONS (NODE_OPTIONS for the service, to try V8 flags), BENCH_START_SCRIPT (npm
  * script that starts the service, default start; start:api leaves the worker out), WORKER_DB_NICE
@@ -394,6 +394,12 @@ try {
       rows.push({ name: `${name} req/s`, value: s.rps, unit: 'req/s', baseline: b.rps, ratio: s.rps / b.rps, target,
         note: `p99 ${s.p99} ms (baseline ${b.p99} ms)${s.bad + b.bad ? `; ${s.bad}/${b.bad} failed` : ''}` });
     }
+  }
+
+  // ---- Metrics cost (bench/metrics.ts): GET /me and the calls page, metrics on vs off --------------
+  if (ONLY.has('metrics') || !env.BENCH_ONLY) {
+    const { runMetricsBench } = await import('./metrics.js');
+    rows.push(...(await runMetricsBench({ dataDir, slug: 'mid', token: tokens.mid, seconds: SECONDS, connections: CONNECTIONS, progress })));
   }
 
   // ---- Insights ----------------------------------------------------------------------------------
