@@ -10,7 +10,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 export const registry = new Registry();
 
 /** Request latency buckets (seconds): the API answers in about a millisecond, list pages in a few. */
-const REQUEST_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+export const REQUEST_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 /** Event-to-receipt buckets (seconds): from sub-second (due at once) to the last retry hours later. */
 const DELIVERY_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 7200, 21600, 86400];
 
@@ -121,6 +121,6 @@ export function startDefaultMetrics(): void {
 }
 
 /** Fills a gauge at scrape time (prom-client calls `collect` before reading it); prom-client awaits a promise. */
-export function onCollect(gauge: Gauge<string>, fill: () => void | Promise<void>): void {
-  (gauge as unknown as { collect: () => void | Promise<void> }).collect = fill;
+export function onCollect(metric: Gauge<string> | Histogram<string>, fill: () => void | Promise<void>): void {
+  (metric as unknown as { collect: () => void | Promise<void> }).collect = fill;
 }
