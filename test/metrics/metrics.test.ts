@@ -10,7 +10,7 @@ import { databaseCheck, operationsRouter, startAdminServer, type AdminServer } f
 import { setQueueSource, trackPool } from '../../src/metrics/queues.js';
 import { laneChecks } from '../../src/worker/health.js';
 import { createLocation, mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
-import { makePki, reply, startHttpsReceiver, type HttpsReceiver, type TestPki } from '../support/https.js';
+import { makePki, reply, silence, startHttpsReceiver, type HttpsReceiver, type TestPki } from '../support/https.js';
 import { scrape } from '../support/metrics.js';
 import { freePort } from '../support/spawn.js';
 import { emergencyCall } from '../notify/support.js';
@@ -102,24 +102,33 @@ test('webhook attempts by outcome, event-to-receipt latency, queue gauges and en
   await make(rx.url, ['lead.created']);
   // Nothing listens here: the connection is refused, twice (the first attempt and its one retry).
   await make(`https://127.0.0.1:${await freePort()}/hook`, ['booking.created']);
+  // This one never answers: two attempts time out (WEBHOOK_TIMEOUT_MS=2000).
+  const slow = await startHttpsReceiver(pki, { path: '/slow' });
+  slow.respond(silence);
+  await make(slow.url, ['call.ended']);
 
   worker = await startTestWorker(t.cfg, t.db.url, pki);
   const ok = await emit(t.owner, loc.id, 'lead.created', { n: 1 });
   const refused = await emit(t.owner, loc.id, 'booking.created', { n: 1 });
+  const timedOut = await emit(t.owner, loc.id, 'call.ended', { n: 1 });
   await waitFor(async () => (await deliveriesOf(t.owner, ok)).some((d) => d.status === 'delivered'), 'delivered after a 500');
   await waitFor(async () => (await deliveriesOf(t.owner, refused)).length === 2
     && (await deliveriesOf(t.owner, refused)).every((d) => d.status !== 'pending'), 'both refused attempts recorded');
+  await waitFor(async () => (await deliveriesOf(t.owner, timedOut)).length === 2
+    && (await deliveriesOf(t.owner, timedOut)).every((d) => d.status !== 'pending'), 'both timed-out attempts recorded', 30_000);
+  await slow.close();
 
   const m = await scrape(ops.url);
   const attempts = (outcome: string) => m.value('switchboard_webhook_attempts_total', { outcome });
   expect(attempts('5xx')).toBe(1);
   expect(attempts('2xx')).toBe(1);
   expect(attempts('refused')).toBe(2);
-  expect(m.sum('switchboard_webhook_attempts_total')).toBe(4);
+  expect(attempts('timeout')).toBe(2);
+  expect(m.sum('switchboard_webhook_attempts_total')).toBe(6);
   // One event reached its receiver: one latency observation, after the 1 s retry delay.
   expect(m.value('switchboard_webhook_delivery_latency_seconds_count')).toBe(1);
   expect(m.value('switchboard_webhook_delivery_latency_seconds_bucket', { le: '0.5' })).toBe(0);
-  expect(m.value('switchboard_webhook_endpoints', { state: 'failing' })).toBe(1);
+  expect(m.value('switchboard_webhook_endpoints', { state: 'failing' })).toBe(2);
   expect(m.value('switchboard_webhook_endpoints', { state: 'disabled' })).toBe(0);
   // The worker's lanes have claimed: ready, and their claim ages reported.
   const ready = await fetch(`${ops.url}/readyz`);
@@ -133,6 +142,7 @@ test('webhook attempts by outcome, event-to-receipt latency, queue gauges and en
   await worker.stop();
   worker = undefined;
   await t.owner.query('update app.webhook_endpoints set failure_count = 0 where location_id = $1', [loc.id]);
+  await t.owner.query(`update app.webhook_endpoints set active = false where location_id = $1 and events <> '{lead.created}'`, [loc.id]);
   for (let i = 0; i < 3; i++) await emit(t.owner, loc.id, 'lead.created', { n: i });
   const voice = await voiceLocation(t.owner, { owner_cell: '+12125550123' });
   await t.owner.query(`update app.notification_settings set routes = '{"call.emergency": ["sms"]}' where location_id = $1`, [voice.id]);
@@ -177,5 +187,29 @@ test('readiness: a lane with no claim for longer than the limit, or a database o
   } finally {
     await down.close();
     await pool.end();
+  }
+});
+
+test('notification tries by channel, priority and outcome: an emergency SMS failing once, then sent', async () => {
+  const sms = await startHttpsReceiver(pki, { path: '/sms' });
+  // Left pending by the test above (no worker then): not this test's workload.
+  await t.owner.query(`delete from app.notifications where status = 'pending'`);
+  const cfg = { ...t.cfg, SMS_API_URL: sms.url, SMS_ACCOUNT_SID: 'AC_metrics', SMS_AUTH_TOKEN: 'tok', SMS_FROM: '+15005550006' };
+  const w = await startTestWorker(cfg, t.db.url, pki);
+  try {
+    sms.respond(reply(500, '{"message":"try again"}'), reply(201, '{"sid":"SM1"}'));
+    const loc = await voiceLocation(t.owner, { owner_cell: '+12125550124' });
+    await t.owner.query(`update app.notification_settings set routes = '{"call.emergency": ["sms"]}' where location_id = $1`, [loc.id]);
+    const { eventId } = await emergencyCall(t.owner, loc.id);
+    await waitFor(async () => (await t.owner.query(`select status from app.notifications where event_id = $1`, [eventId])).rows[0]?.status === 'sent',
+      'the SMS sent on its second try');
+    const m = await scrape(ops.url);
+    expect(m.all('switchboard_notification_attempts_total').map((s) => [s.labels.channel, s.labels.priority, s.labels.outcome, s.value]).sort()).toEqual([
+      ['sms', 'emergency', 'failed', 1],
+      ['sms', 'emergency', 'sent', 1],
+    ]);
+  } finally {
+    await w.stop();
+    await sms.close();
   }
 });
