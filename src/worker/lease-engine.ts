@@ -15,7 +15,7 @@ import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import type pg from 'pg';
 import type { Logger } from '../log.js';
-import { ThrottledWarning } from './outage.js';
+import { isConnectionError, ThrottledWarning } from './outage.js';
 
 export interface LeaseEngineSettings {
   /** Lease owner prefix (`engine`, `notify`): the owner name is `<prefix>:<host>:<pid>:<random>`. */
@@ -84,6 +84,8 @@ export abstract class LeaseEngine<C, R> {
   /** Claim and LISTEN failures during an outage: one line per interval, with a count. */
   private readonly claimWarning: ThrottledWarning;
   private readonly listenWarning: ThrottledWarning;
+  /** Outcomes that could not be recorded because the database is away (their leases lapse; sent again). */
+  private readonly recordWarning: ThrottledWarning;
 
   protected constructor(protected readonly pool: pg.Pool, protected readonly log: Logger, s: LeaseEngineSettings) {
     this.id = `${s.ownerPrefix}:${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
@@ -95,6 +97,7 @@ export abstract class LeaseEngine<C, R> {
     this.channel = s.channel;
     this.claimWarning = new ThrottledWarning(log, 'claim failed; retrying');
     this.listenWarning = new ThrottledWarning(log, 'LISTEN connection unavailable; polling meanwhile');
+    this.recordWarning = new ThrottledWarning(log, 'database unavailable: outcomes not recorded; their leases lapse and they are sent again');
   }
 
   /** Leases up to `free` due rows. */
@@ -241,14 +244,28 @@ export abstract class LeaseEngine<C, R> {
       try {
         await this.release(release);
       } catch (err) {
-        this.log.warn({ err, count: release.length }, 'could not release claimed rows; their leases will lapse');
+        if (isConnectionError(err)) this.recordWarning.failed(err);
+        else this.log.warn({ err, count: release.length }, 'could not release claimed rows; their leases will lapse');
       }
     }
     while (this.results.length) {
       const batch = this.results.splice(0, RECORD_BATCH);
       try {
         await this.recordBatch(batch);
+        this.recordWarning.ok();
       } catch (err) {
+        if (isConnectionError(err)) {
+          // A lost connection: once more on another. If the database is away, no outcome of the
+          // batch can be recorded now: their leases lapse and the sweeper queues them again
+          // (at-least-once), as for a worker that died; one line per interval says so.
+          try {
+            await this.recordBatch(batch);
+            this.recordWarning.ok();
+          } catch (again) {
+            this.recordWarning.failed(again);
+          }
+          continue;
+        }
         // One bad outcome must not lose the others: record them one by one. One that still fails
         // keeps its lease; the sweeper queues it again when the lease lapses (at-least-once).
         this.log.warn({ err, count: batch.length }, 'record batch failed; recording one by one');

@@ -43,3 +43,13 @@ export class ThrottledWarning {
     this.suppressed = 0;
   }
 }
+
+const CONNECTION_CODES = new Set(['57P01', '57P02', '57P03', '53300', '08000', '08001', '08003', '08004', '08006',
+  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH']);
+
+/** The database is away (down, restarting, unreachable) rather than refusing this statement. */
+export function isConnectionError(err: unknown): boolean {
+  const e = err as { code?: string; message?: string };
+  return (!!e?.code && CONNECTION_CODES.has(e.code))
+    || /Connection terminated|timeout exceeded when trying to connect|is not queryable|the database system is/i.test(e?.message ?? '');
+}
