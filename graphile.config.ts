@@ -8,6 +8,7 @@
 import { makePgService } from 'postgraphile/adaptors/pg';
 import { PostGraphileAmberPreset } from 'postgraphile/presets/amber';
 import { PgAggregatesPreset } from '@graphile/pg-aggregates';
+import { dynamicClient } from './src/db/pools.js';
 
 /**
  * SQL functions are the REST layer's and the CLI's; staff get tables, relations, filters and
@@ -38,12 +39,15 @@ const preset: GraphileConfig.Preset = {
 export default preset;
 
 /** The preset with its database: every location and billing (schemas app, billing), as switchboard_staff. */
-export function staffPreset(connectionString: string): GraphileConfig.Preset {
+export function staffPreset(connectionString: string | (() => string)): GraphileConfig.Preset {
   return {
     extends: [preset],
     pgServices: [
       makePgService({
-        connectionString,
+        // A function (the embedded cluster, whose port may change on a restart) is asked per connection.
+        ...(typeof connectionString === 'function'
+          ? { connectionString: connectionString(), poolConfig: { Client: dynamicClient(connectionString) } as never }
+          : { connectionString }),
         schemas: ['app', 'billing'],
         pgSettings: () => ({ role: 'switchboard_staff' }),
       }),

@@ -142,7 +142,7 @@ interface WorkerProc {
 async function spawnWorker(env: Record<string, string>): Promise<WorkerProc> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', 'worker'], {
     cwd: projectRoot,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', WORKER_ADMIN_PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';

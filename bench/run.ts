@@ -25,8 +25,8 @@
  * BENCH_CONNECTIONS (50), BENCH_BIG_CALLS (1000000), BENCH_MID_CALLS (50000), BENCH_SENDERS (20),
  * BENCH_INGEST_SECONDS (15), BENCH_WARMUP_SECONDS (3: the same load before the measured one, then
  * ANALYZE), BENCH_DRAIN_SECONDS (60: wait for the fan-out backlog, RSS sampled),
- * BENCH_ONLY (comma list of sections: lists, insights, ingest, privacy, idempotency, redaction,
- * delivery), BENCH_REDACTION_SECONDS (10, each of redaction on and off), BENCH_DATA_DIR (keep and reuse
+ * BENCH_ONLY (comma list of sections: lists, insights, ingest, privacy, idempotency, metrics,
+ * redaction, delivery), BENCH_REDACTION_SECONDS (10, each of redaction on and off), BENCH_DATA_DIR (keep and reuse
  * the seeded cluster there instead of a throwaway one), BENCH_JSON (also write the rows there),
  * BENCH_NODE_OPTIONS (NODE_OPTIONS for the service, to try V8 flags), BENCH_START_SCRIPT (npm
  * script that starts the service, default start; start:api leaves the worker out), WORKER_DB_NICE
@@ -405,6 +405,12 @@ try {
     await location('idem', {});
     const { runIdempotencyBench } = await import('./idempotency.js');
     rows.push(...(await runIdempotencyBench({ base, token: tokens.idem, location: 'idem', seconds: SECONDS, connections: 10, progress })));
+  }
+
+  // ---- Metrics cost (bench/metrics.ts): GET /me and the calls page, metrics on vs off --------------
+  if (ONLY.has('metrics') || !env.BENCH_ONLY) {
+    const { runMetricsBench } = await import('./metrics.js');
+    rows.push(...(await runMetricsBench({ dataDir, slug: 'mid', token: tokens.mid, seconds: SECONDS, connections: CONNECTIONS, progress })));
   }
 
   // ---- Insights ----------------------------------------------------------------------------------

@@ -58,6 +58,13 @@ const schema = z.object({
   SMS_AUTH_TOKEN: z.string().min(1).optional(),
   SMS_FROM: z.string().min(1).optional(),
   RATE_LIMIT_PER_MINUTE: z.coerce.number().int().positive().default(600),
+  // Operations (docs/operations.md): request metrics on the API's hot path, the worker's admin
+  // listener, and how the owner of the embedded cluster restarts it after an unexpected exit.
+  METRICS_ENABLED: bool.default(true),
+  WORKER_ADMIN_HOST: z.string().default('127.0.0.1'),
+  WORKER_ADMIN_PORT: port.default(5679),
+  EMBEDDED_PG_RESTART_TRIES: z.coerce.number().int().min(0).max(100).default(5),
+  EMBEDDED_PG_RESTART_BACKOFF_MS: z.coerce.number().int().min(10).max(600_000).default(1000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 

@@ -22,7 +22,8 @@ const log = createLogger(cfg.LOG_LEVEL);
 let svc: Service | null = null;
 let stopRequested = false;
 
-function stop(): void {
+/** Stops the service, then exits with `code` (0 after a signal; 1 when the database could not be brought back). */
+function stop(code = 0): void {
   if (!svc) return;
   const force = setTimeout(() => {
     log.error('shutdown timed out; exiting');
@@ -30,7 +31,7 @@ function stop(): void {
   }, 20000);
   force.unref();
   svc.stop().then(
-    () => process.exit(0),
+    () => process.exit(code),
     (err) => {
       log.error({ err }, 'shutdown failed');
       process.exit(1);
@@ -50,8 +51,20 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
   });
 }
 
+/**
+ * The embedded cluster this process owns died and every restart failed (src/db/supervisor.ts):
+ * stop what runs and exit non-zero, so a process supervisor restarts the whole service.
+ */
+function fatal(err: Error): void {
+  const e = err as Partial<EmbeddedPostgresError>;
+  log.fatal({ problem: e.problem ?? err.message, fix: e.fix }, 'embedded postgres could not be restarted; exiting so a process supervisor can take over');
+  if (!svc) process.exit(1);
+  stopRequested = true;
+  stop(1);
+}
+
 try {
-  svc = await startService(cfg, log, mode);
+  svc = await startService(cfg, log, mode, { fatal });
   if (stopRequested) stop();
 } catch (err) {
   const e = err as NodeJS.ErrnoException & { address?: string; port?: number };
@@ -60,7 +73,7 @@ try {
     log.fatal({ problem: err.problem, fix: err.fix }, err.message);
   } else if (e?.syscall === 'listen') {
     log.fatal({ code: e.code, address: e.address, port: e.port },
-      `cannot listen on ${e.address}:${e.port} (${e.code}). Fix: choose another PORT/ADMIN_PORT or HOST/ADMIN_HOST, or stop the program using it`);
+      `cannot listen on ${e.address}:${e.port} (${e.code}). Fix: choose another PORT/ADMIN_PORT/WORKER_ADMIN_PORT or HOST/ADMIN_HOST/WORKER_ADMIN_HOST, or stop the program using it`);
   } else {
     log.fatal({ err }, 'failed to start');
   }

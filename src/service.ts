@@ -8,8 +8,12 @@ import { lowerPoolPriority } from './db/backend-priority.js';
 import { resolveDatabase, type Database } from './db/connection.js';
 import { migrateDatabase } from './db/migrate.js';
 import { createApiPool, createOwnerPool, createWorkerPool, INGESTION_POOL_SIZE } from './db/pools.js';
+import { superviseEmbedded } from './db/supervisor.js';
 import { DeferredWakeups } from './db/wakeups.js';
 import type { Logger } from './log.js';
+import { databaseCheck, operationsRouter, startAdminServer, type AdminServer, type ReadinessProbe } from './metrics/admin.js';
+import { resetQueueSources, setQueueSource, trackPool } from './metrics/queues.js';
+import { laneChecks } from './worker/health.js';
 import { startWorker, type Worker } from './worker/index.js';
 
 export type Mode = 'all' | 'api' | 'worker';
@@ -23,17 +27,36 @@ export interface Service {
   wakeups?: DeferredWakeups;
   /** Cache of `GET /me` answers and its LISTEN connection (API modes). */
   authCache?: AuthCache;
+  /** The worker's own admin listener (/healthz, /readyz, /metrics), in `worker` mode only. */
+  workerAdmin?: AdminServer;
   stop(): Promise<void>;
+}
+
+export interface ServiceHooks {
+  /**
+   * The embedded cluster this process owns exited and could not be restarted
+   * (src/db/supervisor.ts): the caller stops the service and exits non-zero.
+   */
+  fatal?(err: Error): void;
 }
 
 /**
  * Starts the parts of the service a mode asks for. `all` (npm start): API, staff GraphQL and
  * worker in one process; `api` and `worker` are the halves that scale out separately.
  */
-export async function startService(cfg: Config, log: Logger, mode: Mode = 'all'): Promise<Service> {
+export async function startService(cfg: Config, log: Logger, mode: Mode = 'all', hooks: ServiceHooks = {}): Promise<Service> {
   const db = await resolveDatabase(cfg, log);
+  if (db.embedded?.owned) {
+    superviseEmbedded(db.embedded, {
+      tries: cfg.EMBEDDED_PG_RESTART_TRIES, backoffMs: cfg.EMBEDDED_PG_RESTART_BACKOFF_MS, log,
+      giveUp: (err) => hooks.fatal?.(err),
+    });
+  }
   const pools: pg.Pool[] = [];
   const svc: Service = { db, stop: async () => undefined };
+  // /readyz of this process's admin listener: every part it runs must be ready (src/metrics/admin.ts).
+  const probes: ReadinessProbe[] = [];
+  resetQueueSources();
   try {
     await migrateDatabase(db.url, log);
     log.info('migrations applied');
@@ -41,16 +64,20 @@ export async function startService(cfg: Config, log: Logger, mode: Mode = 'all')
     if (mode !== 'worker') {
       // Loaded only where served: a worker process does not carry the HTTP and GraphQL stacks.
       const [{ createApp }, { startStaffGraphql }] = await Promise.all([import('./http/app.js'), import('./admin/graphql.js')]);
-      const apiPool = createApiPool(db.url);
+      const apiPool = createApiPool(db.target);
       // Voice and billing webhooks: their commits are durable and wait for the WAL flush about as
       // long as they compute, so 10 connections keep twice as many in flight (and in each flush)
       // as the default 5; +19–22 % ingestion in alternating bench runs (docs/performance.md).
-      const ownerPool = createOwnerPool(db.url, INGESTION_POOL_SIZE);
+      const ownerPool = createOwnerPool(db.target, INGESTION_POOL_SIZE);
       pools.push(apiPool, ownerPool);
+      trackPool('api', apiPool);
+      trackPool('ingestion', ownerPool);
+      setQueueSource(ownerPool);
+      probes.push(() => databaseCheck(() => apiPool.query('select api.ready()')));
       const wakeups = new DeferredWakeups(ownerPool, log);
       svc.wakeups = wakeups;
       // Its own connection (LISTEN switchboard_auth), outside the pools: a request never waits for it.
-      const authCache = new AuthCache({ connectionString: db.url, log });
+      const authCache = new AuthCache({ connectionString: db.target, log });
       svc.authCache = authCache;
       await authCache.start();
       const app = createApp({ cfg, log, apiPool, ownerPool, wakeups, authCache });
@@ -63,21 +90,35 @@ export async function startService(cfg: Config, log: Logger, mode: Mode = 'all')
       const port = (server.address() as AddressInfo).port;
       svc.api = { server, port };
       log.info({ host: cfg.HOST, port }, 'api listening');
-      svc.admin = await startStaffGraphql(db.url, cfg.ADMIN_HOST, cfg.ADMIN_PORT);
+      // One admin listener serves the operations endpoints of everything this process runs.
+      svc.admin = await startStaffGraphql(db.target, cfg.ADMIN_HOST, cfg.ADMIN_PORT, operationsRouter(probes));
       log.info({ url: svc.admin.url }, 'staff graphql listening');
     }
     if (mode !== 'api') {
       // Connections serve claims, records and job bookkeeping only (never a request in flight):
       // three LISTEN connections (the webhook and notification engines, the graphile-worker
       // runner) plus short queries.
-      const workerPool = createWorkerPool(db.url);
+      const workerPool = createWorkerPool(db.target);
       // On our own cluster the worker's backends give way to intake's when both want the CPU.
       if (db.embedded) lowerPoolPriority(workerPool, db.embedded.postmasterPid, cfg.WORKER_DB_NICE, log);
       pools.push(workerPool);
-      svc.worker = await startWorker({ cfg, log, pool: workerPool });
+      trackPool('worker', workerPool);
+      setQueueSource(workerPool);
+      const worker = await startWorker({ cfg, log, pool: workerPool });
+      svc.worker = worker;
+      probes.push(
+        () => databaseCheck(() => workerPool.query('select 1'), 'worker_database'),
+        async () => laneChecks(worker.lanes),
+      );
+      if (mode === 'worker') {
+        svc.workerAdmin = await startAdminServer(cfg.WORKER_ADMIN_HOST, cfg.WORKER_ADMIN_PORT, operationsRouter(probes));
+        log.info({ url: svc.workerAdmin.url }, 'worker admin listening');
+      }
       log.info('worker started');
     }
   } catch (err) {
+    await svc.worker?.stop().catch(() => undefined);
+    await svc.admin?.close().catch(() => undefined);
     await svc.authCache?.stop();
     await Promise.allSettled(pools.map((p) => p.end()));
     await db.stop();
@@ -99,7 +140,7 @@ export async function startService(cfg: Config, log: Logger, mode: Mode = 'all')
       const worker = svc.worker
         ? svc.worker.stop().catch((err) => log.error({ err }, 'worker stop failed'))
         : Promise.resolve();
-      await Promise.all([closed, svc.admin?.close(), worker]);
+      await Promise.all([closed, svc.admin?.close(), svc.workerAdmin?.close(), worker]);
       // Requests are done: hand their parked jobs over before the pools close.
       await svc.wakeups?.idle();
       await svc.authCache?.stop();

@@ -55,6 +55,7 @@ export const CONCERNS = [
               re(/^app\.(privacy_|erasure_)/)) },
   { file: 'idempotency-keys-and-shared-rate-limit',
     match: inList(['app_private.idempotency_keys', 'app.idempotency_location', 'app.idempotency_begin', 'app.idempotency_finish', 'app_private.rate_limits', 'app.rate_limit_take', 'app.idempotency_prune']) },
+  { file: 'operations-metrics', match: inList(['app.metrics_queues']) },
 ];
 export const HEADERS = [];
 HEADERS.push(
@@ -86,6 +87,7 @@ HEADERS.push(
 -- customer.erased) and the export of what is held about a caller.`,
 `-- Idempotency-Key on token-API POSTs (answers stored per location for 24 h, in the write's
 -- transaction) and the per-key rate limit shared by every API process (docs/rest-api.md).`,
+`-- Operations (docs/operations.md): the queue gauges one metrics scrape reads (app.metrics_queues).`,
 );
 // Triggers whose WHEN clause reads better as written than as deparsed (a row comparison).
 export const TRIGGER_SOURCE = {

@@ -1,6 +1,6 @@
 /** The staff GraphQL server; its preset is graphile.config.ts at the top level. */
 import { createServer, type Server } from 'node:http';
-import express, { type Express } from 'express';
+import express, { type Express, type Router } from 'express';
 
 export interface StaffServer {
   server: Server;
@@ -14,9 +14,11 @@ export interface StaffServer {
  * the schema built, on the first request, so a process nobody queries does not carry them
  * (docs/performance.md, "The process").
  */
-export async function startStaffGraphql(connectionString: string, host: string, port: number): Promise<StaffServer> {
+export async function startStaffGraphql(connectionString: string | (() => string), host: string, port: number, operations?: Router): Promise<StaffServer> {
   const app = express();
   const server = createServer(app);
+  // /healthz, /readyz, /metrics (src/metrics/admin.ts) answer ahead of GraphQL, without its auth.
+  if (operations) app.use(operations);
   let release: (() => Promise<void>) | undefined;
   let loading: Promise<Express> | undefined;
   const load = () =>

@@ -29,8 +29,8 @@ export const AUTH_CHANNEL = 'switchboard_auth';
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 export interface AuthCacheOptions {
-  /** Owner connection string; the LISTEN connection runs as switchboard_api (it needs no rights). */
-  connectionString: string;
+  /** Owner connection string (or a function giving the current one: src/db/pools.ts ConnectionTarget); the LISTEN connection runs as switchboard_api (it needs no rights). */
+  connectionString: string | (() => string);
   log: Logger;
   /** Hard life of an entry, from the start of the read that produced it (default and maximum 1000). */
   ttlMs?: number;
@@ -166,8 +166,9 @@ export class AuthCache extends EventEmitter {
   }
 
   private async connect(): Promise<void> {
+    const target = this.opts.connectionString;
     const client = new pg.Client({
-      connectionString: this.opts.connectionString,
+      connectionString: typeof target === 'function' ? target() : target,
       options: '-c role=switchboard_api',
       application_name: 'switchboard-auth-cache',
       keepAlive: true,

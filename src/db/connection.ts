@@ -1,10 +1,13 @@
 import type { Config } from '../config.js';
 import type { Logger } from '../log.js';
 import { startEmbedded, type EmbeddedCluster } from './embedded.js';
+import type { ConnectionTarget } from './pools.js';
 
 export interface Database {
-  /** Owner connection string (migrations, worker, CLI). */
-  url: string;
+  /** Owner connection string (migrations, worker, CLI) as it is now. */
+  readonly url: string;
+  /** Where pools connect: DATABASE_URL, or the embedded cluster's current address (its port may change on a restart). */
+  target: ConnectionTarget;
   embedded: EmbeddedCluster | null;
   stop(): Promise<void>;
 }
@@ -12,8 +15,15 @@ export interface Database {
 /** `DATABASE_URL` when given (production path); otherwise the embedded cluster in `$DATA_DIR/pg`. */
 export async function resolveDatabase(cfg: Config, log: Logger): Promise<Database> {
   if (cfg.DATABASE_URL) {
-    return { url: cfg.DATABASE_URL, embedded: null, stop: async () => undefined };
+    return { url: cfg.DATABASE_URL, target: cfg.DATABASE_URL, embedded: null, stop: async () => undefined };
   }
   const embedded = await startEmbedded(cfg.dataDir, log);
-  return { url: embedded.url, embedded, stop: () => embedded.stop() };
+  return {
+    get url() {
+      return embedded.url;
+    },
+    target: () => embedded.url,
+    embedded,
+    stop: () => embedded.stop(),
+  };
 }

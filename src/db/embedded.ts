@@ -33,15 +33,23 @@ const START_ATTEMPTS = 3;
 const READY_TIMEOUT_MS = 120_000;
 
 export interface EmbeddedCluster {
-  /** Connection string of the application database (owner). */
-  url: string;
-  /** Builds a connection string for another database of the same cluster. */
+  /**
+   * Connection string of the application database (owner), read afresh each time: after a restart
+   * the cluster may listen on another port (the owner's current server; an attached process reads
+   * the port from `pg/postmaster.pid`, as PostgreSQL writes it).
+   */
+  readonly url: string;
+  /** Builds a connection string for another database of the same cluster (current port). */
   urlFor(database: string): string;
   /** True when this process started the cluster (and so must stop it). */
   owned: boolean;
   /** Pid of the cluster's postmaster (the parent of every backend), from its postmaster.pid. */
   postmasterPid(): number | null;
   stop(): Promise<void>;
+  /** Owner only: calls `listener` when the server exits without stop() (a crash, a kill -9). */
+  onUnexpectedExit?(listener: (exit: { code: number | null; signal: string | null }) => void): void;
+  /** Owner only: starts the server again on the same data (its last port when free); rejects like a start. */
+  restart?(): Promise<void>;
 }
 
 /** Any failure of the embedded cluster: what went wrong and what the operator can do about it. */
@@ -132,8 +140,9 @@ function runningPort(pgDir: string): number | null {
   try {
     process.kill(pid, 0);
     return port;
-  } catch {
-    return null;
+  } catch (err) {
+    // Alive but another user's (the postgres system user's cluster seen by a normal user).
+    return (err as NodeJS.ErrnoException).code === 'EPERM' ? port : null;
   }
 }
 
@@ -503,9 +512,10 @@ interface Running {
 }
 
 /** Starts `postgres` on a free loopback port and waits until it accepts connections. */
-async function startServer(bin: Binaries, pgDir: string, urlFor: (port: number) => string, who: RunAs | null, log: Logger): Promise<Running> {
+async function startServer(bin: Binaries, pgDir: string, urlFor: (port: number) => string, who: RunAs | null, log: Logger, preferredPort?: number): Promise<Running> {
   for (let attempt = 1; ; attempt++) {
-    const port = await freePort();
+    // A restart asks for the port it had, so connection strings already handed out stay right.
+    const port = attempt === 1 && preferredPort ? preferredPort : await freePort();
     const tail = new Tail();
     const child = spawnPg(bin.postgres, [
       '-D', pgDir, '-p', String(port),
@@ -594,7 +604,19 @@ export async function startEmbedded(dataDir: string, log: Logger): Promise<Embed
     }
     await ensureDatabaseOrExplain(urlFor('postgres'));
     log.debug({ port: existing }, 'attached to running embedded postgres');
-    return { url: urlFor(EMBEDDED_DATABASE), urlFor, owned: false, postmasterPid: () => postmasterPid(pgDir), stop: async () => undefined };
+    // The owner may restart the cluster on another port: each new connection reads where it is
+    // now (postmaster.pid of a live postmaster), or dials the last known port while it is down.
+    let port = existing;
+    const current = () => (port = runningPort(pgDir) ?? port);
+    return {
+      get url() {
+        return make(current())(EMBEDDED_DATABASE);
+      },
+      urlFor: (db: string) => make(current())(db),
+      owned: false,
+      postmasterPid: () => postmasterPid(pgDir),
+      stop: async () => undefined,
+    };
   }
 
   let bin = packagedBinaries();
@@ -639,9 +661,21 @@ export async function startEmbedded(dataDir: string, log: Logger): Promise<Embed
     }
   }
 
-  const server = await startServer(bin, pgDir, (port) => make(port)('postgres'), who, log);
-  const urlFor = make(server.port);
+  const adminUrl = (port: number) => make(port)('postgres');
+  let server = await startServer(bin, pgDir, adminUrl, who, log);
+  const urlFor = (db: string) => make(server.port)(db);
   let stopped = false;
+  /** A restart in progress: stop() waits for it, then stops what it started. */
+  let starting: Promise<Running> | null = null;
+  const exitListeners: ((exit: { code: number | null; signal: string | null }) => void)[] = [];
+  const watch = (running: Running) => {
+    running.child.once('exit', (code, signal) => {
+      if (stopped || server !== running) return;
+      log.error({ dir: pgDir, code, signal }, 'embedded postgres exited unexpectedly');
+      for (const l of exitListeners) l({ code, signal });
+    });
+  };
+  watch(server);
   // If the process ends without stop() (an uncaught error, process.exit), the cluster still stops.
   const onExit = () => {
     if (server.child.exitCode === null && server.child.signalCode === null) server.child.kill('SIGINT');
@@ -655,13 +689,28 @@ export async function startEmbedded(dataDir: string, log: Logger): Promise<Embed
     process.once(signal, handler);
     signalHandlers.push([signal, handler]);
   }
-  void server.exited.then(() => {
-    if (!stopped) log.error({ dir: pgDir }, 'embedded postgres exited unexpectedly');
-  });
+  const restart = async () => {
+    if (stopped) return; // shutting down: nothing to bring back
+    starting = startServer(bin, pgDir, adminUrl, who, log, server.port);
+    try {
+      const next = await starting;
+      if (stopped) {
+        next.child.kill('SIGINT');
+        await next.exited;
+        return;
+      }
+      server = next;
+      watch(next);
+      log.info({ port: next.port, dir: pgDir }, 'embedded postgres restarted');
+    } finally {
+      starting = null;
+    }
+  };
 
   const stop = async () => {
     if (stopped) return;
     stopped = true;
+    await starting?.catch(() => undefined);
     process.off('exit', onExit);
     for (const [signal, handler] of signalHandlers) process.off(signal, handler);
     if (server.child.exitCode === null && server.child.signalCode === null) {
@@ -680,7 +729,17 @@ export async function startEmbedded(dataDir: string, log: Logger): Promise<Embed
     throw err;
   }
   log.info({ port: server.port, dir: pgDir }, 'embedded postgres started');
-  return { url: urlFor(EMBEDDED_DATABASE), urlFor, owned: true, postmasterPid: () => postmasterPid(pgDir), stop };
+  return {
+    get url() {
+      return urlFor(EMBEDDED_DATABASE);
+    },
+    urlFor,
+    owned: true,
+    postmasterPid: () => postmasterPid(pgDir),
+    stop,
+    onUnexpectedExit: (listener) => void exitListeners.push(listener),
+    restart,
+  };
 }
 
 export async function ensureDatabase(adminUrl: string, name: string, template?: string): Promise<void> {

@@ -4,10 +4,29 @@ import pg from 'pg';
 pg.types.setTypeParser(20, (v) => Number(v));
 
 /**
+ * Where a pool connects: a fixed connection string, or a function asked again for every new
+ * connection. The embedded cluster's is a function: after a restart it may listen on another
+ * port, and a process attached to it (split api/worker) finds it there (src/db/embedded.ts).
+ */
+export type ConnectionTarget = string | (() => string);
+
+/**
+ * A pg.Client class that asks `target` for its connection string as each connection is made, for
+ * pools (ours, graphile-worker's through ours, PostGraphile's through `poolConfig.Client`).
+ */
+export function dynamicClient(target: () => string): typeof pg.Client {
+  return class extends pg.Client {
+    constructor(config?: string | pg.ClientConfig) {
+      super({ ...(typeof config === 'string' ? {} : config), connectionString: target() });
+    }
+  };
+}
+
+/**
  * Pool of the public API. Every connection runs as `switchboard_api` from its first packet, so
  * nothing the Express layer sends can see a row RLS does not allow.
  */
-export function createApiPool(connectionString: string, max = 10): pg.Pool {
+export function createApiPool(connectionString: ConnectionTarget, max = 10): pg.Pool {
   return makePool(connectionString, max, 'switchboard-api', '-c role=switchboard_api -c statement_timeout=15000');
 }
 
@@ -15,7 +34,7 @@ export function createApiPool(connectionString: string, max = 10): pg.Pool {
 export const INGESTION_POOL_SIZE = 10;
 
 /** Owner pool for ingestion routes, worker helpers and the CLI: calls SECURITY DEFINER functions. */
-export function createOwnerPool(connectionString: string, max = 5, name = 'switchboard'): pg.Pool {
+export function createOwnerPool(connectionString: ConnectionTarget, max = 5, name = 'switchboard'): pg.Pool {
   return makePool(connectionString, max, name);
 }
 
@@ -27,7 +46,7 @@ export function createOwnerPool(connectionString: string, max = 5, name = 'switc
  * Not waiting for the WAL flush keeps these frequent small transactions from queueing on the
  * disk with the ingestion commits, which must be durable (docs/performance.md).
  */
-export function createWorkerPool(connectionString: string, max = 12, name = 'switchboard-worker'): pg.Pool {
+export function createWorkerPool(connectionString: ConnectionTarget, max = 12, name = 'switchboard-worker'): pg.Pool {
   return makePool(connectionString, max, name, '-c synchronous_commit=off');
 }
 
@@ -36,9 +55,9 @@ export function createWorkerPool(connectionString: string, max = 12, name = 'swi
  * start-up packet. An idle client losing its connection (database restart) must not crash the
  * process.
  */
-function makePool(connectionString: string, max: number, applicationName: string, options?: string): pg.Pool {
+function makePool(target: ConnectionTarget, max: number, applicationName: string, options?: string): pg.Pool {
   const pool = new pg.Pool({
-    connectionString,
+    ...(typeof target === 'string' ? { connectionString: target } : { Client: dynamicClient(target) }),
     max,
     ...(options ? { options } : {}),
     connectionTimeoutMillis: 5000,

@@ -104,7 +104,7 @@ export function toApiError(err: unknown): ApiError {
     const [message, details] = constraintMessage(e);
     return new ApiError(status, code, message, details);
   }
-  if ((e?.code && (UNAVAILABLE.has(e.code) || NET_CODES.has(e.code))) || /Connection terminated|timeout exceeded when trying to connect/i.test(e?.message ?? '')) {
+  if ((e?.code && (UNAVAILABLE.has(e.code) || NET_CODES.has(e.code))) || /Connection terminated|timeout exceeded when trying to connect|is not queryable/i.test(e?.message ?? '')) {
     return new ApiError(503, 'unavailable', 'The database is unavailable; try again shortly', {}, { 'retry-after': '5' });
   }
   return new ApiError(500, 'internal_error', 'Internal server error');

@@ -13,6 +13,7 @@
  * due), the next retry's due time, capacity freed, and a poll every `pollIntervalMs`.
  */
 import { callFn } from '../db/pools.js';
+import { recordNotificationTry } from '../metrics/record.js';
 import { LeaseEngine, type ClaimBatch } from '../worker/lease-engine.js';
 import { Mailer } from './mailer.js';
 import { AbortedError } from './outbound.js';
@@ -75,6 +76,7 @@ export class NotificationEngine extends LeaseEngine<NotificationToSend, TryOutco
   protected async send(n: NotificationToSend, signal: AbortSignal): Promise<TryOutcome | null> {
     try {
       const o = await deliver(this.deps, n, this.mailer, signal);
+      recordNotificationTry(n.channel, n.event?.event ?? '', o.status);
       return { id: n.id, status: o.status, detail: o.detail, response_status: o.response_status ?? null, permanent: false };
     } catch (err) {
       if (err instanceof AbortedError) {
@@ -84,6 +86,7 @@ export class NotificationEngine extends LeaseEngine<NotificationToSend, TryOutco
       }
       const f = err instanceof SendFailure ? err : new SendFailure((err as Error).message);
       const last = f.permanent || n.attempts + 1 >= NOTIFY_MAX_ATTEMPTS;
+      recordNotificationTry(n.channel, n.event?.event ?? '', 'failed');
       this.log.warn({ notification_id: n.id, channel: n.channel, attempt: n.attempts + 1, last }, 'notification try failed');
       return { id: n.id, status: 'failed', detail: f.message, response_status: f.responseStatus, permanent: f.permanent };
     }

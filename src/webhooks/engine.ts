@@ -17,6 +17,7 @@ import type pg from 'pg';
 import type { Config } from '../config.js';
 import { callFn } from '../db/pools.js';
 import type { Logger } from '../log.js';
+import { recordWebhookAttempt } from '../metrics/record.js';
 import type { ExtraCa } from '../net/ca.js';
 import { LeaseEngine, type ClaimBatch } from '../worker/lease-engine.js';
 import { sendAttempt, type AttemptResult, type Claim } from './deliver.js';
@@ -91,6 +92,7 @@ export class WebhookEngine extends LeaseEngine<Claim, Result> {
   protected async send(claim: Claim, signal: AbortSignal): Promise<Result | null> {
     const result = await sendAttempt(claim, this.deps.cfg, { ca: this.deps.ca, signal });
     if (result.aborted) return null;
+    recordWebhookAttempt(result, claim.body, this.deps.cfg.WEBHOOK_TIMEOUT_MS);
     this.log.debug({ delivery_id: claim.delivery_id, event_id: claim.event_id, attempt: claim.attempt, ok: result.ok, status: result.response_status }, 'webhook attempt');
     return { delivery_id: claim.delivery_id, endpoint_id: claim.endpoint_id, result };
   }

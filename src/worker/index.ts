@@ -15,6 +15,8 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { run, Logger as WorkerLogger, type Runner, type RunnerOptions, type TaskList } from 'graphile-worker';
 import type { Logger } from '../log.js';
+import { engineLane, jobsLane, registerLanes, type Lane } from './health.js';
+import { ThrottledWarning } from './outage.js';
 import { NotificationEngine, type NotificationEngineOptions } from '../notify/engine.js';
 import { WebhookEngine, type EngineOptions } from '../webhooks/engine.js';
 import type { TaskDeps, TaskFactory } from './task.js';
@@ -71,10 +73,20 @@ export interface Worker {
   stop(): Promise<void>;
   /** Settles when the graphile-worker runner has exited. */
   promise: Promise<void>;
+  /** The lanes whose claims readiness checks (src/worker/health.ts). */
+  lanes: Lane[];
 }
 
+/** graphile-worker's complaints that the database is away: one line per interval while it lasts. */
+const DATABASE_AWAY = /ECONNREFUSED|ECONNRESET|Connection terminated|terminating connection|the database system is|timeout exceeded when trying to connect|connect ETIMEDOUT/i;
+
 function workerLogger(log: Logger): WorkerLogger {
+  const away = new ThrottledWarning(log, 'jobs lane: database unavailable; graphile-worker retries');
   return new WorkerLogger((scope) => (level, message, meta) => {
+    if ((level === 'error' || level === 'warning') && DATABASE_AWAY.test(message)) {
+      away.failed(new Error(message));
+      return;
+    }
     const fn = level === 'error' ? log.error : level === 'warning' ? log.warn : log.debug;
     fn.call(log, { scope, meta }, message);
   });
@@ -99,15 +111,19 @@ export async function startWorker(baseDeps: TaskDeps, { jobsConcurrency = 2, pol
       { leaseGraceMs: deps.leaseGraceMs, ...engineOpts });
     started.push(engine);
     await engine.start();
+    const lanes = [engineLane('webhooks', engine), engineLane('notifications', notify), jobsLane(jobs, jobsConcurrency)];
+    const unregister = registerLanes(lanes);
     let stopping: Promise<void> | null = null;
     return {
       engine,
       notify,
       jobs,
+      lanes,
       promise: jobs.promise,
       stop: () =>
         (stopping ??= Promise.all([engine.stop(), notify.stop(), jobs.stop()]).then(async () => {
           await jobs.promise;
+          unregister();
         })),
     };
   } catch (err) {

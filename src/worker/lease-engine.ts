@@ -15,6 +15,7 @@ import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import type pg from 'pg';
 import type { Logger } from '../log.js';
+import { isConnectionError, ThrottledWarning } from './outage.js';
 
 export interface LeaseEngineSettings {
   /** Lease owner prefix (`engine`, `notify`): the owner name is `<prefix>:<host>:<pid>:<random>`. */
@@ -78,6 +79,13 @@ export abstract class LeaseEngine<C, R> {
   private listener: pg.PoolClient | undefined;
   private started = false;
   private stopping: Promise<void> | null = null;
+  /** When a claim last succeeded (ms since the epoch; 0 = never): the worker's readiness reads it. */
+  lastClaimAt = 0;
+  /** Claim and LISTEN failures during an outage: one line per interval, with a count. */
+  private readonly claimWarning: ThrottledWarning;
+  private readonly listenWarning: ThrottledWarning;
+  /** Outcomes that could not be recorded because the database is away (their leases lapse; sent again). */
+  private readonly recordWarning: ThrottledWarning;
 
   protected constructor(protected readonly pool: pg.Pool, protected readonly log: Logger, s: LeaseEngineSettings) {
     this.id = `${s.ownerPrefix}:${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
@@ -87,6 +95,9 @@ export abstract class LeaseEngine<C, R> {
     this.pollIntervalMs = s.pollIntervalMs;
     this.shutdownGraceMs = s.shutdownGraceMs;
     this.channel = s.channel;
+    this.claimWarning = new ThrottledWarning(log, 'claim failed; retrying');
+    this.listenWarning = new ThrottledWarning(log, 'LISTEN connection unavailable; polling meanwhile');
+    this.recordWarning = new ThrottledWarning(log, 'database unavailable: outcomes not recorded; their leases lapse and they are sent again');
   }
 
   /** Leases up to `free` due rows. */
@@ -108,6 +119,11 @@ export abstract class LeaseEngine<C, R> {
   /** Sends being made right now by this process. */
   get inFlightCount(): number {
     return this.inFlight.size;
+  }
+
+  /** Every slot is busy sending: no claim is due until one frees (sends have their own time-out). */
+  get saturated(): boolean {
+    return this.inFlight.size >= this.concurrency;
   }
 
   protected get isStopping(): boolean {
@@ -156,8 +172,10 @@ export abstract class LeaseEngine<C, R> {
         let batch: ClaimBatch<C>;
         try {
           batch = await this.claimBatch(free);
+          this.lastClaimAt = Date.now();
+          this.claimWarning.ok();
         } catch (err) {
-          this.log.warn({ err }, 'claim failed; retrying');
+          this.claimWarning.failed(err);
           this.wake(Date.now() + this.pollIntervalMs);
           return;
         }
@@ -226,14 +244,28 @@ export abstract class LeaseEngine<C, R> {
       try {
         await this.release(release);
       } catch (err) {
-        this.log.warn({ err, count: release.length }, 'could not release claimed rows; their leases will lapse');
+        if (isConnectionError(err)) this.recordWarning.failed(err);
+        else this.log.warn({ err, count: release.length }, 'could not release claimed rows; their leases will lapse');
       }
     }
     while (this.results.length) {
       const batch = this.results.splice(0, RECORD_BATCH);
       try {
         await this.recordBatch(batch);
+        this.recordWarning.ok();
       } catch (err) {
+        if (isConnectionError(err)) {
+          // A lost connection: once more on another. If the database is away, no outcome of the
+          // batch can be recorded now: their leases lapse and the sweeper queues them again
+          // (at-least-once), as for a worker that died; one line per interval says so.
+          try {
+            await this.recordBatch(batch);
+            this.recordWarning.ok();
+          } catch (again) {
+            this.recordWarning.failed(again);
+          }
+          continue;
+        }
         // One bad outcome must not lose the others: record them one by one. One that still fails
         // keeps its lease; the sweeper queues it again when the lease lapses (at-least-once).
         this.log.warn({ err, count: batch.length }, 'record batch failed; recording one by one');
@@ -255,7 +287,7 @@ export abstract class LeaseEngine<C, R> {
     try {
       client = await this.pool.connect();
     } catch (err) {
-      this.log.warn({ err }, 'cannot LISTEN yet; polling');
+      this.listenWarning.failed(err);
       setTimeout(() => void this.listen(), this.pollIntervalMs).unref();
       return;
     }
@@ -265,7 +297,7 @@ export abstract class LeaseEngine<C, R> {
       // Once per connection: a client released here or by stop() must not be released again.
       if (state.released) return;
       state.released = true;
-      this.log.warn({ err }, 'lost the LISTEN connection; reconnecting');
+      this.listenWarning.failed(err);
       client.removeListener('notification', onNotify);
       if (this.listener === client) this.listener = undefined;
       client.release(true);
@@ -277,6 +309,7 @@ export abstract class LeaseEngine<C, R> {
     try {
       await client.query(`LISTEN ${this.channel}`);
       this.listener = client;
+      this.listenWarning.ok();
       this.kick();
     } catch (err) {
       onError(err as Error);

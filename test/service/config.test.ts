@@ -37,3 +37,13 @@ test.each([
 test('the Twilio default for SMS_API_URL is https', () => {
   expect(loadConfig({ SMS_ACCOUNT_SID: 'AC123' }).SMS_API_URL).toBe('https://api.twilio.com/2010-04-01/Accounts/AC123/Messages.json');
 });
+
+test('operations settings: defaults, and a value out of range is refused naming it', () => {
+  const cfg = loadConfig({});
+  expect([cfg.METRICS_ENABLED, cfg.WORKER_ADMIN_HOST, cfg.WORKER_ADMIN_PORT, cfg.EMBEDDED_PG_RESTART_TRIES, cfg.EMBEDDED_PG_RESTART_BACKOFF_MS])
+    .toEqual([true, '127.0.0.1', 5679, 5, 1000]);
+  expect(loadConfig({ METRICS_ENABLED: 'false', EMBEDDED_PG_RESTART_TRIES: '0' })).toMatchObject({ METRICS_ENABLED: false, EMBEDDED_PG_RESTART_TRIES: 0 });
+  for (const [name, value] of [['WORKER_ADMIN_PORT', '70000'], ['EMBEDDED_PG_RESTART_TRIES', '-1'], ['EMBEDDED_PG_RESTART_BACKOFF_MS', '5'], ['METRICS_ENABLED', 'maybe']]) {
+    expect(load({ [name]: value })).toThrow(new RegExp(`^Invalid configuration: ${name}: `));
+  }
+});

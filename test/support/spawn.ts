@@ -9,7 +9,8 @@ const tsxLoader = pathToFileURL(path.join(projectRoot, 'node_modules', 'tsx', 'd
 
 /** Base environment for child processes: nothing of the parent's test settings leaks in. */
 export function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: 'info' };
+  // A worker's admin listener on a port of its own (0 = any free one), so parallel test files never collide on 5679.
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: 'info', WORKER_ADMIN_PORT: '0' };
   return { ...env, ...extra };
 }
 

@@ -12,6 +12,7 @@ import { Router, type Request } from 'express';
 import { verify } from 'retell-sdk';
 import { callFn } from '../../db/pools.js';
 import { redactCall } from '../../privacy/call.js';
+import { markVoice } from '../../metrics/http.js';
 import type { AppDeps } from '../deps.js';
 import { bodyBytes, invalidSignature, notConfigured, onlyPost, parseSigned, rawBody } from './raw.js';
 import { InboundWebhook, POST_CALL_EVENTS, PostCallWebhook } from './voice-payloads.js';
@@ -35,20 +36,25 @@ export function voiceRouter(deps: AppDeps): Router {
 
   router.post('/voice/inbound', raw, async (req, res) => {
     const payload = parseSigned(InboundWebhook, await verifiedBody(req, deps.cfg.VOICE_WEBHOOK_SECRET));
+    markVoice(res, { type: 'inbound', ignored: false });
     // The platform reads this shape as is, so it is not wrapped in { data }.
     res.json(await callFn(deps.ownerPool, 'app.voice_inbound', [payload]));
   });
 
   router.post('/voice/post-call', raw, async (req, res) => {
     const payload = parseSigned(PostCallWebhook, await verifiedBody(req, deps.cfg.VOICE_WEBHOOK_SECRET));
+    const mark = { type: payload.event, ignored: false };
+    markVoice(res, mark);
     if (!(POST_CALL_EVENTS as readonly string[]).includes(payload.event)) {
+      mark.ignored = true;
       res.json({ data: { status: 'ignored', event: payload.event } });
       return;
     }
     // Deferred wake-ups: the transaction sends no NOTIFY (see src/db/wakeups.ts); once it has
     // committed, a flush shared with concurrent requests hands its jobs to the workers.
     const redacted = redactCall(payload.call);
-    const data = await callFn(deps.ownerPool, 'app.voice_post_call', [payload, true, redacted]);
+    const data = await callFn<{ status?: string }>(deps.ownerPool, 'app.voice_post_call', [payload, true, redacted]);
+    mark.ignored = data?.status === 'ignored';
     await deps.wakeups!.flush();
     res.json({ data });
   });

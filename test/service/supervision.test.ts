@@ -1,0 +1,242 @@
+/**
+ * kill -9 of the embedded PostgreSQL under load (docs/operations.md, "Supervision"). The compiled
+ * service (`npm start`; `start:api` + `start:worker` on one DATA_DIR) keeps creating leads through
+ * the API while the postmaster is killed: the owner restarts the cluster, the API answers 503
+ * `unavailable` and /readyz 503 meanwhile with bounded logging, a process attached to the cluster
+ * finds it again on its new port, and every lead.created event written before, during and after
+ * the kill reaches the receiver (each event id at least once, none missing). An owner whose
+ * cluster cannot start again exits non-zero.
+ *
+ * Needs `npm run build` (it runs dist/, as npm start does).
+ */
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import type pg from 'pg';
+import { callFn } from '../../src/db/pools.js';
+import { mintKey } from '../support/harness.js';
+import { makePki, startHttpsReceiver, type HttpsReceiver, type TestPki } from '../support/https.js';
+import { scrape } from '../support/metrics.js';
+import { answers200, clusterPool, eventually, LeadLoad, postmasterOf, startDist, type Proc } from '../support/service.js';
+import { freePort } from '../support/spawn.js';
+
+let pki: TestPki;
+let rx: HttpsReceiver;
+const dirs: string[] = [];
+const procs: Proc[] = [];
+const pools: pg.Pool[] = [];
+
+beforeAll(async () => {
+  pki = makePki();
+  rx = await startHttpsReceiver(pki);
+});
+afterAll(async () => {
+  for (const p of procs) if (p.child.exitCode === null) p.child.kill('SIGKILL');
+  await Promise.all(procs.map((p) => p.exited));
+  await Promise.all(pools.map((p) => p.end()));
+  await rx?.close();
+  for (const d of dirs) {
+    // A cluster left behind by a failed run: stop it before removing its files.
+    const pm = postmasterOf(d);
+    if (pm) try { process.kill(pm.pid, 'SIGKILL'); } catch { /* gone */ }
+    fs.rmSync(d, { recursive: true, force: true });
+  }
+});
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function baseEnv(extra: Record<string, string> = {}) {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sb-supervise-'));
+  dirs.push(dataDir);
+  return {
+    dataDir,
+    env: {
+      DATA_DIR: dataDir, HOST: '127.0.0.1', PORT: String(await freePort()), ADMIN_PORT: String(await freePort()),
+      NODE_EXTRA_CA_CERTS: pki.caFile, WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', WEBHOOK_TIMEOUT_MS: '2000',
+      // Quick retries, and no endpoint disabled by an attempt the outage failed.
+      WEBHOOK_RETRY_DELAYS: Array(20).fill('1').join(','), WEBHOOK_DISABLE_AFTER_FAILURES: '100000',
+      // The cluster stays down 2 s before the first restart: the outage is long enough to observe.
+      EMBEDDED_PG_RESTART_BACKOFF_MS: '2000',
+      ...extra,
+    } as Record<string, string>,
+  };
+}
+
+/** A location, an API key and a webhook endpoint on the receiver for lead.created. */
+async function provision(pool: pg.Pool, api: string) {
+  const loc = await callFn<{ id: string }>(pool, 'admin.location_create', [{ name: 'Supervised Plumbing', slug: `sup-${Date.now()}` }]);
+  const { token } = await mintKey(pool, loc.id);
+  const res = await fetch(`${api}/api/v1/locations/${loc.id}/webhook-endpoints`, {
+    method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ url: rx.url, events: ['lead.created'] }),
+  });
+  expect(res.status).toBe(201);
+  return { locationId: loc.id, token };
+}
+
+async function until(what: string, fn: () => Promise<boolean>, timeoutMs = 60_000, everyMs = 50): Promise<void> {
+  for (const end = Date.now() + timeoutMs; ; await sleep(everyMs)) {
+    if (await fn().catch(() => false)) return;
+    if (Date.now() > end) throw new Error(`timed out: ${what}`);
+  }
+}
+
+const status = (url: string) => fetch(url).then((r) => r.status, () => -1);
+
+/**
+ * Every lead.created event of the location in the database has a delivered attempt, and the
+ * receiver got exactly those event ids (a retry may repeat one: at least once).
+ */
+async function expectEveryEventDelivered(pool: pg.Pool, locationId: string): Promise<number> {
+  const undelivered = async () => {
+    const { rows: [r] } = await pool.query(
+      `select count(*)::int as n,
+              count(*) filter (where not exists (select 1 from app.webhook_deliveries d
+                                                  where d.event_id = e.id and d.status = 'delivered'))::int as missing
+         from app.events e where e.location_id = $1 and e.type = 'lead.created'`, [locationId]);
+    return r as { n: number; missing: number };
+  };
+  // Attempts whose outcome the outage kept from being recorded are sent again once their lease
+  // lapses (time-out + 30 s) and the minutely sweep re-queues them.
+  await until('every event delivered', async () => (await eventually(undelivered, 'count')).missing === 0, 180_000, 500);
+  const { rows } = await pool.query(`select id from app.events where location_id = $1 and type = 'lead.created'`, [locationId]);
+  const expected = new Set(rows.map((r) => r.id as string));
+  const received = new Set(rx.received.filter((r) => r.headers['svc-event'] === 'lead.created'
+    && expected.has(r.headers['svc-event-id'] as string)).map((r) => r.headers['svc-event-id'] as string));
+  expect(received.size).toBe(expected.size);
+  return expected.size;
+}
+
+/**
+ * Warnings and errors of one message from one component written more than once per 15 s interval
+ * of the outage (plus the first): bounded logging. Access-log lines are excepted (one per request
+ * by design).
+ */
+function repeated(output: string, outageMs: number): string[] {
+  const max = 1 + Math.ceil(outageMs / 15_000);
+  const counts = new Map<string, number>();
+  for (const line of output.split('\n')) {
+    if (!line.startsWith('{')) continue;
+    const rec = JSON.parse(line) as { level: number; msg: string; component?: string };
+    if (rec.level < 40 || /^request (completed|aborted)$/.test(rec.msg)) continue;
+    const key = `${rec.component ?? '-'}: ${rec.msg}`;
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  }
+  return [...counts].filter(([, n]) => n > max).map(([m, n]) => `${n}× ${m} (at most ${max})`);
+}
+
+test('npm start: kill -9 of the postmaster under load; the cluster is restarted and no event is lost', async () => {
+  const { dataDir, env } = await baseEnv();
+  const api = `http://127.0.0.1:${env.PORT}`;
+  const admin = `http://127.0.0.1:${env.ADMIN_PORT}`;
+  const svc = await startDist(env, [], () => answers200(`${admin}/readyz`));
+  procs.push(svc);
+  const pool = clusterPool(dataDir);
+  pools.push(pool);
+  const { locationId, token } = await provision(pool, api);
+
+  const load = new LeadLoad(api, locationId, token);
+  await until('leads before the kill', async () => load.count(201) >= 20);
+  const before = postmasterOf(dataDir)!;
+  const killedAt = Date.now();
+  process.kill(before.pid, 'SIGKILL');
+  // During the outage: the API's and the admin listener's readiness say so.
+  await until('API /readyz 503', async () => (await status(`${api}/readyz`)) === 503);
+  await until('admin /readyz 503', async () => (await status(`${admin}/readyz`)) === 503);
+  const createdAtKill = load.count(201);
+  await until('API ready again', async () => (await status(`${api}/readyz`)) === 200, 90_000, 200);
+  await until('admin ready again (worker lanes claiming)', async () => (await status(`${admin}/readyz`)) === 200, 60_000, 200);
+  const outageMs = Date.now() - killedAt;
+  await until('leads after the restart', async () => load.count(201) >= createdAtKill + 20, 60_000, 100);
+  await load.stop();
+
+  const after = postmasterOf(dataDir)!;
+  expect(after.pid).not.toBe(before.pid);
+  expect(after.port).toBe(before.port); // the restart took the port it had
+  // The outage answered 503 unavailable, never a 500.
+  expect(load.count(503)).toBeGreaterThan(0);
+  expect([...load.codes.keys()]).toEqual(['unavailable']);
+  const events = await expectEveryEventDelivered(pool, locationId);
+  // Every acknowledged lead has its event (a request cut off by the kill may have committed too).
+  expect(events).toBeGreaterThanOrEqual(load.count(201));
+
+  const m = await scrape(admin);
+  expect(m.value('switchboard_embedded_postgres_restarts_total', { result: 'ok' })).toBe(1);
+  expect(svc.output()).toMatch(/embedded postgres exited unexpectedly/);
+  expect(svc.output()).toMatch(/embedded postgres restarted/);
+  // Bounded logging: no warning or error repeated more than once per 15 s of the outage.
+  expect(repeated(svc.output(), outageMs)).toEqual([]);
+
+  svc.child.kill('SIGTERM');
+  expect(await svc.exited).toBe(0);
+}, 300_000);
+
+test('start:api + start:worker: the worker finds the restarted cluster on its new port and resumes', async () => {
+  const { dataDir, env } = await baseEnv();
+  const api = `http://127.0.0.1:${env.PORT}`;
+  const workerAdmin = `http://127.0.0.1:${await freePort()}`;
+  // The API process starts (and so owns) the cluster; the worker attaches to it.
+  const apiProc = await startDist(env, ['api'], () => answers200(`${api}/readyz`));
+  procs.push(apiProc);
+  const worker = await startDist({ ...env, PORT: '', WORKER_ADMIN_PORT: new URL(workerAdmin).port }, ['worker'],
+    () => answers200(`${workerAdmin}/readyz`));
+  procs.push(worker);
+  const pool = clusterPool(dataDir);
+  pools.push(pool);
+  const { locationId, token } = await provision(pool, api);
+
+  const load = new LeadLoad(api, locationId, token);
+  await until('leads before the kill', async () => load.count(201) >= 20);
+  const before = postmasterOf(dataDir)!;
+  const killedAt = Date.now();
+  process.kill(before.pid, 'SIGKILL');
+  // Another program takes the old port while the cluster is down: the restart must move.
+  const squatter = net.createServer((s) => s.destroy());
+  await eventually(() => new Promise<void>((resolve, reject) => {
+    squatter.once('error', reject);
+    squatter.listen(before.port, '127.0.0.1', () => resolve());
+  }), 'take the old port', 5000);
+  try {
+    await until('worker /readyz 503', async () => (await status(`${workerAdmin}/readyz`)) === 503);
+    const createdAtKill = load.count(201);
+    await until('API ready again', async () => (await status(`${api}/readyz`)) === 200, 90_000, 200);
+    const after = postmasterOf(dataDir)!;
+    expect(after.port).not.toBe(before.port);
+    // The attached worker dials the new port by itself: its lanes claim again.
+    await until('worker ready again', async () => (await status(`${workerAdmin}/readyz`)) === 200, 60_000, 200);
+    const outageMs = Date.now() - killedAt;
+    await until('leads after the restart', async () => load.count(201) >= createdAtKill + 20, 60_000, 100);
+    await load.stop();
+    expect([...load.codes.keys()]).toEqual(['unavailable']);
+    const events = await expectEveryEventDelivered(pool, locationId);
+    expect(events).toBeGreaterThanOrEqual(load.count(201));
+    // The worker's own metrics: its lanes, and the attempts it made.
+    const m = await scrape(workerAdmin);
+    expect(m.sum('switchboard_webhook_attempts_total', { outcome: '2xx' })).toBeGreaterThanOrEqual(events);
+    expect(m.all('switchboard_engine_last_claim_age_seconds').length).toBe(3);
+    expect(repeated(worker.output(), outageMs)).toEqual([]);
+    expect(repeated(apiProc.output(), outageMs)).toEqual([]);
+  } finally {
+    squatter.close();
+  }
+  worker.child.kill('SIGTERM');
+  apiProc.child.kill('SIGTERM');
+  expect(await worker.exited).toBe(0);
+  expect(await apiProc.exited).toBe(0);
+}, 300_000);
+
+test('an owner whose cluster cannot start again exits non-zero after its tries', async () => {
+  const { dataDir, env } = await baseEnv({ EMBEDDED_PG_RESTART_TRIES: '2', EMBEDDED_PG_RESTART_BACKOFF_MS: '300' });
+  const svc = await startDist(env, [], () => answers200(`http://127.0.0.1:${env.ADMIN_PORT}/readyz`));
+  procs.push(svc);
+  const version = path.join(dataDir, 'pg', 'PG_VERSION');
+  const pm = postmasterOf(dataDir)!;
+  process.kill(pm.pid, 'SIGKILL');
+  // The data directory is no longer one PostgreSQL accepts: every restart fails.
+  fs.renameSync(version, `${version}.moved`);
+  expect(await svc.exited).toBe(1);
+  const out = svc.output();
+  expect(out.match(/embedded postgres restart failed/g)).toHaveLength(2);
+  expect(out).toMatch(/embedded postgres could not be restarted; exiting so a process supervisor can take over/);
+}, 120_000);

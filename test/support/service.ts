@@ -1,0 +1,110 @@
+/**
+ * The compiled service as an operator runs it (`npm start` = node dist/src/main.js; `start:api`,
+ * `start:worker`), its embedded cluster seen from outside (the credentials in DATA_DIR and the
+ * port PostgreSQL writes in postmaster.pid), and a steady load of lead creations through the API.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import pg from 'pg';
+import { projectRoot } from '../../src/db/migrate.js';
+import { dynamicClient } from '../../src/db/pools.js';
+import { childEnv } from './spawn.js';
+
+export interface Proc {
+  child: ChildProcess;
+  output(): string;
+  exited: Promise<number | null>;
+}
+
+/** `node dist/src/main.js [mode]` (run `npm run build` first); resolves once `ready()` holds. */
+export async function startDist(env: Record<string, string>, args: string[], ready: () => Promise<boolean>): Promise<Proc> {
+  const main = path.join(projectRoot, 'dist', 'src', 'main.js');
+  if (!fs.existsSync(main)) throw new Error('dist/ is missing: run `npm run build` first');
+  const child = spawn(process.execPath, [main, ...args], { cwd: projectRoot, env: childEnv(env) });
+  let out = '';
+  child.stdout!.on('data', (d) => (out += d));
+  child.stderr!.on('data', (d) => (out += d));
+  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  for (const deadline = Date.now() + 90_000; ; ) {
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`service did not start:\n${out}`);
+    if (await ready().catch(() => false)) break;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return { child, output: () => out, exited };
+}
+
+/** Whether GET `url` answers 200. */
+export const answers200 = async (url: string) => (await fetch(url)).status === 200;
+
+/** The pid and port PostgreSQL wrote in DATA_DIR/pg/postmaster.pid (null when absent). */
+export function postmasterOf(dataDir: string): { pid: number; port: number } | null {
+  try {
+    const lines = fs.readFileSync(path.join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n');
+    return { pid: Number(lines[0]), port: Number(lines[3]) };
+  } catch {
+    return null;
+  }
+}
+
+/** A pool on the embedded cluster of DATA_DIR as the owner, following it to whatever port it listens on. */
+export function clusterPool(dataDir: string): pg.Pool {
+  const { password } = JSON.parse(fs.readFileSync(path.join(dataDir, 'embedded.json'), 'utf8')) as { password: string };
+  const url = () => `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${postmasterOf(dataDir)?.port ?? 1}/switchboard`;
+  const pool = new pg.Pool({ Client: dynamicClient(url), max: 3, connectionTimeoutMillis: 3000 } as pg.PoolConfig);
+  pool.on('error', () => undefined);
+  return pool;
+}
+
+/** Retries `fn` until it resolves (the database may be restarting). */
+export async function eventually<T>(fn: () => Promise<T>, what: string, timeoutMs = 60_000): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (Date.now() > end) throw new Error(`${what}: ${(err as Error).message}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+}
+
+/** `concurrency` clients creating leads through the API until stopped, counting answers by status. */
+export class LeadLoad {
+  readonly statuses = new Map<number, number>();
+  /** Error codes of the 5xx answers (the outage must answer 503 unavailable). */
+  readonly codes = new Map<string, number>();
+  private running = true;
+  private readonly loops: Promise<void>[];
+
+  constructor(baseUrl: string, locationId: string, token: string, concurrency = 4) {
+    this.loops = Array.from({ length: concurrency }, async (_, k) => {
+      for (let i = 0; this.running; i++) {
+        let status = 0;
+        try {
+          const res = await fetch(`${baseUrl}/api/v1/locations/${locationId}/leads`, {
+            method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ name: `Load ${k}-${i}`, phone: '+13125550199' }),
+          });
+          status = res.status;
+          const body = (await res.json()) as { error?: { code: string } };
+          if (status >= 500) this.codes.set(body.error?.code ?? '?', (this.codes.get(body.error?.code ?? '?') ?? 0) + 1);
+        } catch {
+          status = -1; // connection-level failure
+        }
+        this.statuses.set(status, (this.statuses.get(status) ?? 0) + 1);
+        // Paced, so a 2-core machine is loaded without being saturated.
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    });
+  }
+
+  count(status: number): number {
+    return this.statuses.get(status) ?? 0;
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    await Promise.all(this.loops);
+  }
+}
