@@ -102,6 +102,22 @@ begin
     if app.voice_status_rank(new_status) > app.voice_status_rank(c.platform_status) then
       nc.platform_status := new_status;
     end if;
+    -- Erased or retained-away data stays gone: a late or replayed delivery of a call whose caller
+    -- data was anonymised only advances its status (and settles it without the analysis); one
+    -- whose content was purged does not get its content back (docs/privacy.md "Erasure").
+    if c.anonymised_at is not null then
+      new_status := nc.platform_status;
+      nc := c;
+      nc.platform_status := new_status;
+      analysis := null;
+    elsif c.content_purged_at is not null then
+      nc.transcript := c.transcript;
+      nc.transcript_turns := c.transcript_turns;
+      nc.recording_url := c.recording_url;
+      nc.public_log_url := c.public_log_url;
+      nc.call_summary := c.call_summary;
+      nc.metadata := c.metadata;
+    end if;
 
     if c.id is not null then
       if nc is distinct from c then

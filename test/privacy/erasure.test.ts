@@ -198,3 +198,17 @@ describe('scopes', () => {
     expect((await erase(A.id, writer, { phone: '+15125550100' })).status).toBe(202);
   });
 });
+
+describe('late webhooks', () => {
+  test('a replayed or late post-call delivery for an erased call brings none of its data back', async () => {
+    const late: Caller = { phone: '+15125550121', name: 'Lena Ortiz', address: '9 Quarry Bend, Austin, TX 78745', email: 'lena.o@example.com' };
+    const callId = await bookedCall(t.baseUrl, A, late);
+    const before = await countsOf(t.baseUrl, A.id, tokenA);
+    expect((await erase(A.id, tokenA, { phone: late.phone })).status).toBe(202);
+    expect(await hits(t.owner, A.id, needlesOf(late))).toEqual({});
+    // The platform retries the same call's webhook (same call_id, the full analysis again).
+    await bookedCall(t.baseUrl, A, late, { callId });
+    expect(await hits(t.owner, A.id, needlesOf(late))).toEqual({});
+    expect(await countsOf(t.baseUrl, A.id, tokenA)).toEqual(before);
+  });
+});

@@ -17,8 +17,8 @@ export interface Caller {
 }
 
 /** A finished, analysed, booked call from `caller` (lead + booking + events), through POST /api/voice/post-call. */
-export async function bookedCall(baseUrl: string, loc: VoiceLocation, caller: Caller, extra: { summary?: string } = {}): Promise<string> {
-  const body = voiceFixture('booked', loc);
+export async function bookedCall(baseUrl: string, loc: VoiceLocation, caller: Caller, extra: { summary?: string; callId?: string } = {}): Promise<string> {
+  const body = voiceFixture('booked', loc, { callId: extra.callId });
   body.call.from_number = caller.phone;
   const data = body.call.call_analysis.custom_analysis_data;
   data.caller_name = caller.name;
