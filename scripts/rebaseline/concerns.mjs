@@ -32,6 +32,8 @@ const nm = (name) => name.split('(')[0];
 const inList = (list) => (kind, name) => list.includes(nm(name));
 const re = (r) => (kind, name) => r.test(nm(name));
 const or = (...fs) => (k, n) => fs.some((f) => f(k, n));
+// REST operations of the caller-data lifecycle live with its tables, not in rest-api (they need them).
+const PRIVACY_API = ['api.data_retention_get', 'api.data_retention_patch', 'api.erasure_create', 'api.erasure_get', 'api.erasures_list', 'api.caller_data_get'];
 export const CONCERNS = [
   { file: 'roles-schemas-and-shared-helpers', schemas: ['app', 'api', 'admin', 'app_private'], prelude: PRELUDE,
     match: or(inList(['app.e164', 'app.https_url', 'app.hhmm', 'app.page_cursor', 'app.current_location_id', 'app.iso', 'app.mask_phone', 'app.is_valid_timezone', 'app.known_scopes', 'app.event_types', 'app.raise', 'app.tg__set_updated_at', 'app.secure_tenant_table', 'app.enqueue', 'app.dequeue', 'app.worker_unlock', 'app_private.deferred_jobs', 'app.wakeups_deferred', 'app.engine_wake', 'app.flush_deferred_jobs', 'app.uuid_or_null', 'app.cursor_encode', 'app.page_limit', 'app.page_after', 'app.page_result', 'app.page_item', 'app.before_cursor', 'api.ready'])) },
@@ -47,11 +49,11 @@ export const CONCERNS = [
     match: or(inList(['app.webhook_endpoints', 'app.webhook_deliveries', 'app.tg_events__body', 'app.tg_events__webhook_fanout', 'app.tg_webhook_endpoints__reenable', 'app.retention_prune']), re(/^(app\.webhook_|api\.webhook_)/)) },
   { file: 'voice-ingestion', match: re(/^app\.voice_/) },
   { file: 'billing', schemas: ['billing'], match: re(/^billing\./) },
-  { file: 'rest-api', match: (k, n) => k === 'function' && /^api\./.test(nm(n)) && nm(n) !== 'api.insights' },
+  { file: 'rest-api', match: (k, n) => k === 'function' && /^api\./.test(nm(n)) && nm(n) !== 'api.insights' && !PRIVACY_API.includes(nm(n)) },
   { file: 'insights-rollup', match: or(re(/^app\.insights_|^app_private\.(insights_|tg_|after_hours)/), inList(['app.tg_calls__after_hours', 'api.insights'])) },
   { file: 'demo-seeding', match: re(/^admin\.demo_seed_/) },
   { file: 'caller-data-privacy',
-    match: or(inList(['app.privacy_settings', 'app.erasures', 'app.erasure_platform_calls', 'app.privacy_match', 'app.data_retention_json', 'api.data_retention_get', 'api.data_retention_patch', 'api.erasure_create', 'api.erasure_get', 'api.erasures_list', 'api.caller_data_get', 'admin.erasure_create']),
+    match: or(inList(['app.privacy_settings', 'app.erasures', 'app.erasure_platform_calls', 'app.privacy_match', 'app.data_retention_json', 'admin.erasure_create', ...PRIVACY_API]),
               re(/^app\.(privacy_|erasure_)/)) },
   { file: 'idempotency-keys-and-shared-rate-limit',
     match: inList(['app_private.idempotency_keys', 'app.idempotency_location', 'app.idempotency_begin', 'app.idempotency_finish', 'app_private.rate_limits', 'app.rate_limit_take', 'app.idempotency_prune']) },
