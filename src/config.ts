@@ -54,6 +54,11 @@ const schema = z.object({
   SMS_ACCOUNT_SID: z.string().min(1).optional(),
   SMS_AUTH_TOKEN: z.string().min(1).optional(),
   SMS_FROM: z.string().min(1).optional(),
+  // Staff GraphQL (docs/staff.md): per-transaction timeout, document bounds, audit retention.
+  STAFF_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(15000),
+  STAFF_MAX_DEPTH: z.coerce.number().int().min(2).max(100).default(10),
+  STAFF_MAX_COST: z.coerce.number().int().min(10).max(1_000_000).default(5000),
+  STAFF_AUDIT_RETENTION_DAYS: z.coerce.number().int().min(1).max(36500).default(365),
   RATE_LIMIT_PER_MINUTE: z.coerce.number().int().positive().default(600),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });

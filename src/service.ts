@@ -40,7 +40,7 @@ export async function startService(cfg: Config, log: Logger, mode: Mode = 'all')
 
     if (mode !== 'worker') {
       // Loaded only where served: a worker process does not carry the HTTP and GraphQL stacks.
-      const [{ createApp }, { startStaffGraphql }] = await Promise.all([import('./http/app.js'), import('./admin/graphql.js')]);
+      const [{ createApp }, { startStaffGraphql }, { staffLimits }] = await Promise.all([import('./http/app.js'), import('./admin/graphql.js'), import('./staff/config.js')]);
       const apiPool = createApiPool(db.url);
       // Voice and billing webhooks: their commits are durable and wait for the WAL flush about as
       // long as they compute, so 10 connections keep twice as many in flight (and in each flush)
@@ -63,7 +63,7 @@ export async function startService(cfg: Config, log: Logger, mode: Mode = 'all')
       const port = (server.address() as AddressInfo).port;
       svc.api = { server, port };
       log.info({ host: cfg.HOST, port }, 'api listening');
-      svc.admin = await startStaffGraphql(db.url, cfg.ADMIN_HOST, cfg.ADMIN_PORT);
+      svc.admin = await startStaffGraphql(db.url, cfg.ADMIN_HOST, cfg.ADMIN_PORT, { log, limits: staffLimits(cfg) });
       log.info({ url: svc.admin.url }, 'staff graphql listening');
     }
     if (mode !== 'api') {

@@ -1,10 +1,14 @@
 /** The staff GraphQL server; its preset is graphile.config.ts at the top level. */
 import { createServer, type Server } from 'node:http';
 import express, { type Express } from 'express';
+import { createLogger, type Logger } from '../log.js';
+import { startStaffAccess, warnIfExposed, type StaffLimits } from '../staff/access.js';
 
 export interface StaffServer {
   server: Server;
   url: string;
+  /** Resolves once every staff request so far has its audit row (src/staff/access.ts). */
+  flushAudit(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -14,9 +18,17 @@ export interface StaffServer {
  * the schema built, on the first request, so a process nobody queries does not carry them
  * (docs/performance.md, "The process").
  */
-export async function startStaffGraphql(connectionString: string, host: string, port: number): Promise<StaffServer> {
+export async function startStaffGraphql(
+  connectionString: string, host: string, port: number,
+  opts: { log?: Logger; limits?: Partial<StaffLimits>; audit?: boolean } = {},
+): Promise<StaffServer> {
+  const log = opts.log ?? createLogger('silent');
+  warnIfExposed(host, log);
+  // Staff tokens, roles and audit (src/staff/, docs/staff.md): /graphql answers 401 without a token.
+  const staff = await startStaffAccess(connectionString, { log, limits: opts.limits, audit: opts.audit });
   const app = express();
   const server = createServer(app);
+  app.use(staff.guard);
   let release: (() => Promise<void>) | undefined;
   let loading: Promise<Express> | undefined;
   const load = () =>
@@ -24,7 +36,7 @@ export async function startStaffGraphql(connectionString: string, host: string, 
       const [{ postgraphile }, { grafserv }, { staffPreset }] = await Promise.all([
         import('postgraphile'), import('postgraphile/grafserv/express/v4'), import('../../graphile.config.js'),
       ]);
-      const pgl = postgraphile(staffPreset(connectionString));
+      const pgl = postgraphile(staffPreset(connectionString, staff));
       release = async () => {
         await pgl.release();
       };
@@ -47,10 +59,12 @@ export async function startStaffGraphql(connectionString: string, host: string, 
   return {
     server,
     url: `http://${host}:${actual}`,
+    flushAudit: () => staff.flush(),
     close: async () => {
       await new Promise<void>((r) => server.close(() => r()));
       await loading?.catch(() => undefined);
       await release?.();
+      await staff.close();
     },
   };
 }

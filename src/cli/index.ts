@@ -16,6 +16,7 @@ import { ApiError, toApiError } from '../http/errors.js';
 import { industries, memberRoles } from '../allowed-values.js';
 import { e164, timezone } from '../http/schemas.js';
 import { createLogger } from '../log.js';
+import { registerStaffCommands } from './staff.js';
 
 const ALL = 'all';
 
@@ -145,6 +146,8 @@ program
       return summary;
     }),
   );
+
+registerStaffCommands(program, withDb);
 
 try {
   await program.parseAsync(process.argv);

@@ -1,0 +1,22 @@
+import { startStaffEnv, type StaffEnv } from './support.js';
+let env: StaffEnv;
+beforeAll(async () => { env = await startStaffEnv(); }, 60000);
+afterAll(async () => env?.close());
+test('scratch', async () => {
+  const admin = await env.member('admin');
+  const viewer = await env.member('viewer');
+  const r = await env.gql(admin.token, '{ __schema { queryType { fields { name } } mutationType { fields { name } } } }');
+  console.log(r.status, JSON.stringify(r.body).slice(0, 200));
+  const q = r.body.data.__schema;
+  console.log(q.queryType.fields.map((f: any) => f.name).filter((n: string) => /call|staff|apiKey|webhookEndpoint|integration/i.test(n)).join(' '));
+  console.log(q.mutationType.fields.map((f: any) => f.name).filter((n: string) => /call|staff|location/i.test(n)).join(' '));
+  const t = await env.gql(admin.token, '{ __type(name: "Call") { fields { name } } k: __type(name: "ApiKey") { fields { name } } w: __type(name: "WebhookEndpoint") { fields { name } } s: __type(name: "StaffMember") { fields { name } } }');
+  console.log(JSON.stringify(t.body).slice(0, 3000));
+  const v = await env.gql(viewer.token, '{ allCalls { nodes { id transcript } } }');
+  console.log(v.status, JSON.stringify(v.body).slice(0, 500));
+  const v2 = await env.gql(viewer.token, '{ allCalls { nodes { id callerName } } }');
+  console.log(v2.status, JSON.stringify(v2.body).slice(0, 500));
+  const n = await env.gql(null, '{ allCalls { nodes { id } } }');
+  console.log(n.status, n.text.slice(0, 300));
+  console.log(JSON.stringify(await env.audit()));
+}, 60000);
