@@ -39,6 +39,8 @@ export async function startStaffGraphql(
       const pgl = postgraphile(staffPreset(connectionString, staff));
       release = async () => {
         await pgl.release();
+        // The pool makePgService opened is the service's to end, not the instance's.
+        for (const service of pgl.getResolvedPreset().pgServices ?? []) await service.release?.();
       };
       const inner = express();
       await pgl.createServ(grafserv).addTo(inner, server);
