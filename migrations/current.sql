@@ -250,7 +250,7 @@ begin
   delete from staff.audit a using (
     select x.id from staff.audit x
      where x.at < now() - make_interval(days => retention_days)
-     order by x.at limit batch_size for update skip locked) s
+     order by x.at limit batch_size) s
    where a.id = s.id;
   get diagnostics n = row_count;
   perform set_config('staff.audit_prune', 'off', true);

@@ -9,7 +9,7 @@ AS $function$
   select coalesce(jsonb_agg(r order by r.at desc, r.id desc), '[]') from (
     select a.id, app.iso(a.at) as at, a.member_id, m.email, a.role, a.operation_name, a.operation_type,
            a.document_sha256, a.root_fields, a.location_ids, a.outcome, a.http_status, a.error_count, a.duration_ms
-      from staff.staff_audit a left join staff.staff_members m on m.id = a.member_id
+      from staff.audit a left join staff.members m on m.id = a.member_id
      where (staff_audit.member_id is null or a.member_id = staff_audit.member_id)
        and (since is null or a.at >= since)
      order by a.at desc, a.id desc limit max_rows) r

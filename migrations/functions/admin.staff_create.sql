@@ -7,9 +7,9 @@ CREATE OR REPLACE FUNCTION admin.staff_create(email text, role text, token_hash 
  SET search_path TO 'pg_catalog', 'public', 'pg_temp'
 AS $function$
 declare
-  m staff.staff_members;
+  m staff.members;
 begin
-  insert into staff.staff_members (email, role, token_hash) values (lower(trim(email)), role, token_hash)
+  insert into staff.members (email, role, token_hash) values (lower(trim(email)), role, token_hash)
   returning * into m;
   return staff.member_json(m);
 end

@@ -6,7 +6,7 @@ CREATE OR REPLACE FUNCTION admin.staff_list()
  STABLE SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'public', 'pg_temp'
 AS $function$
-  select coalesce(jsonb_agg(staff.member_json(m) order by m.created_at desc, m.id desc), '[]') from staff.staff_members m
+  select coalesce(jsonb_agg(staff.member_json(m) order by m.created_at desc, m.id desc), '[]') from staff.members m
 $function$;
 alter function admin.staff_list() owner to switchboard_system;
 comment on function admin.staff_list() is E'CLI: staff list (no tokens, no hashes).';

@@ -7,9 +7,9 @@ CREATE OR REPLACE FUNCTION admin.staff_revoke(member_id uuid)
  SET search_path TO 'pg_catalog', 'public', 'pg_temp'
 AS $function$
 declare
-  m staff.staff_members;
+  m staff.members;
 begin
-  update staff.staff_members set revoked_at = coalesce(revoked_at, now()) where id = member_id returning * into m;
+  update staff.members set revoked_at = coalesce(revoked_at, now()) where id = member_id returning * into m;
   if m.id is null then perform app.raise('SB404', 'Staff member not found'); end if;
   return staff.member_json(m);
 end

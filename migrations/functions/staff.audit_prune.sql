@@ -13,10 +13,10 @@ begin
     perform app.raise('SB400', 'retention_days and batch_size must be positive');
   end if;
   perform set_config('staff.audit_prune', 'on', true);
-  delete from staff.staff_audit a using (
-    select x.id from staff.staff_audit x
+  delete from staff.audit a using (
+    select x.id from staff.audit x
      where x.at < now() - make_interval(days => retention_days)
-     order by x.at limit batch_size for update skip locked) s
+     order by x.at limit batch_size) s
    where a.id = s.id;
   get diagnostics n = row_count;
   perform set_config('staff.audit_prune', 'off', true);

@@ -7,7 +7,7 @@ CREATE OR REPLACE FUNCTION staff.member_by_token(token_hash text)
  SET search_path TO 'pg_catalog', 'public', 'pg_temp'
 AS $function$
   select jsonb_build_object('id', m.id, 'email', m.email, 'role', m.role)
-    from staff.staff_members m
+    from staff.members m
    where m.token_hash = member_by_token.token_hash and m.revoked_at is null
 $function$;
 alter function staff.member_by_token(text) owner to switchboard_system;

@@ -1,8 +1,8 @@
 /**
  * What the staff audit keeps of a GraphQL request (docs/staff.md "Audit"): the operation's name and
  * type, its top-level fields, and the location ids it names. Never any other value: a variable or
- * argument is looked at only when it is called `locationId` (anywhere), or `id` on a field about a
- * location (`locationById`, `updateLocationById`…), and only a UUID is kept.
+ * argument is looked at only when it is called `locationId` (anywhere), or `rowId`/`id` on a field
+ * about a location (`locationByRowId`, `updateLocationByRowId`…), and only a UUID is kept.
  */
 import { createHash } from 'node:crypto';
 import { Kind, type DocumentNode, type FragmentDefinitionNode, type OperationDefinitionNode, type SelectionSetNode, type ValueNode } from 'graphql';
@@ -16,6 +16,10 @@ export interface OperationSummary {
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const MAX_IDS = 100;
+/** The names a location's own id goes by on a location field (`locationByRowId(rowId:)`). */
+const ID_NAMES = new Set(['id', 'rowId']);
+/** Fields about one location (not callByRowIdAndLocationId, whose rowId is a call's). */
+const LOCATION_FIELD = /^(update|delete)?location(By|$)/i;
 
 export function sha256Hex(text: string): string {
   return createHash('sha256').update(text).digest('hex');
@@ -41,7 +45,7 @@ export function summarizeOperation(doc: DocumentNode, operationName: string | nu
     if (depth > 20 || v === null || v === undefined) return;
     if (Array.isArray(v)) for (const x of v) walkJs(x, collect, locationField, depth + 1);
     else if (typeof v === 'object') {
-      for (const [k, x] of Object.entries(v as Record<string, unknown>)) walkJs(x, collect || k === 'locationId' || (locationField && k === 'id'), locationField, depth + 1);
+      for (const [k, x] of Object.entries(v as Record<string, unknown>)) walkJs(x, collect || k === 'locationId' || (locationField && ID_NAMES.has(k)), locationField, depth + 1);
     } else if (collect) keep(v);
   };
   const walkAst = (v: ValueNode, collect: boolean, locationField: boolean): void => {
@@ -50,7 +54,7 @@ export function summarizeOperation(doc: DocumentNode, operationName: string | nu
       case Kind.STRING: if (collect) keep(v.value); break;
       case Kind.LIST: for (const x of v.values) walkAst(x, collect, locationField); break;
       case Kind.OBJECT:
-        for (const f of v.fields) walkAst(f.value, collect || f.name.value === 'locationId' || (locationField && f.name.value === 'id'), locationField);
+        for (const f of v.fields) walkAst(f.value, collect || f.name.value === 'locationId' || (locationField && ID_NAMES.has(f.name.value)), locationField);
         break;
       default: break;
     }
@@ -61,8 +65,8 @@ export function summarizeOperation(doc: DocumentNode, operationName: string | nu
     for (const s of set.selections) {
       if (s.kind === Kind.FIELD) {
         if (root && !rootFields.includes(s.name.value)) rootFields.push(s.name.value);
-        const locationField = /location/i.test(s.name.value);
-        for (const a of s.arguments ?? []) walkAst(a.value, a.name.value === 'locationId' || (locationField && a.name.value === 'id'), locationField);
+        const locationField = LOCATION_FIELD.test(s.name.value);
+        for (const a of s.arguments ?? []) walkAst(a.value, a.name.value === 'locationId' || (locationField && ID_NAMES.has(a.name.value)), locationField);
         if (s.selectionSet) walkSet(s.selectionSet, false);
       } else if (s.kind === Kind.INLINE_FRAGMENT) {
         walkSet(s.selectionSet, root);

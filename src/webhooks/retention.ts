@@ -8,6 +8,7 @@
 import type { Task } from 'graphile-worker';
 import { callFn } from '../db/pools.js';
 import type { TaskDeps } from '../worker/task.js';
+import { pruneStaffAudit } from '../staff/retention.js';
 
 /** Rows per statement. */
 export const PRUNE_BATCH = 1000;
@@ -44,5 +45,8 @@ export function makePruneTask(deps: TaskDeps): Task {
     if (r.deliveries + r.notifications + r.events > 0) {
       deps.log.info({ task: 'prune_deliveries', retention_days: deps.cfg.DELIVERY_RETENTION_DAYS, ...r }, 'pruned delivery history');
     }
+    // Staff audit (docs/staff.md): its own retention, STAFF_AUDIT_RETENTION_DAYS.
+    const staffAudit = await pruneStaffAudit(deps);
+    if (staffAudit > 0) deps.log.info({ task: 'prune_deliveries', retention_days: deps.cfg.STAFF_AUDIT_RETENTION_DAYS, staff_audit: staffAudit }, 'pruned staff audit');
   };
 }
