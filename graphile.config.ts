@@ -46,14 +46,14 @@ export default preset;
  * no staff role may read (hashes, secrets, credentials) are not in it at all. Without `staff`
  * (the `graphile` command), requests run as the bare staff group, which may read nothing.
  */
-export function staffPreset(connectionString: string, staff?: Pick<StaffAccess, 'pgSettings' | 'hooks'>): GraphileConfig.Preset {
+export function staffPreset(connectionString: string, staff?: Pick<StaffAccess, 'pgSettings' | 'hooks' | 'graphqlPool'>): GraphileConfig.Preset {
   return {
     extends: [preset],
     plugins: staff ? [staffPlugin(staff.hooks)] : [],
     grafserv: { maskError: staffMaskError },
     pgServices: [
       makePgService({
-        connectionString,
+        ...(staff ? { pool: staff.graphqlPool } : { connectionString }),
         schemas: ['app', 'billing', 'staff'],
         pgSettingsForIntrospection: { role: 'switchboard_staff_admin' },
         pgSettings: (ctx) => (staff ? staff.pgSettings(ctx.node?.req) : { role: 'switchboard_staff' }),

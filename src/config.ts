@@ -59,6 +59,8 @@ const schema = z.object({
   STAFF_MAX_DEPTH: z.coerce.number().int().min(2).max(100).default(10),
   STAFF_MAX_COST: z.coerce.number().int().min(10).max(1_000_000).default(5000),
   STAFF_AUDIT_RETENTION_DAYS: z.coerce.number().int().min(1).max(36500).default(365),
+  // CPU priority (nice) of the staff GraphQL's connections on the embedded cluster; 0 = as the API's.
+  STAFF_DB_NICE: z.coerce.number().int().min(0).max(19).default(10),
   RATE_LIMIT_PER_MINUTE: z.coerce.number().int().positive().default(600),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });

@@ -63,7 +63,11 @@ export async function startService(cfg: Config, log: Logger, mode: Mode = 'all')
       const port = (server.address() as AddressInfo).port;
       svc.api = { server, port };
       log.info({ host: cfg.HOST, port }, 'api listening');
-      svc.admin = await startStaffGraphql(db.url, cfg.ADMIN_HOST, cfg.ADMIN_PORT, { log, limits: staffLimits(cfg) });
+      svc.admin = await startStaffGraphql(db.url, cfg.ADMIN_HOST, cfg.ADMIN_PORT, {
+        log, limits: staffLimits(cfg),
+        // On our own cluster staff queries give way to the API's when both want the CPU (docs/staff.md).
+        lowerPriority: db.embedded ? { postmasterPid: db.embedded.postmasterPid, nice: cfg.STAFF_DB_NICE } : undefined,
+      });
       log.info({ url: svc.admin.url }, 'staff graphql listening');
     }
     if (mode !== 'api') {

@@ -2,7 +2,7 @@
 import { createServer, type Server } from 'node:http';
 import express, { type Express } from 'express';
 import { createLogger, type Logger } from '../log.js';
-import { startStaffAccess, warnIfExposed, type StaffLimits } from '../staff/access.js';
+import { startStaffAccess, warnIfExposed, type StaffAccessOptions, type StaffLimits } from '../staff/access.js';
 
 export interface StaffServer {
   server: Server;
@@ -20,12 +20,12 @@ export interface StaffServer {
  */
 export async function startStaffGraphql(
   connectionString: string, host: string, port: number,
-  opts: { log?: Logger; limits?: Partial<StaffLimits>; audit?: boolean } = {},
+  opts: { log?: Logger; limits?: Partial<StaffLimits>; audit?: boolean; lowerPriority?: StaffAccessOptions['lowerPriority'] } = {},
 ): Promise<StaffServer> {
   const log = opts.log ?? createLogger('silent');
   warnIfExposed(host, log);
   // Staff tokens, roles and audit (src/staff/, docs/staff.md): /graphql answers 401 without a token.
-  const staff = await startStaffAccess(connectionString, { log, limits: opts.limits, audit: opts.audit });
+  const staff = await startStaffAccess(connectionString, { log, limits: opts.limits, audit: opts.audit, lowerPriority: opts.lowerPriority });
   const app = express();
   const server = createServer(app);
   app.use(staff.guard);
