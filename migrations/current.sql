@@ -377,3 +377,8 @@ revoke execute on function admin.staff_audit(uuid,timestamp with time zone,integ
 revoke execute on function staff.member_by_token(text) from public;
 revoke execute on function app.staff_hide_columns(regclass,text[],text[]) from public;
 revoke execute on function app.staff_hide_table(regclass) from public;
+
+-- Token hashes are no key staff look rows up by: no `apiKeyByTokenHash`/`staffMemberByTokenHash`
+-- fields (the column is unreadable to every staff role anyway).
+comment on constraint api_keys_token_hash_key on app.api_keys is E'@behavior -single -update -delete\nToken look-up by hash (app.authorize); not a staff GraphQL key.';
+comment on constraint members_token_hash_key on staff.members is E'@behavior -single -update -delete\nToken look-up by hash (staff.member_by_token); not a staff GraphQL key.';

@@ -39,7 +39,7 @@ const AUDIT_BATCH_ROWS = 200;
 const AUDIT_BATCH_MS = 100;
 
 /** Paths of the GraphQL endpoint (and its event stream); everything else on the listener is open. */
-const GRAPHQL_PATH = /^\/graphql(\/|$)/;
+const GRAPHQL_PATH = /^\/graphql(\/|$)/i;
 
 interface StaffRequest {
   member: StaffMember;

@@ -164,6 +164,13 @@ describe('nobody reads secrets', () => {
     }
   });
 
+  test('no look-up by a token hash either', async () => {
+    const r = await env.gql(admin.token, '{ q: __type(name: "Query") { fields { name } } m: __type(name: "Mutation") { fields { name } } }');
+    const names = [...r.body.data.q.fields, ...r.body.data.m.fields].map((f: { name: string }) => f.name);
+    expect(names.filter((n) => /tokenhash|secret|accesstoken|refreshtoken/i.test(n))).toEqual([]);
+    expect(names).toContain('apiKeyByRowId');
+  });
+
   test('every readable field of keys, endpoints, integrations and staff members, as admin, holds no secret', async () => {
     const fieldsOf = async (type: string) =>
       ((await env.gql(admin.token, `{ __type(name: "${type}") { fields { name type { kind ofType { kind } } } } }`)).body.data.__type.fields as { name: string; type: { kind: string; ofType: { kind: string } | null } }[])
