@@ -159,7 +159,8 @@ export async function startStaffAccess(connectionString: string, opts: StaffAcce
       log.warn({ reason: 'missing or malformed', ip: req.socket.remoteAddress }, 'staff request refused');
       return sendError(res, unauthorized());
     }
-    cache.member(hashToken(token), () => load(hashToken(token))).then(
+    const hash = hashToken(token);
+    cache.member(hash, () => load(hash)).then(
       (member) => {
         if (!member) {
           log.warn({ reason: 'unknown or revoked', ip: req.socket.remoteAddress }, 'staff request refused');
