@@ -9,6 +9,8 @@ import { makePgService } from 'postgraphile/adaptors/pg';
 import { PostGraphileAmberPreset } from 'postgraphile/presets/amber';
 import { PgAggregatesPreset } from '@graphile/pg-aggregates';
 import { dynamicClient } from './src/db/pools.js';
+import type { StaffAccess } from './src/staff/access.js';
+import { staffMaskError, staffPlugin } from './src/staff/plugin.js';
 
 /**
  * SQL functions are the REST layer's and the CLI's; staff get tables, relations, filters and
@@ -31,25 +33,37 @@ const HideFunctionsPlugin: GraphileConfig.Plugin = {
 /** Staff GraphQL and Ruru: tables, relations, filters and aggregates; no functions. */
 const preset: GraphileConfig.Preset = {
   extends: [PostGraphileAmberPreset, PgAggregatesPreset],
-  grafserv: { graphqlPath: '/graphql', graphiql: true, graphiqlPath: '/' },
+  grafserv: { graphqlPath: '/graphql', graphiql: true, graphiqlPath: '/', websockets: false },
   plugins: [HideFunctionsPlugin],
   grafast: { explain: false },
 };
 
 export default preset;
 
-/** The preset with its database: every location and billing (schemas app, billing), as switchboard_staff. */
-export function staffPreset(connectionString: string | (() => string)): GraphileConfig.Preset {
+/**
+ * The preset with its database: every location and billing (schemas app, billing) and the staff
+ * audit (schema staff). Each request runs as its staff member's role (docs/staff.md), from the
+ * pgSettings `staff` gives it; the schema is built as the admin role sees the database, so columns
+ * no staff role may read (hashes, secrets, credentials) are not in it at all. Without `staff`
+ * (the `graphile` command), requests run as the bare staff group, which may read nothing.
+ */
+export function staffPreset(connectionString: string | (() => string), staff?: Pick<StaffAccess, 'pgSettings' | 'hooks' | 'graphqlPool'>): GraphileConfig.Preset {
   return {
     extends: [preset],
+    plugins: staff ? [staffPlugin(staff.hooks)] : [],
+    grafserv: { maskError: staffMaskError },
     pgServices: [
       makePgService({
-        // A function (the embedded cluster, whose port may change on a restart) is asked per connection.
-        ...(typeof connectionString === 'function'
-          ? { connectionString: connectionString(), poolConfig: { Client: dynamicClient(connectionString) } as never }
-          : { connectionString }),
-        schemas: ['app', 'billing'],
-        pgSettings: () => ({ role: 'switchboard_staff' }),
+        // With staff access, its pool (which follows the embedded cluster across restarts); else a
+        // function (the embedded cluster, whose port may change on a restart) is asked per connection.
+        ...(staff
+          ? { pool: staff.graphqlPool }
+          : typeof connectionString === 'function'
+            ? { connectionString: connectionString(), poolConfig: { Client: dynamicClient(connectionString) } as never }
+            : { connectionString }),
+        schemas: ['app', 'billing', 'staff'],
+        pgSettingsForIntrospection: { role: 'switchboard_staff_admin' },
+        pgSettings: (ctx) => (staff ? staff.pgSettings(ctx.node?.req) : { role: 'switchboard_staff' }),
       }),
     ],
   };

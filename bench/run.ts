@@ -20,13 +20,15 @@
  *   - redaction at ingestion (bench/redaction.ts): its CPU share per ingested call, and realistic
  *     transcripts ingested with the location's redaction on vs off.
  *   - POST leads with an Idempotency-Key vs without (bench/idempotency.ts).
+ *   - staff GraphQL (bench/staff.ts): GET calls p99 while staff aggregate 1,000,000 calls, and
+ *     what the audit write adds to a small staff query.
  *
  * Knobs (environment): BENCH_SECONDS (8, per target; baseline and service alternate in halves),
  * BENCH_CONNECTIONS (50), BENCH_BIG_CALLS (1000000), BENCH_MID_CALLS (50000), BENCH_SENDERS (20),
  * BENCH_INGEST_SECONDS (15), BENCH_WARMUP_SECONDS (3: the same load before the measured one, then
  * ANALYZE), BENCH_DRAIN_SECONDS (60: wait for the fan-out backlog, RSS sampled),
  * BENCH_ONLY (comma list of sections: lists, insights, ingest, privacy, idempotency, metrics,
- * redaction, delivery), BENCH_REDACTION_SECONDS (10, each of redaction on and off), BENCH_DATA_DIR (keep and reuse
+ * staff, redaction, delivery), BENCH_REDACTION_SECONDS (10, each of redaction on and off), BENCH_DATA_DIR (keep and reuse
  * the seeded cluster there instead of a throwaway one), BENCH_JSON (also write the rows there),
  * BENCH_NODE_OPTIONS (NODE_OPTIONS for the service, to try V8 flags), BENCH_START_SCRIPT (npm
  * script that starts the service, default start; start:api leaves the worker out), WORKER_DB_NICE
@@ -313,7 +315,7 @@ try {
   }
 
   const mid = await location('mid', {});
-  const big = ONLY.has('insights') || ONLY.has('privacy') ? await location('big', {}) : null;
+  const big = ONLY.has('insights') || ONLY.has('privacy') || ONLY.has('staff') || !env.BENCH_ONLY ? await location('big', {}) : null;
   const ingest = await location('ingest', { service_phone: SERVICE_PHONE, owner_cell: '+13125550111' });
   if (ingest.fresh) await owner.query(`select admin.member_invite('ingest', 'owner@bench.example', 'owner', 'Bench Owner')`);
   else {
@@ -567,6 +569,13 @@ try {
           and n.created_at >= $2 and n.created_at < $3`, [ingest.id, loadStart, loadEnd])).rows[0];
     rows.push({ name: 'emergency SMS during the ingestion load (call to SMS sent, p99)', value: Math.round(em.p99 ?? 0), unit: 'ms',
       note: `${em.n} emergency SMS of the measured seconds, ${em.sent} sent; median ${Math.round(em.p50 ?? 0)} ms; counted from the ingestion transaction` });
+  }
+
+  // ---- Staff GraphQL (bench/staff.ts, docs/staff.md) --------------------------------------------
+  if ((ONLY.has('staff') || !env.BENCH_ONLY) && big) {
+    const { runStaffBench } = await import('./staff.js');
+    rows.push(...(await runStaffBench({ owner, databaseUrl: cluster.url, apiUrl: base, adminUrl: `http://127.0.0.1:${port + 1}`, apiAuth: auth('mid'),
+      bigLocationId: big.id, bigCalls: BIG_CALLS, seconds: SECONDS, connections: CONNECTIONS, progress })));
   }
 
   // ---- Caller-data lifecycle (bench/privacy.ts): erasure and the retention prune on `big` --------

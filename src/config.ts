@@ -57,6 +57,13 @@ const schema = z.object({
   SMS_ACCOUNT_SID: z.string().min(1).optional(),
   SMS_AUTH_TOKEN: z.string().min(1).optional(),
   SMS_FROM: z.string().min(1).optional(),
+  // Staff GraphQL (docs/staff.md): per-transaction timeout, document bounds, audit retention.
+  STAFF_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(15000),
+  STAFF_MAX_DEPTH: z.coerce.number().int().min(2).max(100).default(10),
+  STAFF_MAX_COST: z.coerce.number().int().min(10).max(1_000_000).default(5000),
+  STAFF_AUDIT_RETENTION_DAYS: z.coerce.number().int().min(1).max(36500).default(365),
+  // CPU priority (nice) of the staff GraphQL's connections on the embedded cluster; 0 = as the API's.
+  STAFF_DB_NICE: z.coerce.number().int().min(0).max(19).default(10),
   RATE_LIMIT_PER_MINUTE: z.coerce.number().int().positive().default(600),
   // Operations (docs/operations.md): request metrics on the API's hot path, the worker's admin
   // listener, and how the owner of the embedded cluster restarts it after an unexpected exit.

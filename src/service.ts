@@ -63,7 +63,7 @@ export async function startService(cfg: Config, log: Logger, mode: Mode = 'all',
 
     if (mode !== 'worker') {
       // Loaded only where served: a worker process does not carry the HTTP and GraphQL stacks.
-      const [{ createApp }, { startStaffGraphql }] = await Promise.all([import('./http/app.js'), import('./admin/graphql.js')]);
+      const [{ createApp }, { startStaffGraphql }, { staffLimits }] = await Promise.all([import('./http/app.js'), import('./admin/graphql.js'), import('./staff/config.js')]);
       const apiPool = createApiPool(db.target);
       // Voice and billing webhooks: their commits are durable and wait for the WAL flush about as
       // long as they compute, so 10 connections keep twice as many in flight (and in each flush)
@@ -91,7 +91,12 @@ export async function startService(cfg: Config, log: Logger, mode: Mode = 'all',
       svc.api = { server, port };
       log.info({ host: cfg.HOST, port }, 'api listening');
       // One admin listener serves the operations endpoints of everything this process runs.
-      svc.admin = await startStaffGraphql(db.target, cfg.ADMIN_HOST, cfg.ADMIN_PORT, operationsRouter(probes));
+      svc.admin = await startStaffGraphql(db.target, cfg.ADMIN_HOST, cfg.ADMIN_PORT, {
+        log, limits: staffLimits(cfg),
+        // On our own cluster staff queries give way to the API's when both want the CPU (docs/staff.md).
+        lowerPriority: db.embedded ? { postmasterPid: db.embedded.postmasterPid, nice: cfg.STAFF_DB_NICE } : undefined,
+        operations: operationsRouter(probes),
+      });
       log.info({ url: svc.admin.url }, 'staff graphql listening');
     }
     if (mode !== 'api') {

@@ -10,12 +10,14 @@ begin
   execute format(
     'create policy tenant_isolation on %s using (%I = (select app.current_location_id())) with check (%I = (select app.current_location_id()))',
     tbl, col, col);
-  execute format('create policy staff_all on %s to switchboard_staff using (true) with check (true)', tbl);
+  execute format('create policy staff_read on %s for select to switchboard_staff using (true)', tbl);
+  execute format('create policy staff_write on %s to switchboard_staff_admin using (true) with check (true)', tbl);
   execute format('create policy system_all on %s to switchboard_system using (true) with check (true)', tbl);
-  execute format('grant select, insert, update, delete on %s to switchboard_staff, switchboard_system', tbl);
+  execute format('grant select on %s to switchboard_staff_viewer, switchboard_staff_operator', tbl);
+  execute format('grant select, insert, update, delete on %s to switchboard_staff_admin, switchboard_system', tbl);
   if api_privileges <> '' then
     execute format('grant %s on %s to switchboard_api', api_privileges, tbl);
   end if;
 end
 $function$;
-comment on function app.secure_tenant_table(regclass,text,text) is E'Enables and forces RLS on a tenant table with the standard policies and grants.';
+comment on function app.secure_tenant_table(regclass,text,text) is E'Enables and forces RLS on a tenant table with the standard policies and grants: the API role per api_privileges under the tenant policy; staff viewers and operators read every row, staff admins read and write (docs/staff.md). Columns staff must not see are withheld afterwards with app.staff_hide_columns.';

@@ -17,6 +17,16 @@ begin
   if not exists (select from pg_roles where rolname = 'switchboard_system') then
     create role switchboard_system nologin;
   end if;
+  -- The staff roles (staff-access concern): app.secure_tenant_table grants to them from file 2 on.
+  if not exists (select from pg_roles where rolname = 'switchboard_staff_viewer') then
+    create role switchboard_staff_viewer nologin;
+  end if;
+  if not exists (select from pg_roles where rolname = 'switchboard_staff_operator') then
+    create role switchboard_staff_operator nologin;
+  end if;
+  if not exists (select from pg_roles where rolname = 'switchboard_staff_admin') then
+    create role switchboard_staff_admin nologin;
+  end if;
 end
 $$;
 comment on role switchboard_api is E'Role of the public REST layer: sees one location at a time, through RLS.';
@@ -27,6 +37,30 @@ comment on role switchboard_system is E'Owner of the few SECURITY DEFINER functi
 grant switchboard_api, switchboard_staff, switchboard_system to current_user;
 
 create extension if not exists pgcrypto;
+`;
+const STAFF_PRELUDE = `
+-- The staff roles (docs/staff.md), also created by the first file's prelude because
+-- app.secure_tenant_table grants to them. switchboard_staff is their group: schema usage and the
+-- staff read policy, no table privileges of its own.
+do $$
+begin
+  if not exists (select from pg_roles where rolname = 'switchboard_staff_viewer') then
+    create role switchboard_staff_viewer nologin;
+  end if;
+  if not exists (select from pg_roles where rolname = 'switchboard_staff_operator') then
+    create role switchboard_staff_operator nologin;
+  end if;
+  if not exists (select from pg_roles where rolname = 'switchboard_staff_admin') then
+    create role switchboard_staff_admin nologin;
+  end if;
+end
+$$;
+comment on role switchboard_staff is E'Group of the three staff roles (viewer, operator, admin): schema usage and the staff read policy; no table privileges of its own.';
+comment on role switchboard_staff_viewer is E'Staff GraphQL, viewer: reads every location without caller content (transcripts, recordings, log URLs, caller e-mail and street address, event payloads).';
+comment on role switchboard_staff_operator is E'Staff GraphQL, operator: reads every location, caller content included; writes nothing.';
+comment on role switchboard_staff_admin is E'Staff GraphQL, admin: reads and writes every location; never secrets or credentials.';
+grant switchboard_staff to switchboard_staff_viewer, switchboard_staff_operator, switchboard_staff_admin;
+grant switchboard_staff_viewer, switchboard_staff_operator, switchboard_staff_admin to current_user;
 `;
 const nm = (name) => name.split('(')[0];
 const inList = (list) => (kind, name) => list.includes(nm(name));
@@ -58,6 +92,8 @@ export const CONCERNS = [
   { file: 'idempotency-keys-and-shared-rate-limit',
     match: inList(['app_private.idempotency_keys', 'app.idempotency_location', 'app.idempotency_begin', 'app.idempotency_finish', 'app_private.rate_limits', 'app.rate_limit_take', 'app.idempotency_prune']) },
   { file: 'operations-metrics', match: inList(['app.metrics_queues']) },
+  { file: 'staff-access', schemas: ['staff'], prelude: STAFF_PRELUDE,
+    match: or(re(/^staff\.|^admin\.staff_/), inList(['app.staff_hide_columns', 'app.staff_hide_table'])) },
 ];
 export const HEADERS = [];
 HEADERS.push(
@@ -90,6 +126,9 @@ HEADERS.push(
 `-- Idempotency-Key on token-API POSTs (answers stored per location for 24 h, in the write's
 -- transaction) and the per-key rate limit shared by every API process (docs/rest-api.md).`,
 `-- Operations (docs/operations.md): the queue gauges one metrics scrape reads (app.metrics_queues).`,
+`-- Staff access (docs/staff.md): staff identities and tokens (hashes only), the roles' column
+-- grants (app.staff_hide_columns, app.staff_hide_table), the append-only audit of the staff
+-- GraphQL and its prune, and the CLI's staff functions.`,
 );
 // Triggers whose WHEN clause reads better as written than as deparsed (a row comparison).
 export const TRIGGER_SOURCE = {

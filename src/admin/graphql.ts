@@ -1,10 +1,15 @@
 /** The staff GraphQL server; its preset is graphile.config.ts at the top level. */
 import { createServer, type Server } from 'node:http';
 import express, { type Express, type Router } from 'express';
+import type { ConnectionTarget } from '../db/pools.js';
+import { createLogger, type Logger } from '../log.js';
+import { startStaffAccess, warnIfExposed, type StaffAccessOptions, type StaffLimits } from '../staff/access.js';
 
 export interface StaffServer {
   server: Server;
   url: string;
+  /** Resolves once every staff request so far has its audit row (src/staff/access.ts). */
+  flushAudit(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -14,11 +19,19 @@ export interface StaffServer {
  * the schema built, on the first request, so a process nobody queries does not carry them
  * (docs/performance.md, "The process").
  */
-export async function startStaffGraphql(connectionString: string | (() => string), host: string, port: number, operations?: Router): Promise<StaffServer> {
+export async function startStaffGraphql(
+  connectionString: ConnectionTarget, host: string, port: number,
+  opts: { log?: Logger; limits?: Partial<StaffLimits>; audit?: boolean; lowerPriority?: StaffAccessOptions['lowerPriority']; operations?: Router } = {},
+): Promise<StaffServer> {
+  const log = opts.log ?? createLogger('silent');
+  warnIfExposed(host, log);
+  // Staff tokens, roles and audit (src/staff/, docs/staff.md): /graphql answers 401 without a token.
+  const staff = await startStaffAccess(connectionString, { log, limits: opts.limits, audit: opts.audit, lowerPriority: opts.lowerPriority });
   const app = express();
   const server = createServer(app);
   // /healthz, /readyz, /metrics (src/metrics/admin.ts) answer ahead of GraphQL, without its auth.
-  if (operations) app.use(operations);
+  if (opts.operations) app.use(opts.operations);
+  app.use(staff.guard);
   let release: (() => Promise<void>) | undefined;
   let loading: Promise<Express> | undefined;
   const load = () =>
@@ -26,9 +39,11 @@ export async function startStaffGraphql(connectionString: string | (() => string
       const [{ postgraphile }, { grafserv }, { staffPreset }] = await Promise.all([
         import('postgraphile'), import('postgraphile/grafserv/express/v4'), import('../../graphile.config.js'),
       ]);
-      const pgl = postgraphile(staffPreset(connectionString));
+      const pgl = postgraphile(staffPreset(connectionString, staff));
       release = async () => {
         await pgl.release();
+        // The pool makePgService opened is the service's to end, not the instance's.
+        for (const service of pgl.getResolvedPreset().pgServices ?? []) await service.release?.();
       };
       const inner = express();
       await pgl.createServ(grafserv).addTo(inner, server);
@@ -49,10 +64,12 @@ export async function startStaffGraphql(connectionString: string | (() => string
   return {
     server,
     url: `http://${host}:${actual}`,
+    flushAudit: () => staff.flush(),
     close: async () => {
       await new Promise<void>((r) => server.close(() => r()));
       await loading?.catch(() => undefined);
       await release?.();
+      await staff.close();
     },
   };
 }

@@ -17,6 +17,7 @@ import { industries, memberRoles } from '../allowed-values.js';
 import { e164, timezone } from '../http/schemas.js';
 import { createLogger } from '../log.js';
 import { registerErasureCommands } from './erasure.js';
+import { registerStaffCommands } from './staff.js';
 
 const ALL = 'all';
 
@@ -148,6 +149,7 @@ program
   );
 
 registerErasureCommands(program, withDb, parseWith);
+registerStaffCommands(program, withDb);
 
 try {
   await program.parseAsync(process.argv);

@@ -10,6 +10,7 @@ import { callFn } from '../db/pools.js';
 import { PRIVACY_KINDS, prunePrivacy } from '../privacy/retention.js';
 import type { TaskDeps } from '../worker/task.js';
 import { pruneIdempotency } from '../idempotency/retention.js';
+import { pruneStaffAudit } from '../staff/retention.js';
 
 /** Rows per statement. */
 export const PRUNE_BATCH = 1000;
@@ -52,5 +53,8 @@ export function makePruneTask(deps: TaskDeps): Task {
     // Idempotency-Key answers and rate-limit counters (src/idempotency/retention.ts).
     const idem = await pruneIdempotency(deps);
     if (idem.idempotency_keys + idem.rate_limits > 0) deps.log.info({ task: 'prune_deliveries', ...idem }, 'pruned idempotency keys');
+    // Staff audit (docs/staff.md): its own retention, STAFF_AUDIT_RETENTION_DAYS.
+    const staffAudit = await pruneStaffAudit(deps);
+    if (staffAudit > 0) deps.log.info({ task: 'prune_deliveries', retention_days: deps.cfg.STAFF_AUDIT_RETENTION_DAYS, staff_audit: staffAudit }, 'pruned staff audit');
   };
 }

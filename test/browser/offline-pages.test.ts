@@ -13,6 +13,7 @@ import path from 'node:path';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { startStaffGraphql, type StaffServer } from '../../src/admin/graphql.js';
 import { startTestApi, type TestApi } from '../support/harness.js';
+import { mintMember } from '../staff/support.js';
 
 const chromium = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const haveBrowser = fs.existsSync(chromium);
@@ -28,12 +29,14 @@ suite('pages in a real browser, offline', () => {
   let browser: Browser;
   let api: TestApi;
   let staff: StaffServer;
+  let staffToken: string;
   let profile: string;
 
   beforeAll(async () => {
     if (!haveBrowser) throw new Error(`CI=true but no Chromium at ${chromium}: .ci/run installs it with apt-get`);
     api = await startTestApi();
     staff = await startStaffGraphql(api.db.url, '127.0.0.1', 0);
+    staffToken = (await mintMember(api.owner, 'viewer')).token;
     profile = fs.mkdtempSync(path.join(os.tmpdir(), 'sb-chromium-'));
     browser = await puppeteer.launch({
       executablePath: chromium,
@@ -61,8 +64,10 @@ suite('pages in a real browser, offline', () => {
   });
 
   /** Opens a page, recording every request it makes (documents, scripts, styles, fonts, fetches). */
-  async function open(url: string): Promise<{ page: Page; requested: string[]; answered: string[]; problems: string[] }> {
+  async function open(url: string, headers: Record<string, string> = {}): Promise<{ page: Page; requested: string[]; answered: string[]; problems: string[] }> {
     const page = await browser.newPage();
+    // What a staff member pastes into Ruru's headers tab (docs/staff.md), sent with every request.
+    if (Object.keys(headers).length) await page.setExtraHTTPHeaders(headers);
     const requested: string[] = [];
     const answered: string[] = [];
     const problems: string[] = [];
@@ -111,8 +116,8 @@ suite('pages in a real browser, offline', () => {
     await page.close();
   }, 60_000);
 
-  test('the staff GraphQL IDE renders and loads the schema from the admin port', async () => {
-    const { page, requested, answered, problems } = await open(`${staff.url}/`);
+  test('the staff GraphQL IDE renders and loads the schema from the admin port with a staff token', async () => {
+    const { page, requested, answered, problems } = await open(`${staff.url}/`, { authorization: `Bearer ${staffToken}` });
     // Ruru replaces its "Loading..." placeholder with GraphiQL's editor once its bundle has run.
     await page.waitForSelector('.graphiql-query-editor .cm-editor, .graphiql-query-editor .CodeMirror, .graphiql-query-editor textarea', { timeout: 30_000 });
     await page.waitForFunction("!document.body.innerText.includes('Ruru is loading')", { timeout: 30_000 });

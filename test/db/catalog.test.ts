@@ -14,7 +14,7 @@ afterAll(async () => {
   await db.drop();
 });
 
-const OURS = "('app', 'app_private', 'billing', 'api', 'admin')";
+const OURS = "('app', 'app_private', 'billing', 'api', 'admin', 'staff')";
 
 test('every foreign key is backed by an index whose leading columns are the key', async () => {
   const { rows } = await c.query(`
@@ -75,6 +75,8 @@ const LOCAL: Record<string, string> = {
   'billing.subscriptions': 'Stripe sync, staff only, keyed by Stripe id; location may be unknown',
   'billing.invoices': 'Stripe sync, staff only, keyed by Stripe id; location may be unknown',
   'billing.processed_events': 'Stripe event ids already applied; no location',
+  'staff.members': 'staff identities (docs/staff.md): no location, looked up by token hash before any tenant is known',
+  'staff.audit': 'what staff did across locations; no single location',
   'app_private.deferred_jobs': 'graphile-worker jobs parked until their transaction has committed; beside graphile_worker, which is local',
   'app_private.rate_limits': 'per-token request counters of the API processes, keyed by token hash before any tenant is known; unlogged',
 };

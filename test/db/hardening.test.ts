@@ -61,9 +61,9 @@ describe('4. job queueing', () => {
   test('app.enqueue is not executable by the API role, staff or PUBLIC', async () => {
     const { rows } = await t.owner.query(`
       select r, has_function_privilege(r, 'app.enqueue(text, jsonb, timestamptz, text, int, int)', 'execute') as ok
-        from unnest(array['switchboard_api', 'switchboard_staff', 'public']) r`);
+        from unnest(array['switchboard_api', 'switchboard_staff_admin', 'public']) r`);
     expect(rows).toEqual([
-      { r: 'switchboard_api', ok: false }, { r: 'switchboard_staff', ok: false }, { r: 'public', ok: false },
+      { r: 'switchboard_api', ok: false }, { r: 'switchboard_staff_admin', ok: false }, { r: 'public', ok: false },
     ]);
     const c = await t.owner.connect();
     try {

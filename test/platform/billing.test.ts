@@ -133,10 +133,10 @@ describe('POST /api/billing/webhook', () => {
       'select * from billing.customers', `select billing.apply_event('{}'::jsonb)`]) {
       await expect(t.apiPool.query(sql)).rejects.toThrow(/permission denied/);
     }
-    // Staff (GraphQL role) do see it.
+    // Staff (every GraphQL role, the viewer included) do see it.
     const c = await t.owner.connect();
     try {
-      await c.query('begin; set local role switchboard_staff');
+      await c.query('begin; set local role switchboard_staff_viewer');
       const { rows } = await c.query('select count(*)::int as n from billing.subscriptions');
       expect(rows[0].n).toBeGreaterThanOrEqual(0);
     } finally {

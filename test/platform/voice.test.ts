@@ -538,9 +538,9 @@ describe('ingestion functions are not reachable by API tokens', () => {
   test('app.dequeue (job removal) is executable only by switchboard_system', async () => {
     const { rows } = await t.owner.query(`
       select r, has_function_privilege(r, 'app.dequeue(text)', 'execute') as ok
-        from unnest(array['switchboard_api', 'switchboard_staff', 'switchboard_system', 'public']) r`);
+        from unnest(array['switchboard_api', 'switchboard_staff_admin', 'switchboard_system', 'public']) r`);
     expect(rows).toEqual([
-      { r: 'switchboard_api', ok: false }, { r: 'switchboard_staff', ok: false },
+      { r: 'switchboard_api', ok: false }, { r: 'switchboard_staff_admin', ok: false },
       { r: 'switchboard_system', ok: true }, { r: 'public', ok: false },
     ]);
     await expect(t.apiPool.query(`select app.dequeue('finalize_call:x')`)).rejects.toThrow(/permission denied/);

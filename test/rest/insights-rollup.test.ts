@@ -195,7 +195,7 @@ async function apply(c: pg.PoolClient, run: Run, o: Op): Promise<void> {
       if (!id) return;
       const value = o.field === 'started_at' ? (o.value ? new Date(at(run, o.value as Instant)).toISOString() : null) : o.value;
       await c.query('savepoint staff');
-      await c.query('set local role switchboard_staff');
+      await c.query('set local role switchboard_staff_admin');
       await c.query(`update app.calls set ${o.field} = $2 where id = $1`, [id, value]);
       await c.query('release savepoint staff');
       await c.query('reset role');

@@ -12,6 +12,7 @@ import pg from 'pg';
 import { projectRoot } from '../../src/db/migrate.js';
 import { createTestDatabase } from '../support/db.js';
 import { childEnv, freePort } from '../support/spawn.js';
+import { mintMember } from '../staff/support.js';
 
 const run = promisify(execFile);
 
@@ -74,9 +75,10 @@ test('npm start runs the compiled service: API and staff GraphQL up, migrations 
     expect(main).toBeDefined();
     expect(procs.some((p) => /tsx/.test(p.cmd))).toBe(false);
 
-    // The staff GraphQL, built from the compiled graphile.config.js (pg-aggregates included).
+    // The staff GraphQL, built from the compiled graphile.config.js (pg-aggregates included), for a staff token.
+    const { token } = await mintMember(owner, 'viewer');
     const staff = await fetch(`http://127.0.0.1:${adminPort}/graphql`, {
-      method: 'POST', headers: { 'content-type': 'application/json' },
+      method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
       body: JSON.stringify({ query: '{ allLocations { totalCount aggregates { distinctCount { slug } } } }' }),
     });
     expect(staff.status).toBe(200);

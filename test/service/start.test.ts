@@ -45,9 +45,9 @@ async function startIn(cwd: string, env: Record<string, string>, opts: { args?: 
   return { child, exited, output: () => out };
 }
 
-async function gql(port: number, query: string) {
+async function gql(port: number, query: string, token?: string) {
   const res = await fetch(`http://127.0.0.1:${port}/graphql`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }),
+    method: 'POST', headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) }, body: JSON.stringify({ query }),
   });
   return { status: res.status, body: (await res.json()) as any };
 }
@@ -69,8 +69,13 @@ test('fresh start on the embedded cluster, CLI alongside, graceful stop, restart
   expect(backends.filter((pid) => niceOf(pid) === 10).length).toBeGreaterThanOrEqual(3);
   expect(backends.some((pid) => niceOf(pid) === 0)).toBe(true);
 
-  // Staff GraphQL answers on the admin port, with pg-aggregates, and is absent from the public port.
-  const staff = await gql(adminPort, '{ allLocations { totalCount aggregates { distinctCount { slug } } } }');
+  // Staff GraphQL answers on the admin port to a staff token (minted by the CLI beside the running
+  // service), with pg-aggregates, refuses a request without one, and is absent from the public port.
+  const member = await runCli(['staff', 'create', '--email', 'ops@example.com', '--role', 'viewer'], { DATA_DIR: dataDir });
+  expect(member.code).toBe(0);
+  const token = member.json.token as string;
+  expect((await gql(adminPort, '{ allLocations { totalCount } }')).status).toBe(401);
+  const staff = await gql(adminPort, '{ allLocations { totalCount aggregates { distinctCount { slug } } } }', token);
   expect(staff.status).toBe(200);
   expect(staff.body.data.allLocations.totalCount).toBe(0);
   const ruru = await fetch(`http://127.0.0.1:${adminPort}/`, { headers: { accept: 'text/html' } });
@@ -85,7 +90,7 @@ test('fresh start on the embedded cluster, CLI alongside, graceful stop, restart
   const created = await runCli(['location', 'create', '--name', 'Acme HVAC', '--slug', 'acme'], { DATA_DIR: dataDir });
   expect(created.code).toBe(0);
   expect(created.json.slug).toBe('acme');
-  const staffAfter = await gql(adminPort, '{ allLocations { nodes { slug } } }');
+  const staffAfter = await gql(adminPort, '{ allLocations { nodes { slug } } }', token);
   expect(staffAfter.body.data.allLocations.nodes).toEqual([{ slug: 'acme' }]);
 
   first.child.kill('SIGTERM');
@@ -95,7 +100,7 @@ test('fresh start on the embedded cluster, CLI alongside, graceful stop, restart
 
   const second = await startIn(projectRoot, env);
   expect(second.output()).not.toMatch(/initialising embedded postgres/);
-  const again = await gql(adminPort, '{ allLocations { nodes { slug } } }');
+  const again = await gql(adminPort, '{ allLocations { nodes { slug } } }', token);
   expect(again.body.data.allLocations.nodes).toEqual([{ slug: 'acme' }]);
   second.child.kill('SIGINT');
   expect(await second.exited).toBe(0);

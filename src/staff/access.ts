@@ -1,0 +1,244 @@
+/**
+ * Staff access to the staff GraphQL (docs/staff.md): every request to /graphql carries
+ * `Authorization: Bearer <staff token>` or is answered 401 before PostGraphile sees it; the
+ * member's role becomes the PostgreSQL role of the request's transaction (pgSettings), with the
+ * member's id and the staff statement timeout; every authenticated request leaves one row in
+ * staff.audit when its response has ended, whatever the outcome (rows are written in batches, one
+ * INSERT at most every 100 ms).
+ */
+import type { IncomingMessage } from 'node:http';
+import { isIP } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import type { NextFunction, Request, Response } from 'express';
+import type { DocumentNode } from 'graphql';
+import pg from 'pg';
+import { bearerToken, hashToken } from '../auth/tokens.js';
+import { lowerPoolPriority } from '../db/backend-priority.js';
+import { createOwnerPool, dynamicClient, type ConnectionTarget } from '../db/pools.js';
+import { ApiError, sendError, toApiError } from '../http/errors.js';
+import type { Logger } from '../log.js';
+import { StaffAuthCache, type StaffMember } from './cache.js';
+import { sha256Hex, summarizeOperation, type OperationSummary } from './operation.js';
+import type { StaffPluginHooks } from './plugin.js';
+
+export interface StaffLimits {
+  /** statement_timeout of every staff transaction (STAFF_STATEMENT_TIMEOUT_MS). */
+  statementTimeoutMs: number;
+  /** Deepest selection a document may have (STAFF_MAX_DEPTH). */
+  maxDepth: number;
+  /** Highest graphql-armor cost a document may have (STAFF_MAX_COST). */
+  maxCost: number;
+}
+
+export const DEFAULT_STAFF_LIMITS: StaffLimits = { statementTimeoutMs: 15000, maxDepth: 10, maxCost: 5000 };
+
+/** Connections of the staff GraphQL's own pool: staff queries never hold more (docs/staff.md). */
+export const STAFF_POOL_SIZE = 4;
+/** Audit rows are written in one statement per batch: at most this many rows, this long after the first. */
+const AUDIT_BATCH_ROWS = 200;
+const AUDIT_BATCH_MS = 100;
+
+/** Paths of the GraphQL endpoint (and its event stream); everything else on the listener is open. */
+const GRAPHQL_PATH = /^\/graphql(\/|$)/i;
+
+interface StaffRequest {
+  member: StaffMember;
+  at: Date;
+  started: number;
+  documentSha256: string | null;
+  operationName: string | null;
+  summary: OperationSummary | null;
+  executed: boolean;
+  errors: number;
+}
+
+export interface StaffAccess {
+  /** Express middleware in front of PostGraphile. */
+  guard(req: Request, res: Response, next: NextFunction): void;
+  /** pgSettings of a request: its member's role, id and statement timeout. */
+  pgSettings(req: IncomingMessage | undefined): Record<string, string>;
+  /** For src/staff/plugin.ts. */
+  hooks: StaffPluginHooks;
+  /** The pool PostGraphile runs staff requests on (STAFF_POOL_SIZE connections). */
+  graphqlPool: pg.Pool;
+  /** Resolves once every authenticated request so far has its audit row written (or failed). */
+  flush(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface StaffAccessOptions {
+  log: Logger;
+  limits?: Partial<StaffLimits>;
+  /** Off only for the bench's comparison (bench/staff.ts); never configurable in the service. */
+  audit?: boolean;
+  /** On the embedded cluster: the CPU priority (nice) of the staff GraphQL's backends (STAFF_DB_NICE). */
+  lowerPriority?: { postmasterPid: () => number | null; nice: number };
+}
+
+const unauthorized = () =>
+  new ApiError(401, 'unauthorized', 'Missing, malformed, unknown or revoked staff token', {}, { 'www-authenticate': 'Bearer realm="switchboard-staff"' });
+
+/** One statement per batch of rows (JSON array of objects with the columns' names). */
+const INSERT_AUDIT = `insert into staff.audit
+  (at, member_id, role, operation_name, operation_type, document_sha256, root_fields, location_ids, outcome, http_status, error_count, duration_ms)
+  select r.at, r.member_id, r.role, r.operation_name, r.operation_type, r.document_sha256, r.root_fields, r.location_ids,
+         r.outcome, r.http_status, r.error_count, r.duration_ms
+    from jsonb_to_recordset($1::jsonb) as r(at timestamptz, member_id uuid, role text, operation_name text, operation_type text,
+         document_sha256 text, root_fields text[], location_ids uuid[], outcome text, http_status int, error_count int, duration_ms int)`;
+
+export async function startStaffAccess(connectionString: ConnectionTarget, opts: StaffAccessOptions): Promise<StaffAccess> {
+  const limits = { ...DEFAULT_STAFF_LIMITS, ...opts.limits };
+  const log = opts.log.child({ component: 'staff-access' });
+  const auditOn = opts.audit !== false;
+  // Token look-ups and audit writes: a small pool of its own, so neither waits behind the API.
+  const pool: pg.Pool = createOwnerPool(connectionString, 2, 'switchboard-staff');
+  // PostGraphile's pool, owned here: bounded, named, and on our own cluster at a lower CPU priority
+  // than the API's connections, so a heavy staff aggregate gives way to API requests.
+  const graphqlPool = new pg.Pool({
+    ...(typeof connectionString === 'string' ? { connectionString } : { Client: dynamicClient(connectionString) }),
+    max: STAFF_POOL_SIZE, application_name: 'switchboard-staff-graphql', connectionTimeoutMillis: 15000, idleTimeoutMillis: 30000 });
+  graphqlPool.on('error', () => undefined);
+  if (opts.lowerPriority) lowerPoolPriority(graphqlPool, opts.lowerPriority.postmasterPid, opts.lowerPriority.nice, log);
+  const cache = new StaffAuthCache({ connectionString, log });
+  await cache.start();
+  const requests = new WeakMap<IncomingMessage, StaffRequest>();
+  // Authenticated requests whose audit row is not queued yet, and rows not written yet.
+  let open = 0;
+  const idle: (() => void)[] = [];
+  let queue: unknown[] = [];
+  let timer: NodeJS.Timeout | undefined;
+  let writing: Promise<void> = Promise.resolve();
+  const settle = () => {
+    open -= 1;
+    if (open === 0) for (const f of idle.splice(0)) f();
+  };
+  /** Writes what is queued, after the write in progress: one INSERT per batch. */
+  const write = (): Promise<void> => {
+    clearTimeout(timer);
+    timer = undefined;
+    if (!queue.length) return writing;
+    const rows = queue;
+    queue = [];
+    writing = writing.then(() => pool.query({ name: 'sb:staff.audit', text: INSERT_AUDIT, values: [JSON.stringify(rows)] })).then(
+      () => undefined,
+      (err: unknown) => log.error({ err, rows: rows.length }, 'staff audit rows not written'),
+    );
+    return writing;
+  };
+
+  const load = async (hash: string): Promise<StaffMember | null> => {
+    const { rows } = await pool.query({ name: 'sb:staff.member_by_token', text: 'select staff.member_by_token($1) as m', values: [hash] });
+    return (rows[0]?.m as StaffMember | null) ?? null;
+  };
+
+  const record = (req: IncomingMessage, res: Response, s: StaffRequest) => {
+    requests.delete(req);
+    if (auditOn) {
+      queue.push({
+        at: s.at.toISOString(), member_id: s.member.id, role: s.member.role,
+        operation_name: (s.summary?.operationName ?? s.operationName)?.slice(0, 200) ?? null,
+        operation_type: s.summary?.operationType ?? null, document_sha256: s.documentSha256,
+        root_fields: s.summary?.rootFields ?? [], location_ids: s.summary?.locationIds ?? [],
+        outcome: !s.executed ? 'rejected' : s.errors ? 'error' : 'ok',
+        http_status: res.headersSent ? res.statusCode : null, error_count: s.executed ? s.errors : 0,
+        duration_ms: Math.round(performance.now() - s.started),
+      });
+      if (queue.length >= AUDIT_BATCH_ROWS) void write();
+      else if (!timer) {
+        timer = setTimeout(() => void write(), AUDIT_BATCH_MS);
+        timer.unref();
+      }
+    }
+    settle();
+  };
+
+  const guard = (req: Request, res: Response, next: NextFunction): void => {
+    if (!GRAPHQL_PATH.test(req.path)) return next();
+    const started = performance.now();
+    const at = new Date();
+    const token = bearerToken(req.headers.authorization);
+    if (!token) {
+      log.warn({ reason: 'missing or malformed', ip: req.socket.remoteAddress }, 'staff request refused');
+      return sendError(res, unauthorized());
+    }
+    const hash = hashToken(token);
+    cache.member(hash, () => load(hash)).then(
+      (member) => {
+        if (!member) {
+          log.warn({ reason: 'unknown or revoked', ip: req.socket.remoteAddress }, 'staff request refused');
+          return sendError(res, unauthorized());
+        }
+        const s: StaffRequest = { member, at, started, documentSha256: null, operationName: null, summary: null, executed: false, errors: 0 };
+        requests.set(req, s);
+        open += 1;
+        res.once('close', () => record(req, res, s));
+        next();
+      },
+      (err: unknown) => sendError(res, toApiError(err)),
+    );
+  };
+
+  const hooks: StaffPluginHooks = {
+    maxDepth: limits.maxDepth,
+    maxCost: limits.maxCost,
+    onBody(req, query, operationName) {
+      const s = req && requests.get(req);
+      if (!s) return;
+      s.documentSha256 = typeof query === 'string' ? sha256Hex(query) : null;
+      s.operationName = typeof operationName === 'string' ? operationName : null;
+    },
+    onExecute(req, document: DocumentNode, operationName, variables) {
+      const s = req && requests.get(req);
+      if (!s) return undefined;
+      s.summary = summarizeOperation(document, operationName, variables);
+      return (errors) => {
+        s.executed = true;
+        s.errors = errors;
+      };
+    },
+  };
+
+  return {
+    guard,
+    hooks,
+    graphqlPool,
+    pgSettings(req): Record<string, string> {
+      const s = req && requests.get(req);
+      // No member (cannot happen behind the guard): the group role, which may read nothing.
+      if (!s) return { role: 'switchboard_staff', statement_timeout: String(limits.statementTimeoutMs) };
+      return {
+        role: `switchboard_staff_${s.member.role}`,
+        'app.staff_member_id': s.member.id,
+        statement_timeout: String(limits.statementTimeoutMs),
+      };
+    },
+    async flush() {
+      if (open > 0) await new Promise<void>((r) => idle.push(r));
+      await write();
+    },
+    async close() {
+      await write();
+      await cache.stop();
+      await graphqlPool.end();
+      await pool.end();
+    },
+  };
+}
+
+/** Whether a listen address is reachable only from this host. */
+export function isLoopback(host: string): boolean {
+  if (host === 'localhost') return true;
+  if (isIP(host) === 4) return host.startsWith('127.');
+  if (isIP(host) === 6) return host === '::1' || /^::ffff:127\./i.test(host);
+  return false;
+}
+
+/** The start-up warning when the admin listener is bound beyond loopback (docs/staff.md "Binding"). */
+export function warnIfExposed(host: string, log: Logger): boolean {
+  if (isLoopback(host)) return false;
+  log.warn(
+    { admin_host: host },
+    `ADMIN_HOST=${host} is not a loopback address: the admin listener exposes the staff GraphQL (every location's data, behind staff tokens) and its health and metrics endpoints to the network. Put TLS in front of it (docs/staff.md "Binding").`,
+  );
+  return true;
+}
