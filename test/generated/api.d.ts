@@ -2051,6 +2051,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2459,6 +2463,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2511,6 +2519,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2562,6 +2574,10 @@ export interface operations {
                 headers: {
                     /** @description `<…?cursor=…>; rel="next"` when more rows exist */
                     Link?: string;
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2618,7 +2634,10 @@ export interface operations {
     postLocationsErasures: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe: the first request with a key runs and its answer is stored for 24 h (per location); the same request with the same key gets that answer again with `Idempotent-Replayed: true`, a different request 422, a request while the first is still running 409. Errors are not stored (a retry runs again). Any 1–255 printable ASCII characters, e.g. a UUID; a quoted structured-field string is unquoted. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 locationId: string;
             };
@@ -2640,6 +2659,12 @@ export interface operations {
             /** @description Success */
             202: {
                 headers: {
+                    /** @description `true` when this is the stored answer of an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2704,8 +2729,10 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
+            422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
@@ -2725,6 +2752,10 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
