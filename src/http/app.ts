@@ -1,6 +1,6 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { DeferredWakeups } from '../db/wakeups.js';
-import { requestMetrics } from '../metrics/http.js';
+import { observeRequest } from '../metrics/http.js';
 import { assertJsonDepth } from './body.js';
 import type { AppDeps } from './deps.js';
 import { ApiError, errorHandler, sendError } from './errors.js';
@@ -27,9 +27,9 @@ export function createApp(deps: AppDeps): express.Express {
   // Handlers that must read configuration (e.g. the SSRF switch) find it here.
   app.locals.cfg = deps.cfg;
 
-  // Request metrics (docs/operations.md); METRICS_ENABLED=false leaves them off (bench comparison).
-  if (deps.cfg.METRICS_ENABLED) app.use(requestMetrics());
-  app.use(requestLog(deps.log));
+  // Access log, and request metrics on its per-response hook (docs/operations.md);
+  // METRICS_ENABLED=false leaves the metrics off (bench comparison).
+  app.use(requestLog(deps.log, deps.cfg.METRICS_ENABLED ? observeRequest : undefined));
 
   app.get('/healthz', (_req, res) => {
     res.json({ data: { status: 'ok' } });

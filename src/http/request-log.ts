@@ -38,7 +38,10 @@ type LoggedRequest = Request & { [kLog]?: Logger; [kUrl]?: string };
  * The per-request child logger exists only when a handler logs something (errors), so a request
  * costs one log call and nothing more.
  */
-export function requestLog(log: Logger) {
+/** Called once per response with its duration (ms) from the same clock as the access line. */
+export type RequestObserver = (req: Request, res: Response, ms: number) => void;
+
+export function requestLog(log: Logger, observe?: RequestObserver) {
   // The access line holds only id, method, URL, status and time: nothing to redact, so it skips
   // the redaction pass every other log line goes through.
   const access = log.child({}, { redact: [] });
@@ -66,9 +69,12 @@ export function requestLog(log: Logger) {
     }
     res.once('close', () => {
       const statusCode = res.statusCode;
+      const ms = performance.now() - start;
+      // Request metrics ride on this listener (one per request, not two): src/metrics/http.ts.
+      observe?.(req, res, ms);
       // An error the mapper chose to summarise (a 503 during an outage: code and cause, no stack).
       const err = (res as unknown as { err?: unknown }).err;
-      const line = { req: { id, method, url }, res: { statusCode }, responseTime: Math.round(performance.now() - start), ...(err ? { err } : {}) };
+      const line = { req: { id, method, url }, res: { statusCode }, responseTime: Math.round(ms), ...(err ? { err } : {}) };
       if (!res.writableFinished) access.warn(line, 'request aborted');
       else if (statusCode >= 500) access.error(line, 'request completed');
       else access.info(line, 'request completed');

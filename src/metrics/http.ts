@@ -4,7 +4,7 @@
  * the series of each (method, route, status class) is looked up in nested maps made once and
  * counted in a typed array, so nothing is built per request.
  */
-import type { NextFunction, Request, Response } from 'express';
+import type { Request, Response } from 'express';
 import { httpRequestDuration, onCollect, REQUEST_BUCKETS } from './registry.js';
 import { recordVoiceEvent, type VoiceMark } from './record.js';
 
@@ -65,9 +65,8 @@ onCollect(httpRequestDuration, () => {
   }
 });
 
-const kStart = Symbol('metrics start');
 const kVoice = Symbol('voice mark');
-type Timed = Response & { [kStart]?: number; [kVoice]?: VoiceMark };
+type Marked = Response & { [kVoice]?: VoiceMark };
 
 /** Methods as Express reports them; anything else is counted as OTHER (a client may send any token). */
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
@@ -85,24 +84,17 @@ function routeOf(req: Request): string {
   return typeof path === 'string' ? path : path === undefined ? UNMATCHED : String(path);
 }
 
-function onFinish(this: Timed): void {
-  const req = this.req as Request;
+/**
+ * Observes one finished request (the access log's per-response hook, src/http/request-log.ts, so
+ * metrics add no middleware and no listener of their own to a request).
+ */
+export function observeRequest(req: Request, res: Response, ms: number): void {
   const route = routeOf(req);
-  observe(seriesFor(METHODS.has(req.method) ? req.method : 'OTHER', route, this.statusCode), (performance.now() - this[kStart]!) / 1000);
-  if (VOICE_ROUTES.has(route) && req.method === 'POST') recordVoiceEvent(this[kVoice], this.statusCode);
-}
-
-/** Mounted first: starts the clock, and observes the histogram once the response has been sent. */
-export function requestMetrics() {
-  return (_req: Request, res: Response, next: NextFunction): void => {
-    (res as Timed)[kStart] = performance.now();
-    // `on`, not `once`: 'finish' is emitted once, and `once` would wrap the listener per request.
-    res.on('finish', onFinish);
-    next();
-  };
+  observe(seriesFor(METHODS.has(req.method) ? req.method : 'OTHER', route, res.statusCode), ms / 1000);
+  if (VOICE_ROUTES.has(route) && req.method === 'POST') recordVoiceEvent((res as Marked)[kVoice], res.statusCode);
 }
 
 /** A voice route's note of what it received (type, ignored), for switchboard_voice_events_total. */
 export function markVoice(res: Response, mark: VoiceMark): void {
-  (res as Timed)[kVoice] = mark;
+  (res as Marked)[kVoice] = mark;
 }
