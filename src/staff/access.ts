@@ -86,6 +86,13 @@ const INSERT_AUDIT = `insert into staff.audit
     from jsonb_to_recordset($1::jsonb) as r(at timestamptz, member_id uuid, role text, operation_name text, operation_type text,
          document_sha256 text, root_fields text[], location_ids uuid[], outcome text, http_status int, error_count int, duration_ms int)`;
 
+/**
+ * Staff queries run without parallel workers: PostgreSQL forks those from the postmaster, so they
+ * would not share the staff connection's lower CPU priority, and an aggregate over a million
+ * calls would take both cores from the API (docs/staff.md "Bounds").
+ */
+const SERIAL = { max_parallel_workers_per_gather: '0' } as const;
+
 export async function startStaffAccess(connectionString: ConnectionTarget, opts: StaffAccessOptions): Promise<StaffAccess> {
   const limits = { ...DEFAULT_STAFF_LIMITS, ...opts.limits };
   const log = opts.log.child({ component: 'staff-access' });
@@ -205,11 +212,12 @@ export async function startStaffAccess(connectionString: ConnectionTarget, opts:
     pgSettings(req): Record<string, string> {
       const s = req && requests.get(req);
       // No member (cannot happen behind the guard): the group role, which may read nothing.
-      if (!s) return { role: 'switchboard_staff', statement_timeout: String(limits.statementTimeoutMs) };
+      if (!s) return { role: 'switchboard_staff', statement_timeout: String(limits.statementTimeoutMs), ...SERIAL };
       return {
         role: `switchboard_staff_${s.member.role}`,
         'app.staff_member_id': s.member.id,
         statement_timeout: String(limits.statementTimeoutMs),
+        ...SERIAL,
       };
     },
     async flush() {
