@@ -215,8 +215,10 @@ test('generated bodies for every write operation are never answered 400 (nor 5xx
       try {
         body = await generate(schema, {
           seed: SEED + attempt, maxItems: 4, optionalsProbability: 0.6,
-          // Date-times near now (e.g. a recovery's `since`): the generator's range, not a filter.
-          minDateTime: new Date(Date.now() - 86_400_000).toISOString(), maxDateTime: new Date().toISOString(),
+          // Date-times in the past few days (e.g. a recovery's `since`): the generator's range, not a
+          // filter. It keeps only the date of the bounds and picks any time of day, so the latest
+          // day it may pick is yesterday (today's 01:01 is the future at 00:57).
+          minDateTime: new Date(Date.now() - 3 * 86_400_000).toISOString(), maxDateTime: new Date(Date.now() - 86_400_000).toISOString(),
         } as never);
       } catch {
         // json-schema-faker sometimes gives up on an all-optional object with minProperties
