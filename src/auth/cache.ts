@@ -21,7 +21,7 @@
  */
 import { EventEmitter } from 'node:events';
 import { performance } from 'node:perf_hooks';
-import pg from 'pg';
+import { Listener } from '../db/listener.js';
 import type { Logger } from '../log.js';
 
 export const AUTH_CHANNEL = 'switchboard_auth';
@@ -56,27 +56,29 @@ interface Entry {
 export class AuthCache extends EventEmitter {
   readonly ttlMs: number;
   readonly maxEntries: number;
-  private readonly reconnectMs: number;
-  private readonly log: Logger;
   private readonly entries = new Map<string, Entry>();
-  private client: pg.Client | undefined;
-  private live = false;
+  private readonly listener: Listener;
   private epoch = 0;
-  private stopped = false;
-  private retryTimer: NodeJS.Timeout | undefined;
-  private failures = 0;
 
-  constructor(private readonly opts: AuthCacheOptions) {
+  constructor(opts: AuthCacheOptions) {
     super();
     this.ttlMs = Math.min(1000, Math.max(0, opts.ttlMs ?? 1000));
     this.maxEntries = Math.max(1, opts.maxEntries ?? 10_000);
-    this.reconnectMs = opts.reconnectMs ?? 1000;
-    this.log = opts.log.child({ component: 'auth-cache' });
+    this.listener = new Listener({
+      connectionString: opts.connectionString, channel: AUTH_CHANNEL, name: 'auth cache', applicationName: 'switchboard-auth-cache',
+      degraded: 'GET /me reads the database until it is', log: opts.log.child({ component: 'auth-cache' }), reconnectMs: opts.reconnectMs,
+      onNotification: (payload) => this.invalidate(payload),
+      onLive: (live) => {
+        this.epoch += 1;
+        this.entries.clear();
+        this.emit(live ? 'listening' : 'down');
+      },
+    });
   }
 
   /** Whether the LISTEN connection is in place, i.e. whether entries are served. */
   get listening(): boolean {
-    return this.live;
+    return this.listener.listening;
   }
 
   /** Entries held (expired ones included until they are swept). */
@@ -88,19 +90,13 @@ export class AuthCache extends EventEmitter {
    * Opens the LISTEN connection. Resolves after the first attempt, successful or not: a failure
    * only means `/me` reads the database until a retry succeeds.
    */
-  async start(): Promise<void> {
-    if (this.stopped || this.client) return;
-    await this.connect();
+  start(): Promise<void> {
+    return this.listener.start();
   }
 
   /** Closes the LISTEN connection; nothing is served from then on. */
-  async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.retryTimer);
-    const client = this.client;
-    this.client = undefined;
-    this.setLive(false);
-    if (client) await client.end().catch(() => undefined);
+  stop(): Promise<void> {
+    return this.listener.stop();
   }
 
   /**
@@ -111,11 +107,11 @@ export class AuthCache extends EventEmitter {
   async me(tokenHash: string, load: () => Promise<string | null>): Promise<string | null> {
     const hit = this.get(tokenHash);
     if (hit !== undefined) return hit;
-    if (!this.live) return load();
+    if (!this.listening) return load();
     const epoch = this.epoch;
     const started = performance.now();
     const me = await load();
-    if (me !== null && this.live && this.epoch === epoch) this.store(tokenHash, me, started + this.ttlMs);
+    if (me !== null && this.listening && this.epoch === epoch) this.store(tokenHash, me, started + this.ttlMs);
     return me;
   }
 
@@ -132,7 +128,7 @@ export class AuthCache extends EventEmitter {
   }
 
   private get(tokenHash: string): string | undefined {
-    if (!this.live) return undefined;
+    if (!this.listening) return undefined;
     const e = this.entries.get(tokenHash);
     if (!e) return undefined;
     if (e.expires > performance.now()) return e.me;
@@ -155,56 +151,5 @@ export class AuthCache extends EventEmitter {
       this.entries.delete(key);
     }
     this.entries.set(tokenHash, { me, locationId, expires });
-  }
-
-  private setLive(live: boolean): void {
-    if (this.live === live) return;
-    this.live = live;
-    this.epoch += 1;
-    this.entries.clear();
-    this.emit(live ? 'listening' : 'down');
-  }
-
-  private async connect(): Promise<void> {
-    const target = this.opts.connectionString;
-    const client = new pg.Client({
-      connectionString: typeof target === 'function' ? target() : target,
-      options: '-c role=switchboard_api',
-      application_name: 'switchboard-auth-cache',
-      keepAlive: true,
-      connectionTimeoutMillis: 5000,
-    } as pg.ClientConfig);
-    this.client = client;
-    client.on('error', (err) => this.lost(client, err));
-    client.on('end', () => this.lost(client, new Error('connection ended')));
-    client.on('notification', (msg) => {
-      if (msg.channel === AUTH_CHANNEL && this.client === client) this.invalidate(msg.payload ?? null);
-    });
-    try {
-      await client.connect();
-      await client.query(`LISTEN ${AUTH_CHANNEL}`);
-    } catch (err) {
-      this.lost(client, err as Error);
-      return;
-    }
-    if (this.client !== client) return;
-    if (this.failures) this.log.info('auth cache listening again');
-    this.failures = 0;
-    this.setLive(true);
-  }
-
-  /** Once per connection: stop serving, close it, and try again later unless stopped. */
-  private lost(client: pg.Client, err: Error): void {
-    if (this.client !== client) return;
-    this.client = undefined;
-    this.setLive(false);
-    client.end().catch(() => undefined);
-    this.failures += 1;
-    const fields = { err, retry_ms: this.reconnectMs };
-    if (this.failures === 1) this.log.warn(fields, 'auth cache not listening; GET /me reads the database until it is');
-    else this.log.debug(fields, 'auth cache still not listening');
-    if (this.stopped) return;
-    this.retryTimer = setTimeout(() => void this.connect(), this.reconnectMs);
-    this.retryTimer.unref();
   }
 }
