@@ -86,6 +86,22 @@ export async function callFn<T = unknown>(pool: pg.Pool | pg.PoolClient, fn: str
   return rows[0].r as T;
 }
 
+/**
+ * Calls a batch function (its last argument is the batch size, its answer the rows it handled)
+ * until a batch comes back short: each call its own short autocommitted transaction, so a large
+ * backlog drains in small steps (the hourly prune's kinds). Returns the rows and the calls made.
+ */
+export async function callInBatches(pool: pg.Pool, fn: string, args: unknown[], batch: number): Promise<{ rows: number; batches: number }> {
+  let rows = 0;
+  let batches = 0;
+  for (;;) {
+    const n = await callFn<number>(pool, fn, [...args, batch]);
+    batches += 1;
+    rows += n;
+    if (n < batch) return { rows, batches };
+  }
+}
+
 /** Every column as the text PostgreSQL sent: JSON stays the string it already is. */
 const AS_TEXT = { getTypeParser: () => (v: string) => v } as unknown as pg.CustomTypesConfig;
 

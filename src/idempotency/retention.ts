@@ -3,7 +3,7 @@
  * minutes: run by the hourly prune_deliveries task after the delivery history, through the same
  * app.retention_prune, one short transaction per batch (docs/rest-api.md "Idempotency-Key").
  */
-import { callFn } from '../db/pools.js';
+import { callInBatches } from '../db/pools.js';
 import type { TaskDeps } from '../worker/task.js';
 
 export const IDEMPOTENCY_PRUNE_KINDS = ['idempotency_keys', 'rate_limits'] as const;
@@ -14,11 +14,7 @@ export async function pruneIdempotency(deps: Pick<TaskDeps, 'cfg' | 'pool'>, opt
   const batch = opts.batch ?? 1000;
   const result: IdempotencyPruneResult = { idempotency_keys: 0, rate_limits: 0 };
   for (const kind of IDEMPOTENCY_PRUNE_KINDS) {
-    for (;;) {
-      const n = await callFn<number>(deps.pool, 'app.retention_prune', [kind, deps.cfg.DELIVERY_RETENTION_DAYS, batch]);
-      result[kind] += n;
-      if (n < batch) break;
-    }
+    result[kind] = (await callInBatches(deps.pool, 'app.retention_prune', [kind, deps.cfg.DELIVERY_RETENTION_DAYS], batch)).rows;
   }
   return result;
 }

@@ -6,7 +6,7 @@
  * SKIP LOCKED), so ingestion never waits on a long transaction or lock. Rows stay: counts and
  * insights do not change.
  */
-import { callFn } from '../db/pools.js';
+import { callInBatches } from '../db/pools.js';
 import type { TaskDeps } from '../worker/task.js';
 
 /** Rows per statement. */
@@ -23,12 +23,9 @@ export async function prunePrivacy(deps: Pick<TaskDeps, 'pool'>, opts: { batch?:
   const batch = opts.batch ?? PRIVACY_BATCH;
   const result = Object.fromEntries([...PRIVACY_KINDS.map((k) => [k, 0]), ['batches', 0]]) as PrivacyPruneResult;
   for (const kind of opts.kinds ?? PRIVACY_KINDS) {
-    for (;;) {
-      const n = await callFn<number>(deps.pool, 'app.retention_prune', [`privacy_${kind}`, 1, batch]);
-      result.batches += 1;
-      result[kind] += n;
-      if (n < batch) break;
-    }
+    const r = await callInBatches(deps.pool, 'app.retention_prune', [`privacy_${kind}`, 1], batch);
+    result.batches += r.batches;
+    result[kind] += r.rows;
   }
   return result;
 }

@@ -5,13 +5,8 @@
  */
 import type pg from 'pg';
 import type { Config } from '../config.js';
-import { callFn } from '../db/pools.js';
+import { callInBatches } from '../db/pools.js';
 
 export async function pruneStaffAudit(deps: { cfg: Pick<Config, 'STAFF_AUDIT_RETENTION_DAYS'>; pool: pg.Pool }, batch = 1000): Promise<number> {
-  let total = 0;
-  for (;;) {
-    const n = await callFn<number>(deps.pool, 'staff.audit_prune', [deps.cfg.STAFF_AUDIT_RETENTION_DAYS, batch]);
-    total += n;
-    if (n < batch) return total;
-  }
+  return (await callInBatches(deps.pool, 'staff.audit_prune', [deps.cfg.STAFF_AUDIT_RETENTION_DAYS], batch)).rows;
 }

@@ -6,11 +6,11 @@
  * drains in many small steps. See docs/webhooks.md.
  */
 import type { Task } from 'graphile-worker';
-import { callFn } from '../db/pools.js';
-import { PRIVACY_KINDS, prunePrivacy } from '../privacy/retention.js';
-import type { TaskDeps } from '../worker/task.js';
+import { callInBatches } from '../db/pools.js';
 import { pruneIdempotency } from '../idempotency/retention.js';
+import { PRIVACY_KINDS, prunePrivacy } from '../privacy/retention.js';
 import { pruneStaffAudit } from '../staff/retention.js';
+import type { TaskDeps } from '../worker/task.js';
 
 /** Rows per statement. */
 export const PRUNE_BATCH = 1000;
@@ -31,12 +31,9 @@ export async function pruneDeliveries(deps: Pick<TaskDeps, 'cfg' | 'pool'>, opts
   const batch = opts.batch ?? PRUNE_BATCH;
   const result: PruneResult = { deliveries: 0, notifications: 0, events: 0, batches: 0 };
   for (const kind of PRUNE_KINDS) {
-    for (;;) {
-      const n = await callFn<number>(deps.pool, 'app.retention_prune', [kind, deps.cfg.DELIVERY_RETENTION_DAYS, batch]);
-      result.batches += 1;
-      result[kind] += n;
-      if (n < batch) break;
-    }
+    const r = await callInBatches(deps.pool, 'app.retention_prune', [kind, deps.cfg.DELIVERY_RETENTION_DAYS], batch);
+    result.batches += r.batches;
+    result[kind] += r.rows;
   }
   return result;
 }
