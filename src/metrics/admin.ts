@@ -8,6 +8,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express, { Router, type Request, type Response } from 'express';
+import { ApiError, sendError } from '../http/errors.js';
 import { registry, startDefaultMetrics } from './registry.js';
 
 /** One readiness check: ok, and a few words when it is not. */
@@ -36,8 +37,7 @@ export function operationsRouter(probes: ReadinessProbe[]): Router {
       res.json({ data: { status: 'ready', checks } });
       return;
     }
-    res.status(503).setHeader('retry-after', '5');
-    res.json({ error: { code: 'unavailable', message: `Not ready: ${failed.join(', ')}`, details: { checks } } });
+    sendError(res, new ApiError(503, 'unavailable', `Not ready: ${failed.join(', ')}`, { checks }, { 'retry-after': '5' }));
   });
   router.get('/metrics', async (_req: Request, res: Response) => {
     const text = await registry.metrics();
@@ -59,7 +59,7 @@ export async function startAdminServer(host: string, port: number, router: Route
   app.disable('x-powered-by');
   app.use(router);
   app.use((_req: Request, res: Response) => {
-    res.status(404).json({ error: { code: 'not_found', message: 'No such route', details: {} } });
+    sendError(res, new ApiError(404, 'not_found', 'No such route'));
   });
   const server = createServer(app);
   server.keepAliveTimeout = 5000;
