@@ -45,6 +45,8 @@ export interface PostResult {
 
 export interface PostOptions {
   url: string;
+  /** POST unless given (SDK clients send other methods through src/net/fetch.ts). */
+  method?: string;
   body: string;
   headers: Record<string, string>;
   timeoutMs: number;
@@ -95,7 +97,7 @@ function keptHeaders(h: Record<string, string | string[] | undefined>): Record<s
   return out;
 }
 
-/** POSTs the exact body; resolves (never rejects) with the outcome. */
+/** Sends the exact body (a POST unless `method` says otherwise); resolves (never rejects) with the outcome. */
 export async function guardedPost(opts: PostOptions): Promise<PostResult> {
   const started = Date.now();
   const attempted_at = new Date(started).toISOString();
@@ -143,7 +145,7 @@ export async function guardedPost(opts: PostOptions): Promise<PostResult> {
     const send = (retriesLeft: number) => {
       let responded = false;
       const req = https.request(url, {
-        method: 'POST',
+        method: opts.method ?? 'POST',
         agent,
         lookup: guardedLookup(opts.allowPrivate, opts.resolve) as never,
         headers: { ...opts.headers, 'content-length': String(payload.length) },
