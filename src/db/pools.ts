@@ -72,9 +72,10 @@ function makePool(target: ConnectionTarget, max: number, applicationName: string
 
 const FN_NAME = /^[a-z_]+\.[a-z_0-9]+$/;
 
-function callText(fn: string, args: unknown[]): string {
+/** The argument list of a call of `fn` whose parameters start at `$first` (checking the name). */
+export function callText(fn: string, args: unknown[], first = 1): string {
   if (!FN_NAME.test(fn)) throw new Error(`bad function name ${fn}`);
-  return args.map((_, i) => `$${i + 1}`).join(', ');
+  return args.map((_, i) => `$${i + first}`).join(', ');
 }
 
 /**
@@ -103,7 +104,7 @@ export async function callInBatches(pool: pg.Pool, fn: string, args: unknown[], 
 }
 
 /** Every column as the text PostgreSQL sent: JSON stays the string it already is. */
-const AS_TEXT = { getTypeParser: () => (v: string) => v } as unknown as pg.CustomTypesConfig;
+export const AS_TEXT = { getTypeParser: () => (v: string) => v } as unknown as pg.CustomTypesConfig;
 
 /**
  * Calls one SQL function returning json/jsonb and gives back its JSON text unparsed (null for
@@ -140,7 +141,8 @@ export async function callPageText(pool: pg.Pool | pg.PoolClient, fn: string, ar
   return { data: JSON.stringify(page.data), next_cursor: page.next_cursor };
 }
 
-function toParam(v: unknown): unknown {
+/** How an argument is sent: objects as JSON text, undefined as null. */
+export function toParam(v: unknown): unknown {
   if (v === undefined) return null;
   if (v !== null && typeof v === 'object' && !(v instanceof Date) && !Array.isArray(v)) return JSON.stringify(v);
   return v;

@@ -6,6 +6,7 @@
 import { createHash } from 'node:crypto';
 import type { Request } from 'express';
 import type pg from 'pg';
+import { AS_TEXT, callText, toParam } from '../db/pools.js';
 import { ApiError } from '../http/errors.js';
 
 export const IDEMPOTENCY_HEADER = 'idempotency-key';
@@ -68,9 +69,6 @@ export interface IdempotentAnswer {
   body: string;
 }
 
-/** Every column as the text PostgreSQL sent. */
-const AS_TEXT = { getTypeParser: () => (v: string) => v } as unknown as pg.CustomTypesConfig;
-
 export interface IdempotentCall {
   tokenHash: string;
   locationRef: string | null;
@@ -80,8 +78,6 @@ export interface IdempotentCall {
   status: number;
 }
 
-const FN_NAME = /^api\.[a-z_0-9]+$/;
-
 /**
  * Runs `fn(...args)` under the key in one statement, so one transaction (migrations: the comment
  * above app.idempotency_begin): begin authorizes, takes the key and finds a stored answer; only
@@ -90,8 +86,8 @@ const FN_NAME = /^api\.[a-z_0-9]+$/;
  * signature as in an ordinary call.
  */
 export async function callIdempotent(pool: pg.Pool, c: IdempotentCall, fn: string, args: unknown[]): Promise<IdempotentAnswer> {
-  if (!FN_NAME.test(fn)) throw new Error(`bad function name ${fn}`);
-  const params = args.map((_, i) => `$${i + 7}`).join(', ');
+  if (!fn.startsWith('api.')) throw new Error(`bad function name ${fn}`);
+  const params = callText(fn, args, 7);
   const { rows } = await pool.query<string[]>({
     name: `sb:idem:${fn}/${args.length}`,
     text: `with b as materialized (select * from app.idempotency_begin($1, $2, $3, $4, $5))
@@ -104,11 +100,4 @@ export async function callIdempotent(pool: pg.Pool, c: IdempotentCall, fn: strin
   });
   const [replayed, status, body] = rows[0];
   return { replayed: replayed === 't', status: Number(status), body };
-}
-
-/** As src/db/pools.ts sends arguments: objects as JSON text, undefined as null. */
-function toParam(v: unknown): unknown {
-  if (v === undefined) return null;
-  if (v !== null && typeof v === 'object' && !(v instanceof Date) && !Array.isArray(v)) return JSON.stringify(v);
-  return v;
 }
