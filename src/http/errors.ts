@@ -1,6 +1,6 @@
 import type { NextFunction, Request, Response } from 'express';
 import { ZodError } from 'zod';
-import type { Logger } from '../log.js';
+import { failureCause, LogThrottle, type Logger } from '../log.js';
 
 /** An error that leaves the API as `{ error: { code, message, details } }` with `status`. */
 export class ApiError extends Error {
@@ -130,37 +130,23 @@ export function sendError(res: Response, err: ApiError): void {
   res.status(err.status).json({ error: { code: err.code, message: err.message, details: err.details } });
 }
 
-/** What a database failure was, in a few words: SQLSTATE or errno code, else the first line of its message. */
-function unavailableCause(err: unknown): string {
-  const e = err as { code?: unknown; message?: unknown };
-  if (typeof e?.code === 'string' && e.code) return e.code;
-  return String(e?.message ?? err).split('\n')[0].slice(0, 120);
-}
-
 /**
  * During a database outage every request fails the same way: each gets one short access-log line
  * (src/http/request-log.ts, with the cause and no stack), and the outage itself one warning at most
  * every `intervalMs`, counting the failures it did not repeat.
  */
 export class OutageLog {
-  private lastAt = -Infinity;
-  private suppressed = 0;
+  private readonly throttle: LogThrottle;
 
-  constructor(
-    private readonly intervalMs = 15_000,
-    private readonly now: () => number = Date.now,
-  ) {}
+  constructor(intervalMs = 15_000, now: () => number = Date.now) {
+    this.throttle = new LogThrottle(intervalMs, now);
+  }
 
   failed(log: Logger | undefined, cause: string): void {
-    const t = this.now();
-    if (t - this.lastAt < this.intervalMs) {
-      this.suppressed += 1;
-      return;
-    }
-    log?.warn({ cause, suppressed: this.suppressed, interval_s: this.intervalMs / 1000 },
+    const suppressed = this.throttle.take();
+    if (suppressed === null) return;
+    log?.warn({ cause, suppressed, interval_s: this.throttle.intervalMs / 1000 },
       'database unavailable: requests answer 503 until it is back');
-    this.lastAt = t;
-    this.suppressed = 0;
   }
 }
 
@@ -168,7 +154,7 @@ export class OutageLog {
 export function errorHandler(err: unknown, req: Request, res: Response, _next: NextFunction): void {
   const apiErr = toApiError(err);
   if (apiErr.status === 503 && apiErr.code === 'unavailable') {
-    const cause = unavailableCause(err);
+    const cause = failureCause(err);
     // The access-log line (src/http/request-log.ts) carries `res.err`: the code and cause, no stack.
     (res as unknown as { err?: unknown }).err = { code: apiErr.code, cause };
     const outage: OutageLog = (req.app.locals.outageLog ??= new OutageLog());

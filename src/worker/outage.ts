@@ -4,43 +4,35 @@
  * the failures it did not repeat, and one line when it works again. A worker polls every second,
  * so without this an outage would write several lines a second per lane.
  */
-import type { Logger } from '../log.js';
+import { failureCause, LogThrottle, type Logger } from '../log.js';
 
 export const OUTAGE_LOG_INTERVAL_MS = 15_000;
 
 export class ThrottledWarning {
-  private lastAt = -Infinity;
-  private suppressed = 0;
+  private readonly throttle: LogThrottle;
   private failing = false;
 
   constructor(
     private readonly log: Logger,
     private readonly msg: string,
-    private readonly intervalMs = OUTAGE_LOG_INTERVAL_MS,
-  ) {}
+    intervalMs = OUTAGE_LOG_INTERVAL_MS,
+  ) {
+    this.throttle = new LogThrottle(intervalMs);
+  }
 
   /** A failure: logged when the interval has passed since the last line, counted otherwise. */
   failed(err: unknown): void {
     this.failing = true;
-    const t = Date.now();
-    if (t - this.lastAt < this.intervalMs) {
-      this.suppressed += 1;
-      return;
-    }
-    const e = err as { code?: string; message?: string };
-    const cause = e?.code ?? String(e?.message ?? err).split('\n')[0].slice(0, 120);
-    this.log.warn({ cause, suppressed: this.suppressed, interval_s: this.intervalMs / 1000 }, this.msg);
-    this.lastAt = t;
-    this.suppressed = 0;
+    const suppressed = this.throttle.take();
+    if (suppressed === null) return;
+    this.log.warn({ cause: failureCause(err), suppressed, interval_s: this.throttle.intervalMs / 1000 }, this.msg);
   }
 
   /** A success: after failures, one line saying it recovered (and how many failures went unlogged). */
   ok(): void {
     if (!this.failing) return;
     this.failing = false;
-    this.log.info({ suppressed: this.suppressed }, `${this.msg}: recovered`);
-    this.lastAt = -Infinity;
-    this.suppressed = 0;
+    this.log.info({ suppressed: this.throttle.reset() }, `${this.msg}: recovered`);
   }
 }
 
