@@ -3,6 +3,17 @@
 -- fly; what is stored is one counter row per booked window (app.booking_windows), kept by a
 -- trigger on app.bookings that refuses the booking past the location's capacity.
 
+-- Re-runnable (graphile-migrate applies current.sql again on every change): what this section
+-- creates is dropped first.
+drop table if exists app.call_transfers, app.booking_windows cascade;
+drop table if exists app.scheduling_settings cascade;
+drop trigger if exists _200_window on app.bookings;
+drop trigger if exists _300_window_capacity on app.bookings;
+drop function if exists app.scheduling_windows(uuid,date,integer);
+alter table app.bookings drop column if exists window_start, drop column if exists window_end,
+  drop column if exists source, drop column if exists platform_call_id;
+alter type app.booking_shape drop attribute if exists window_start, drop attribute if exists window_end, drop attribute if exists source;
+
 create table app.scheduling_settings (
   location_id uuid not null,
   window_minutes integer default 120 not null,
@@ -84,7 +95,7 @@ create index call_transfers_call_idx on app.call_transfers (call_id, location_id
 
 -- Settings
 
-create function app.scheduling_settings_of(loc uuid)
+create or replace function app.scheduling_settings_of(loc uuid)
  RETURNS app.scheduling_settings
  LANGUAGE sql
  STABLE
@@ -97,7 +108,7 @@ AS $function$
 $function$;
 comment on function app.scheduling_settings_of(uuid) is E'The location''s scheduling settings, the defaults when it has no row.';
 
-create function app.scheduling_json(loc uuid)
+create or replace function app.scheduling_json(loc uuid)
  RETURNS jsonb
  LANGUAGE sql
  STABLE
@@ -110,7 +121,7 @@ AS $function$
 $function$;
 comment on function app.scheduling_json(uuid) is E'Scheduling settings as the API shows them (docs/api-contract.md, "Scheduling").';
 
-create function api.scheduling_get(token_hash text, location_ref text)
+create or replace function api.scheduling_get(token_hash text, location_ref text)
  RETURNS jsonb
  LANGUAGE plpgsql
 AS $function$
@@ -123,7 +134,7 @@ $function$;
 comment on function api.scheduling_get(text,text) is E'GET scheduling: window length, capacity, lead time, horizon, closed dates.';
 grant execute on function api.scheduling_get(text,text) to switchboard_api;
 
-create function api.scheduling_patch(token_hash text, location_ref text, patch jsonb)
+create or replace function api.scheduling_patch(token_hash text, location_ref text, patch jsonb)
  RETURNS jsonb
  LANGUAGE plpgsql
 AS $function$
@@ -145,7 +156,7 @@ grant execute on function api.scheduling_patch(text,text,jsonb) to switchboard_a
 
 -- Windows
 
-create function app.scheduling_windows(loc uuid, from_date date, days integer)
+create or replace function app.scheduling_windows(loc uuid, from_date date, days integer, at timestamp with time zone default now())
  RETURNS TABLE(window_start timestamp with time zone, window_end timestamp with time zone, remaining integer)
  LANGUAGE sql
  STABLE
@@ -162,13 +173,13 @@ AS $function$
                                (g.d::date + h.open::time + make_interval(mins => (k + 1) * s.window_minutes)) at time zone l.timezone as we) w
     left join app.booking_windows bw on bw.location_id = loc and bw.window_start = w.ws
    where g.d::date <> all (s.closed_dates)
-     and w.ws >= now() + make_interval(mins => s.lead_time_minutes)
-     and w.ws <= now() + make_interval(days => s.horizon_days)
+     and w.ws >= at + make_interval(mins => s.lead_time_minutes)
+     and w.ws <= at + make_interval(days => s.horizon_days)
    order by w.ws
 $function$;
-comment on function app.scheduling_windows(uuid,date,integer) is E'Bookable windows of the days from from_date (location time), oldest first, with the room left in each (0 or less: full): cut from business hours by window_minutes, without closed dates, windows inside the lead time or past the horizon.';
+comment on function app.scheduling_windows(uuid,date,integer,timestamp with time zone) is E'Bookable windows of the days from from_date (location time), oldest first, with the room left in each (0 or less: full): cut from business hours by window_minutes, without closed dates, windows inside the lead time or past the horizon as seen at `at` (now).';
 
-create function app.scheduling_window_end(loc uuid, ws timestamp with time zone)
+create or replace function app.scheduling_window_end(loc uuid, ws timestamp with time zone)
  RETURNS timestamp with time zone
  LANGUAGE sql
  STABLE
@@ -180,7 +191,7 @@ AS $function$
 $function$;
 comment on function app.scheduling_window_end(uuid,timestamp with time zone) is E'The end of the bookable window starting exactly at ws (full or not), null when ws starts no such window (out of hours, closed, past, inside the lead time, past the horizon).';
 
-create function app.scheduling_open(loc uuid, from_ts timestamp with time zone, n integer)
+create or replace function app.scheduling_open(loc uuid, from_ts timestamp with time zone, n integer)
  RETURNS TABLE(window_start timestamp with time zone, window_end timestamp with time zone, remaining integer)
  LANGUAGE sql
  STABLE
@@ -195,17 +206,21 @@ AS $function$
 $function$;
 comment on function app.scheduling_open(uuid,timestamp with time zone,integer) is E'The next n open windows (room left) starting at or after from_ts, within the horizon.';
 
-create function app.scheduling_alternatives(loc uuid, ws timestamp with time zone)
+create or replace function app.scheduling_alternatives(loc uuid, ws timestamp with time zone)
  RETURNS jsonb
  LANGUAGE sql
  STABLE
 AS $function$
   select coalesce(jsonb_agg(jsonb_build_object('start', app.iso(o.window_start), 'end', app.iso(o.window_end)) order by o.window_start), '[]')
-    from app.scheduling_open(loc, coalesce(ws, now()), 3) o
+    from (select * from app.scheduling_open(loc, coalesce(ws, now()), 3)
+          union all
+          -- Nothing after a time past the horizon: the next ones from now.
+          select * from app.scheduling_open(loc, now(), 3)
+           where not exists (select 1 from app.scheduling_open(loc, coalesce(ws, now()), 1))) o
 $function$;
-comment on function app.scheduling_alternatives(uuid,timestamp with time zone) is E'details.alternatives of slot_unavailable: the next three open windows from the refused one (from now when it is past).';
+comment on function app.scheduling_alternatives(uuid,timestamp with time zone) is E'details.alternatives of slot_unavailable: the next three open windows from the refused one (from now when it is past, or when none follows it within the horizon).';
 
-create function app.scheduling_refuse(loc uuid, ws timestamp with time zone, reason text)
+create or replace function app.scheduling_refuse(loc uuid, ws timestamp with time zone, reason text)
  RETURNS void
  LANGUAGE plpgsql
 AS $function$
@@ -219,7 +234,7 @@ comment on function app.scheduling_refuse(uuid,timestamp with time zone,text) is
 
 -- Spoken labels
 
-create function app.scheduling_clock(t timestamp with time zone, tz text, meridiem boolean)
+create or replace function app.scheduling_clock(t timestamp with time zone, tz text, meridiem boolean)
  RETURNS text
  LANGUAGE sql
  STABLE
@@ -230,7 +245,7 @@ AS $function$
 $function$;
 comment on function app.scheduling_clock(timestamp with time zone,text,boolean) is E'"8", "8:30" or "8 AM" in the zone tz, as the agent says it.';
 
-create function app.scheduling_label(ws timestamp with time zone, we timestamp with time zone, tz text)
+create or replace function app.scheduling_label(ws timestamp with time zone, we timestamp with time zone, tz text)
  RETURNS text
  LANGUAGE sql
  STABLE
@@ -241,7 +256,7 @@ AS $function$
 $function$;
 comment on function app.scheduling_label(timestamp with time zone,timestamp with time zone,text) is E'A window as the agent says it: "Tuesday, December 1, between 8 and 10 AM" (location time).';
 
-create function app.booking_label(b app.bookings, tz text)
+create or replace function app.booking_label(b app.bookings, tz text)
  RETURNS text
  LANGUAGE sql
  STABLE
@@ -336,7 +351,7 @@ end
 $function$;
 comment on function app.tg_bookings__events() is E'booking.created on insert; booking.updated (+ previous values) on a status, time or window change.';
 
-create function app.booking_place(loc uuid, body jsonb, v_source text, platform_call text)
+create or replace function app.booking_place(loc uuid, body jsonb, v_source text, platform_call text)
  RETURNS app.bookings
  LANGUAGE plpgsql
 AS $function$
@@ -370,7 +385,7 @@ end
 $function$;
 comment on function app.booking_place(uuid,jsonb,text,text) is E'Books window_start for a caller (name, phone, address?, service_type?, notes?): SBSL9 when it is not a bookable window or it is full (the capacity trigger). Shared by POST bookings and the book_appointment tool.';
 
-create function api.booking_create(token_hash text, location_ref text, body jsonb)
+create or replace function api.booking_create(token_hash text, location_ref text, body jsonb)
  RETURNS jsonb
  LANGUAGE plpgsql
 AS $function$
@@ -383,7 +398,7 @@ $function$;
 comment on function api.booking_create(text,text,jsonb) is E'POST bookings: books a window (409 slot_unavailable with the next three open windows when it cannot); fires booking.created.';
 grant execute on function api.booking_create(text,text,jsonb) to switchboard_api;
 
-create function api.availability(token_hash text, location_ref text, from_date date, days integer)
+create or replace function api.availability(token_hash text, location_ref text, from_date date, days integer)
  RETURNS jsonb
  LANGUAGE plpgsql
 AS $function$
@@ -444,7 +459,7 @@ grant execute on function api.booking_patch(text,text,uuid,jsonb) to switchboard
 
 -- Agent tools (POST /api/voice/tools/{name}, docs/voice-integration.md)
 
-create function app.voice_transfer_number(loc uuid, emergency boolean)
+create or replace function app.voice_transfer_number(loc uuid, emergency boolean)
  RETURNS text
  LANGUAGE sql
  STABLE
@@ -459,7 +474,7 @@ AS $function$
 $function$;
 comment on function app.voice_transfer_number(uuid,boolean) is E'Whom the agent transfers to now: in an emergency or outside business hours the owner''s cell, else the business line (call forwarding); the agent''s transfer_number, then the other one, when the first is not set.';
 
-create function app.voice_caller_bookings(loc uuid, caller text)
+create or replace function app.voice_caller_bookings(loc uuid, caller text)
  RETURNS SETOF app.bookings
  LANGUAGE sql
  STABLE
@@ -474,7 +489,7 @@ AS $function$
 $function$;
 comment on function app.voice_caller_bookings(uuid,text) is E'The caller''s upcoming active bookings at the location (by the customer''s phone), soonest first; none for a withheld number.';
 
-create function app.voice_windows_json(w_start timestamp with time zone[], w_end timestamp with time zone[], tz text)
+create or replace function app.voice_windows_json(w_start timestamp with time zone[], w_end timestamp with time zone[], tz text)
  RETURNS jsonb
  LANGUAGE sql
  STABLE
@@ -484,7 +499,7 @@ AS $function$
 $function$;
 comment on function app.voice_windows_json(timestamp with time zone[],timestamp with time zone[],text) is E'Windows as a tool answers them: [{ start, end, label }].';
 
-create function app.voice_say_windows(windows jsonb)
+create or replace function app.voice_say_windows(windows jsonb)
  RETURNS text
  LANGUAGE sql
  IMMUTABLE
@@ -493,7 +508,7 @@ AS $function$
 $function$;
 comment on function app.voice_say_windows(jsonb) is E'The labels of tool windows as one sentence part.';
 
-create function app.voice_tool_booking_json(b app.bookings, tz text)
+create or replace function app.voice_tool_booking_json(b app.bookings, tz text)
  RETURNS jsonb
  LANGUAGE sql
  STABLE
@@ -502,14 +517,14 @@ AS $function$
 $function$;
 comment on function app.voice_tool_booking_json(app.bookings,text) is E'A booking as a tool answers it: the API shape plus its spoken label.';
 
-create function app.voice_tool_slot_refused(loc uuid, tz text, ws timestamp with time zone, reason text)
+create or replace function app.voice_tool_slot_refused(loc uuid, tz text, ws timestamp with time zone, reason text)
  RETURNS jsonb
  LANGUAGE plpgsql
  STABLE
 AS $function$
 declare
-  alt jsonb := (select app.voice_windows_json(array_agg(o.window_start order by o.window_start), array_agg(o.window_end order by o.window_start), tz)
-                  from app.scheduling_open(loc, coalesce(ws, now()), 3) o);
+  alt jsonb := (select app.voice_windows_json(array_agg((a ->> 'start')::timestamptz order by o), array_agg((a ->> 'end')::timestamptz order by o), tz)
+                  from jsonb_array_elements(app.scheduling_alternatives(loc, ws)) with ordinality x (a, o));
 begin
   return jsonb_build_object('ok', false, 'reason', reason, 'alternatives', alt,
     'message', case when reason = 'full' then 'That window has just been taken.' else 'That time is not one we can book.' end
@@ -519,7 +534,7 @@ end
 $function$;
 comment on function app.voice_tool_slot_refused(uuid,text,timestamp with time zone,text) is E'The answer of book_appointment or reschedule_appointment when the window cannot be booked: ok false and the next three open windows.';
 
-create function app.voice_tool(payload jsonb)
+create or replace function app.voice_tool(payload jsonb)
  RETURNS jsonb
  LANGUAGE plpgsql
  SECURITY DEFINER

@@ -6,8 +6,8 @@ CREATE OR REPLACE FUNCTION app.voice_tool_slot_refused(loc uuid, tz text, ws tim
  STABLE
 AS $function$
 declare
-  alt jsonb := (select app.voice_windows_json(array_agg(o.window_start order by o.window_start), array_agg(o.window_end order by o.window_start), tz)
-                  from app.scheduling_open(loc, coalesce(ws, now()), 3) o);
+  alt jsonb := (select app.voice_windows_json(array_agg((a ->> 'start')::timestamptz order by o), array_agg((a ->> 'end')::timestamptz order by o), tz)
+                  from jsonb_array_elements(app.scheduling_alternatives(loc, ws)) with ordinality x (a, o));
 begin
   return jsonb_build_object('ok', false, 'reason', reason, 'alternatives', alt,
     'message', case when reason = 'full' then 'That window has just been taken.' else 'That time is not one we can book.' end
