@@ -543,7 +543,7 @@ AS $function$
 declare
   tool text := payload ->> 'name';
   args jsonb := coalesce(payload -> 'args', '{}');
-  call_id text := payload -> 'call' ->> 'call_id';
+  v_call_id text := payload -> 'call' ->> 'call_id';
   caller text := payload -> 'call' ->> 'from_number';
   l app.locations;
   s app.scheduling_settings;
@@ -575,12 +575,12 @@ begin
   elsif tool = 'book_appointment' then
     ws := (args ->> 'window_start')::timestamptz;
     -- Retell retries a failed request up to twice: one call books one window once.
-    perform pg_advisory_xact_lock(7302, hashtext(l.id::text || '/' || call_id));
+    perform pg_advisory_xact_lock(7302, hashtext(l.id::text || '/' || v_call_id));
     select * into b from app.bookings t
-     where t.location_id = l.id and t.platform_call_id = call_id and t.window_start = ws;
+     where t.location_id = l.id and t.platform_call_id = v_call_id and t.window_start = ws;
     if b.id is null then
       begin
-        b := app.booking_place(l.id, args, 'agent_tool', call_id);
+        b := app.booking_place(l.id, args, 'agent_tool', v_call_id);
       exception when sqlstate 'SBSL9' then
         return app.voice_tool_slot_refused(l.id, l.timezone, ws,
           case when app.scheduling_window_end(l.id, ws) is null then 'unavailable' else 'full' end);
