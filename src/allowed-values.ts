@@ -70,6 +70,8 @@ export const leadStatuses = ['new', 'contacted', 'booked', 'closed', 'lost'] as 
 export const bookingStatuses = ['scheduled', 'confirmed', 'completed', 'cancelled', 'no_show'] as const;
 /** `app.bookings.source` CHECK. */
 export const bookingSources = ['call', 'agent_tool', 'api'] as const;
+/** `app.call_transfers.status` CHECK: the voice platform's transfer_* events. */
+export const transferStatuses = ['started', 'bridged', 'cancelled', 'ended'] as const;
 /** `app.members.role` CHECK. */
 export const memberRoles = ['owner', 'admin', 'member'] as const;
 /** `app.call_forwarding.mode` CHECK. */

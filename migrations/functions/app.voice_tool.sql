@@ -40,8 +40,9 @@ begin
 
   elsif tool = 'book_appointment' then
     ws := (args ->> 'window_start')::timestamptz;
-    -- Retell retries a failed request up to twice: one call books one window once.
-    perform pg_advisory_xact_lock(7302, hashtext(l.id::text || '/' || v_call_id));
+    -- Retell retries a failed request up to twice: one call books one window once. Class 7303
+    -- keeps these keys apart from the post-call's (7301) and Idempotency-Key's (7302).
+    perform pg_advisory_xact_lock(7303, hashtext(l.id::text || '/' || v_call_id));
     select * into b from app.bookings t
      where t.location_id = l.id and t.platform_call_id = v_call_id and t.window_start = ws;
     if b.id is null then

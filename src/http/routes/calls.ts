@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { defineRoute, locAnd, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
-import { callOutcomes } from '../../allowed-values.js';
+import { callOutcomes, transferStatuses } from '../../allowed-values.js';
 import { CallSummary } from './records.js';
 import { ts, tsNull } from './rest-common.js';
 
@@ -22,7 +22,7 @@ export const CallDetail = CallSummary.extend({
   anonymised_at: tsNull.describe('When the caller\'s phone, name, address, e-mail and issue summary were cleared'),
   transfers: z.array(z.strictObject({
     destination: z.string().nullable().describe('Number or SIP URI the agent transferred to'),
-    status: z.enum(['started', 'bridged', 'cancelled', 'ended']),
+    status: z.enum(transferStatuses),
     at: ts.describe('When the voice platform reported it'),
   })).describe('Transfer attempts of the call, oldest first (voice platform transfer_* events)'),
 });
