@@ -169,8 +169,10 @@ AS $function$
     cross join lateral generate_series(from_date::timestamp, (from_date + least(greatest(days, 0), 400) - 1)::timestamp, interval '1 day') g (d)
     join app.business_hours h on h.location_id = loc and h.day = extract(dow from g.d)
     cross join lateral generate_series(0, (extract(epoch from h.close::time - h.open::time) / 60)::int / s.window_minutes - 1) k
+    -- offset 0: each window's instants are computed once, not at every place the plan uses them.
     cross join lateral (select (g.d::date + h.open::time + make_interval(mins => k * s.window_minutes)) at time zone l.timezone as ws,
-                               (g.d::date + h.open::time + make_interval(mins => (k + 1) * s.window_minutes)) at time zone l.timezone as we) w
+                               (g.d::date + h.open::time + make_interval(mins => (k + 1) * s.window_minutes)) at time zone l.timezone as we
+                        offset 0) w
     left join app.booking_windows bw on bw.location_id = loc and bw.window_start = w.ws
    where g.d::date <> all (s.closed_dates)
      and w.ws >= at + make_interval(mins => s.lead_time_minutes)
