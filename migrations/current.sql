@@ -515,9 +515,9 @@ create or replace function app.voice_tool_booking_json(b app.bookings, tz text)
  LANGUAGE sql
  STABLE
 AS $function$
-  select app.booking_json(b) || jsonb_build_object('label', app.booking_label(b, tz))
+  select app.booking_json(b) || jsonb_build_object('label', app.booking_label(b, tz), 'notes', left(b.notes, 500))
 $function$;
-comment on function app.voice_tool_booking_json(app.bookings,text) is E'A booking as a tool answers it: the API shape plus its spoken label.';
+comment on function app.voice_tool_booking_json(app.bookings,text) is E'A booking as a tool answers it: the API shape plus its spoken label, notes cut to 500 characters (a tool answer stays far under the platform''s 15,000).';
 
 create or replace function app.voice_tool_slot_refused(loc uuid, tz text, ws timestamp with time zone, reason text)
  RETURNS jsonb

@@ -187,6 +187,20 @@ describe('scheduling tools', () => {
     expect(rows[0].status).toBe('scheduled');
   });
 
+  test('answers stay under the platform\'s 15,000 characters: five bookings with 10,000-character notes', async () => {
+    const loc = await schedulingLocation();
+    const day = await localDate(t.owner, TZ, 2);
+    const { token } = await mintKey(t.owner, loc.id);
+    for (const h of ['08:00', '10:00', '12:00', '14:00', '16:00']) {
+      const res = await request(t.baseUrl, 'POST', `/api/v1/locations/${loc.id}/bookings`, { token,
+        body: { window_start: await instant(t.owner, TZ, day, h), name: 'Dana', phone: CALLER, address: 'a'.repeat(500), notes: 'n'.repeat(10_000) } });
+      expect(res.status).toBe(201);
+    }
+    const found = await postTool(t.baseUrl, 'find_appointments', callOf(loc), {});
+    expect(found.body.appointments).toHaveLength(5);
+    expect(JSON.stringify(found.body).length).toBeLessThan(15_000);
+  });
+
   test('transfer_target: owner cell in an emergency or after hours, the business line in hours', async () => {
     const loc = await schedulingLocation({ owner_cell: '+15125550177' });
     await openEveryDay(t.owner, loc.id, '00:00', '23:59');
