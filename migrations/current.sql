@@ -10,6 +10,7 @@ drop table if exists app.scheduling_settings cascade;
 drop trigger if exists _200_window on app.bookings;
 drop trigger if exists _300_window_capacity on app.bookings;
 drop function if exists app.scheduling_windows(uuid,date,integer);
+drop function if exists app.scheduling_open(uuid,timestamp with time zone,integer);
 alter table app.bookings drop column if exists window_start, drop column if exists window_end,
   drop column if exists source, drop column if exists platform_call_id;
 alter type app.booking_shape drop attribute if exists window_start, drop attribute if exists window_end, drop attribute if exists source;
@@ -193,32 +194,44 @@ AS $function$
 $function$;
 comment on function app.scheduling_window_end(uuid,timestamp with time zone) is E'The end of the bookable window starting exactly at ws (full or not), null when ws starts no such window (out of hours, closed, past, inside the lead time, past the horizon).';
 
-create or replace function app.scheduling_open(loc uuid, from_ts timestamp with time zone, n integer)
+create or replace function app.scheduling_open(loc uuid, from_ts timestamp with time zone, n integer, days integer default null)
  RETURNS TABLE(window_start timestamp with time zone, window_end timestamp with time zone, remaining integer)
- LANGUAGE sql
+ LANGUAGE plpgsql
  STABLE
 AS $function$
-  select w.window_start, w.window_end, w.remaining
-    from app.locations l
-    cross join app.scheduling_settings_of(loc) s
-    cross join lateral app.scheduling_windows(loc, (greatest(from_ts, now()) at time zone l.timezone)::date, s.horizon_days + 2) w
-   where l.id = loc and w.remaining > 0 and w.window_start >= from_ts
-   order by w.window_start
-   limit n
+declare
+  tz text := (select l.timezone from app.locations l where l.id = loc);
+  first_day date := (greatest(from_ts, now()) at time zone tz)::date;
+  span integer := coalesce(days, (app.scheduling_settings_of(loc)).horizon_days + 2);
+  near integer := least(span, 2);
+  got integer;
+begin
+  -- Most answers lie in the first two days: those are cut first, the rest only when needed.
+  return query
+    select w.window_start, w.window_end, w.remaining from app.scheduling_windows(loc, first_day, near) w
+     where w.remaining > 0 and w.window_start >= from_ts order by w.window_start limit n;
+  get diagnostics got = row_count;
+  if got < n and span > near then
+    return query
+      select w.window_start, w.window_end, w.remaining from app.scheduling_windows(loc, first_day + near, span - near) w
+       where w.remaining > 0 and w.window_start >= from_ts order by w.window_start limit n - got;
+  end if;
+end
 $function$;
-comment on function app.scheduling_open(uuid,timestamp with time zone,integer) is E'The next n open windows (room left) starting at or after from_ts, within the horizon.';
+comment on function app.scheduling_open(uuid,timestamp with time zone,integer,integer) is E'The next n open windows (room left) starting at or after from_ts, oldest first, on the days days from the later of from_ts and now (location time; default to the horizon).';
 
 create or replace function app.scheduling_alternatives(loc uuid, ws timestamp with time zone)
  RETURNS jsonb
  LANGUAGE sql
  STABLE
 AS $function$
-  select coalesce(jsonb_agg(jsonb_build_object('start', app.iso(o.window_start), 'end', app.iso(o.window_end)) order by o.window_start), '[]')
-    from (select * from app.scheduling_open(loc, coalesce(ws, now()), 3)
-          union all
-          -- Nothing after a time past the horizon: the next ones from now.
-          select * from app.scheduling_open(loc, now(), 3)
-           where not exists (select 1 from app.scheduling_open(loc, coalesce(ws, now()), 1))) o
+  -- Nothing after a time past the horizon: the next ones from now.
+  select coalesce(
+    (select jsonb_agg(jsonb_build_object('start', app.iso(o.window_start), 'end', app.iso(o.window_end)) order by o.window_start)
+       from app.scheduling_open(loc, coalesce(ws, now()), 3) o),
+    (select jsonb_agg(jsonb_build_object('start', app.iso(o.window_start), 'end', app.iso(o.window_end)) order by o.window_start)
+       from app.scheduling_open(loc, now(), 3) o),
+    '[]')
 $function$;
 comment on function app.scheduling_alternatives(uuid,timestamp with time zone) is E'details.alternatives of slot_unavailable: the next three open windows from the refused one (from now when it is past, or when none follows it within the horizon).';
 
@@ -519,14 +532,15 @@ AS $function$
 $function$;
 comment on function app.voice_tool_booking_json(app.bookings,text) is E'A booking as a tool answers it: the API shape plus its spoken label, notes cut to 500 characters (a tool answer stays far under the platform''s 15,000).';
 
-create or replace function app.voice_tool_slot_refused(loc uuid, tz text, ws timestamp with time zone, reason text)
+drop function if exists app.voice_tool_slot_refused(uuid,text,timestamp with time zone,text);
+create or replace function app.voice_tool_slot_refused(tz text, alternatives jsonb, reason text)
  RETURNS jsonb
  LANGUAGE plpgsql
  STABLE
 AS $function$
 declare
   alt jsonb := (select app.voice_windows_json(array_agg((a ->> 'start')::timestamptz order by o), array_agg((a ->> 'end')::timestamptz order by o), tz)
-                  from jsonb_array_elements(app.scheduling_alternatives(loc, ws)) with ordinality x (a, o));
+                  from jsonb_array_elements(coalesce(alternatives, '[]')) with ordinality x (a, o));
 begin
   return jsonb_build_object('ok', false, 'reason', reason, 'alternatives', alt,
     'message', case when reason = 'full' then 'That window has just been taken.' else 'That time is not one we can book.' end
@@ -534,7 +548,7 @@ begin
               else ' There is no open window in the coming days.' end);
 end
 $function$;
-comment on function app.voice_tool_slot_refused(uuid,text,timestamp with time zone,text) is E'The answer of book_appointment or reschedule_appointment when the window cannot be booked: ok false and the next three open windows.';
+comment on function app.voice_tool_slot_refused(text,jsonb,text) is E'The answer of book_appointment or reschedule_appointment when the window cannot be booked: ok false, the reason (full | unavailable) and the alternatives (from slot_unavailable''s details) with their labels.';
 
 create or replace function app.voice_tool(payload jsonb)
  RETURNS jsonb
@@ -555,6 +569,7 @@ declare
   windows jsonb;
   n text;
   from_day date;
+  refusal jsonb;
 begin
   select * into l from app.locations where service_phone = payload -> 'call' ->> 'to_number';
   if not found then
@@ -567,9 +582,8 @@ begin
     from_day := coalesce((args ->> 'date')::date, (now() at time zone l.timezone)::date);
     select app.voice_windows_json(array_agg(w.window_start order by w.window_start), array_agg(w.window_end order by w.window_start), l.timezone)
       into windows
-      from (select w.window_start, w.window_end
-              from app.scheduling_windows(l.id, from_day, coalesce((args ->> 'days')::int, 7)) w
-             where w.remaining > 0 order by w.window_start limit 6) w;
+      from app.scheduling_open(l.id, from_day::timestamp at time zone l.timezone, 6,
+                               coalesce((args ->> 'days')::int, 7) - greatest((now() at time zone l.timezone)::date - from_day, 0)) w;
     return jsonb_build_object('ok', true, 'windows', windows,
       'message', case when jsonb_array_length(windows) = 0 then 'There is no open window on those days.'
                       else 'Open windows: ' || app.voice_say_windows(windows) || '.' end);
@@ -585,8 +599,9 @@ begin
       begin
         b := app.booking_place(l.id, args, 'agent_tool', v_call_id);
       exception when sqlstate 'SBSL9' then
-        return app.voice_tool_slot_refused(l.id, l.timezone, ws,
-          case when app.scheduling_window_end(l.id, ws) is null then 'unavailable' else 'full' end);
+        get stacked diagnostics n = pg_exception_detail;
+        refusal := n::jsonb;
+        return app.voice_tool_slot_refused(l.timezone, refusal -> 'alternatives', refusal ->> 'reason');
       end;
     end if;
     return jsonb_build_object('ok', true, 'booking', app.voice_tool_booking_json(b, l.timezone),
@@ -617,12 +632,14 @@ begin
     if ws is distinct from b.window_start then
       we := app.scheduling_window_end(l.id, ws);
       if we is null then
-        return app.voice_tool_slot_refused(l.id, l.timezone, ws, 'unavailable');
+        return app.voice_tool_slot_refused(l.timezone, app.scheduling_alternatives(l.id, ws), 'unavailable');
       end if;
       begin
         update app.bookings t set window_start = ws, window_end = we where t.id = b.id returning * into b;
       exception when sqlstate 'SBSL9' then
-        return app.voice_tool_slot_refused(l.id, l.timezone, ws, 'full');
+        get stacked diagnostics n = pg_exception_detail;
+        refusal := n::jsonb;
+        return app.voice_tool_slot_refused(l.timezone, refusal -> 'alternatives', refusal ->> 'reason');
       end;
     end if;
     return jsonb_build_object('ok', true, 'booking', app.voice_tool_booking_json(b, l.timezone),

@@ -5,11 +5,12 @@ CREATE OR REPLACE FUNCTION app.scheduling_alternatives(loc uuid, ws timestamp wi
  LANGUAGE sql
  STABLE
 AS $function$
-  select coalesce(jsonb_agg(jsonb_build_object('start', app.iso(o.window_start), 'end', app.iso(o.window_end)) order by o.window_start), '[]')
-    from (select * from app.scheduling_open(loc, coalesce(ws, now()), 3)
-          union all
-          -- Nothing after a time past the horizon: the next ones from now.
-          select * from app.scheduling_open(loc, now(), 3)
-           where not exists (select 1 from app.scheduling_open(loc, coalesce(ws, now()), 1))) o
+  -- Nothing after a time past the horizon: the next ones from now.
+  select coalesce(
+    (select jsonb_agg(jsonb_build_object('start', app.iso(o.window_start), 'end', app.iso(o.window_end)) order by o.window_start)
+       from app.scheduling_open(loc, coalesce(ws, now()), 3) o),
+    (select jsonb_agg(jsonb_build_object('start', app.iso(o.window_start), 'end', app.iso(o.window_end)) order by o.window_start)
+       from app.scheduling_open(loc, now(), 3) o),
+    '[]')
 $function$;
 comment on function app.scheduling_alternatives(uuid,timestamp with time zone) is E'details.alternatives of slot_unavailable: the next three open windows from the refused one (from now when it is past, or when none follows it within the horizon).';

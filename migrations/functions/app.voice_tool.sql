@@ -19,6 +19,7 @@ declare
   windows jsonb;
   n text;
   from_day date;
+  refusal jsonb;
 begin
   select * into l from app.locations where service_phone = payload -> 'call' ->> 'to_number';
   if not found then
@@ -31,9 +32,8 @@ begin
     from_day := coalesce((args ->> 'date')::date, (now() at time zone l.timezone)::date);
     select app.voice_windows_json(array_agg(w.window_start order by w.window_start), array_agg(w.window_end order by w.window_start), l.timezone)
       into windows
-      from (select w.window_start, w.window_end
-              from app.scheduling_windows(l.id, from_day, coalesce((args ->> 'days')::int, 7)) w
-             where w.remaining > 0 order by w.window_start limit 6) w;
+      from app.scheduling_open(l.id, from_day::timestamp at time zone l.timezone, 6,
+                               coalesce((args ->> 'days')::int, 7) - greatest((now() at time zone l.timezone)::date - from_day, 0)) w;
     return jsonb_build_object('ok', true, 'windows', windows,
       'message', case when jsonb_array_length(windows) = 0 then 'There is no open window on those days.'
                       else 'Open windows: ' || app.voice_say_windows(windows) || '.' end);
@@ -49,8 +49,9 @@ begin
       begin
         b := app.booking_place(l.id, args, 'agent_tool', v_call_id);
       exception when sqlstate 'SBSL9' then
-        return app.voice_tool_slot_refused(l.id, l.timezone, ws,
-          case when app.scheduling_window_end(l.id, ws) is null then 'unavailable' else 'full' end);
+        get stacked diagnostics n = pg_exception_detail;
+        refusal := n::jsonb;
+        return app.voice_tool_slot_refused(l.timezone, refusal -> 'alternatives', refusal ->> 'reason');
       end;
     end if;
     return jsonb_build_object('ok', true, 'booking', app.voice_tool_booking_json(b, l.timezone),
@@ -81,12 +82,14 @@ begin
     if ws is distinct from b.window_start then
       we := app.scheduling_window_end(l.id, ws);
       if we is null then
-        return app.voice_tool_slot_refused(l.id, l.timezone, ws, 'unavailable');
+        return app.voice_tool_slot_refused(l.timezone, app.scheduling_alternatives(l.id, ws), 'unavailable');
       end if;
       begin
         update app.bookings t set window_start = ws, window_end = we where t.id = b.id returning * into b;
       exception when sqlstate 'SBSL9' then
-        return app.voice_tool_slot_refused(l.id, l.timezone, ws, 'full');
+        get stacked diagnostics n = pg_exception_detail;
+        refusal := n::jsonb;
+        return app.voice_tool_slot_refused(l.timezone, refusal -> 'alternatives', refusal ->> 'reason');
       end;
     end if;
     return jsonb_build_object('ok', true, 'booking', app.voice_tool_booking_json(b, l.timezone),
