@@ -293,7 +293,8 @@ declare
 begin
   if new.window_start is null then
     new.window_end := null;
-  elsif tg_op = 'INSERT' or new.window_start is distinct from old.window_start then
+  else
+    -- Whoever writes the row (API, tools, staff), the date and time are the window's.
     select l.timezone into tz from app.locations l where l.id = new.location_id;
     new.scheduled_date := (new.window_start at time zone tz)::date;
     new.scheduled_time := to_char(new.window_start at time zone tz, 'HH24:MI');
