@@ -585,6 +585,12 @@ try {
       seconds: INGEST_SECONDS, senders: SENDERS, progress })));
   }
 
+  // ---- Agent tools during a call (bench/tools.ts) ---------------------------------------------
+  if (ONLY.has('tools')) {
+    const { runToolsBench } = await import('./tools.js');
+    rows.push(...(await runToolsBench({ owner, base, voiceSecret: VOICE_SECRET, progress })));
+  }
+
   // ---- Redaction at ingestion (bench/redaction.ts) ---------------------------------------------
   if (ONLY.has('redaction') || !env.BENCH_ONLY) {
     const { runRedactionBench } = await import('./redaction.js');

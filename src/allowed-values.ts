@@ -68,6 +68,10 @@ export const callDirections = ['inbound', 'outbound'] as const;
 export const leadStatuses = ['new', 'contacted', 'booked', 'closed', 'lost'] as const;
 /** `app.bookings.status` CHECK (moves: app.booking_allowed_moves). */
 export const bookingStatuses = ['scheduled', 'confirmed', 'completed', 'cancelled', 'no_show'] as const;
+/** `app.bookings.source` CHECK. */
+export const bookingSources = ['call', 'agent_tool', 'api'] as const;
+/** `app.call_transfers.status` CHECK: the voice platform's transfer_* events. */
+export const transferStatuses = ['started', 'bridged', 'cancelled', 'ended'] as const;
 /** `app.members.role` CHECK. */
 export const memberRoles = ['owner', 'admin', 'member'] as const;
 /** `app.call_forwarding.mode` CHECK. */

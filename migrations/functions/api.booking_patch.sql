@@ -6,17 +6,37 @@ CREATE OR REPLACE FUNCTION api.booking_patch(token_hash text, location_ref text,
 AS $function$
 declare
   a app.auth := app.authorize(token_hash, location_ref, 'bookings:write');
+  cur app.bookings;
   b app.bookings;
+  ws timestamptz;
+  we timestamptz;
 begin
+  select * into cur from app.bookings t where t.id = booking_id for update;
+  if cur.id is null then return null; end if;
+  ws := cur.window_start;
+  we := cur.window_end;
+  if patch ? 'window_start' then
+    ws := (patch ->> 'window_start')::timestamptz;
+    if ws is distinct from cur.window_start then
+      we := app.scheduling_window_end(a.location_id, ws);
+      if we is null then
+        perform app.scheduling_refuse(a.location_id, ws, 'unavailable');
+      end if;
+    end if;
+  elsif cur.window_start is not null and patch ?| array['scheduled_date', 'scheduled_time'] then
+    perform app.raise('SB400', 'This booking holds an arrival window: move it with window_start',
+      jsonb_build_object('issues', jsonb_build_array(jsonb_build_object('path', 'scheduled_date',
+        'message', 'This booking holds an arrival window: move it with window_start'))));
+  end if;
   update app.bookings t
      set (status, scheduled_date, scheduled_time, service_type, address, notes)
        = (select p.status, p.scheduled_date, p.scheduled_time, p.service_type, p.address, p.notes
-            from jsonb_populate_record(t, patch) p)
+            from jsonb_populate_record(t, patch - 'window_start') p),
+         window_start = ws, window_end = we
    where t.id = booking_id
   returning * into b;
-  if b.id is null then return null; end if;
   return app.booking_json(b);
 end
 $function$;
-comment on function api.booking_patch(text,text,uuid,jsonb) is E'PATCH bookings/{id}: status, date, time, details; fires booking.updated on a status or time change.';
+comment on function api.booking_patch(text,text,uuid,jsonb) is E'PATCH bookings/{id}: status, window (409 slot_unavailable like POST), date and time of a booking without a window, details; fires booking.updated on a status, time or window change.';
 grant execute on function api.booking_patch(text,text,uuid,jsonb) to switchboard_api;

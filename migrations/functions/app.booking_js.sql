@@ -8,6 +8,6 @@ AS $function$
   select to_json(row(
     b.id, b.location_id, b.call_id, b.lead_id, b.customer_id, b.status, b.scheduled_date,
     b.scheduled_time, b.service_type, b.address, b.notes, app.iso(b.created_at),
-    app.iso(b.updated_at))::app.booking_shape)
+    app.iso(b.updated_at), app.iso(b.window_start), app.iso(b.window_end), b.source)::app.booking_shape)
 $function$;
 comment on function app.booking_js(app.bookings) is E'Booking as the API shows it, as json text.';

@@ -12,6 +12,9 @@ AS $function$
     'transcript_turns', case when 'transcripts:read' = any (scopes) then c.transcript_turns end,
     'call_summary', c.call_summary, 'user_sentiment', c.user_sentiment,
     'in_voicemail', c.in_voicemail,
-    'content_purged_at', app.iso(c.content_purged_at), 'anonymised_at', app.iso(c.anonymised_at))
+    'content_purged_at', app.iso(c.content_purged_at), 'anonymised_at', app.iso(c.anonymised_at),
+    'transfers', coalesce((select jsonb_agg(jsonb_build_object('destination', t.destination, 'status', t.status, 'at', app.iso(t.at))
+                                            order by t.at, t.created_at)
+                             from app.call_transfers t where t.call_id = c.id and t.location_id = c.location_id), '[]'))
 $function$;
-comment on function app.call_detail_json(app.calls,text[]) is E'Call detail: the summary plus recording (recordings:read) and transcript (transcripts:read), else null, and when its content was purged or its caller data anonymised (docs/privacy.md).';
+comment on function app.call_detail_json(app.calls,text[]) is E'Call detail: the summary plus recording (recordings:read) and transcript (transcripts:read), else null, when its content was purged or its caller data anonymised (docs/privacy.md), and its transfers.';

@@ -8,13 +8,14 @@ begin
   if current_setting('app.seeding', true) = 'on' then return null; end if;
   if tg_op = 'INSERT' then
     perform app.emit(new.location_id, 'booking.created', app.booking_json(new));
-  elsif (new.status, new.scheduled_date, new.scheduled_time)
-        is distinct from (old.status, old.scheduled_date, old.scheduled_time) then
+  elsif (new.status, new.scheduled_date, new.scheduled_time, new.window_start)
+        is distinct from (old.status, old.scheduled_date, old.scheduled_time, old.window_start) then
     perform app.emit(new.location_id, 'booking.updated',
       app.booking_json(new) || jsonb_build_object('previous', jsonb_build_object(
-        'status', old.status, 'scheduled_date', old.scheduled_date, 'scheduled_time', old.scheduled_time)));
+        'status', old.status, 'scheduled_date', old.scheduled_date, 'scheduled_time', old.scheduled_time,
+        'window_start', app.iso(old.window_start), 'window_end', app.iso(old.window_end))));
   end if;
   return null;
 end
 $function$;
-comment on function app.tg_bookings__events() is E'booking.created on insert; booking.updated (+ previous values) on a status or time change.';
+comment on function app.tg_bookings__events() is E'booking.created on insert; booking.updated (+ previous values) on a status, time or window change.';

@@ -7,22 +7,46 @@ AS $function$
 declare
   voicemail boolean := coalesce(c.in_voicemail, false) or c.disconnection_reason = 'voicemail_reached';
   l app.leads;
+  tz text := (select t.timezone from app.locations t where t.id = c.location_id);
+  tool_booked boolean := exists (select 1 from app.bookings b where b.location_id = c.location_id and b.platform_call_id = c.platform_call_id);
+  ws timestamptz;
+  we timestamptz;
 begin
-  if c.outcome in ('lead', 'booked', 'transferred') or (voicemail and c.outcome <> 'spam') then
+  if c.outcome in ('lead', 'booked', 'transferred') or (voicemail and c.outcome <> 'spam') or tool_booked then
     insert into app.leads (location_id, call_id, customer_id, name, phone, email, address, service_type,
                            urgency_level, estimated_value, status, notes)
     values (c.location_id, c.id, c.customer_id, c.caller_name, c.caller_phone,
             case when c.caller_email ~ '^[^@\s]+@[^@\s]+\.[^@\s]+$' and length(c.caller_email) <= 320 then c.caller_email end,
             c.caller_address, c.service_type, c.urgency_level, c.estimated_value,
-            case when c.outcome = 'booked' then 'booked' else 'new' end, c.issue_summary)
+            case when c.outcome = 'booked' or tool_booked then 'booked' else 'new' end, c.issue_summary)
     returning * into l;
   end if;
 
-  if c.outcome = 'booked' and c.appointment_date is not null then
-    insert into app.bookings (location_id, call_id, lead_id, customer_id, status, scheduled_date,
-                              scheduled_time, service_type, address, notes)
-    values (c.location_id, c.id, l.id, c.customer_id, 'scheduled', c.appointment_date,
-            c.appointment_time, c.service_type, c.caller_address, c.issue_summary);
+  if tool_booked then
+    -- The agent booked during the call (booking.created fired then): that booking is this call's
+    -- appointment; the analysis's date and time do not make a second one.
+    update app.bookings b set call_id = c.id, lead_id = coalesce(b.lead_id, l.id), customer_id = coalesce(b.customer_id, c.customer_id)
+     where b.location_id = c.location_id and b.platform_call_id = c.platform_call_id;
+  elsif c.outcome = 'booked' and c.appointment_date is not null then
+    -- The window holding the date and time the caller was promised, when it is bookable and has
+    -- room; otherwise the booking keeps its date and time without a window, for the contractor.
+    if c.appointment_time is not null then
+      select w.window_start, w.window_end into ws, we
+        from app.scheduling_windows(c.location_id, c.appointment_date, 1) w
+       where w.window_start <= (c.appointment_date + c.appointment_time::time) at time zone tz
+         and w.window_end > (c.appointment_date + c.appointment_time::time) at time zone tz and w.remaining > 0;
+    end if;
+    begin
+      insert into app.bookings (location_id, call_id, lead_id, customer_id, status, scheduled_date,
+                                scheduled_time, service_type, address, notes, source, window_start, window_end)
+      values (c.location_id, c.id, l.id, c.customer_id, 'scheduled', c.appointment_date,
+              c.appointment_time, c.service_type, c.caller_address, c.issue_summary, 'call', ws, we);
+    exception when sqlstate 'SBSL9' then
+      insert into app.bookings (location_id, call_id, lead_id, customer_id, status, scheduled_date,
+                                scheduled_time, service_type, address, notes, source)
+      values (c.location_id, c.id, l.id, c.customer_id, 'scheduled', c.appointment_date,
+              c.appointment_time, c.service_type, c.caller_address, c.issue_summary, 'call');
+    end;
   end if;
 
   if fired then
@@ -34,6 +58,6 @@ begin
   perform app.emit(c.location_id, 'call.ended', app.call_summary_json(c));
 end
 $function$;
-comment on function app.voice_finalize_effects(app.calls,boolean) is E'What settling a call creates: its lead (lead, booked, transferred, or voicemail not spam), its booking (booked with a date), call.emergency when this settlement fired it, and call.ended.';
+comment on function app.voice_finalize_effects(app.calls,boolean) is E'What settling a call creates: its lead (lead, booked, transferred, voicemail not spam, or booked by the agent''s tool), its booking (booked with a date, in the window holding that time when it has room) unless the agent booked during the call (that booking is linked to the call instead), call.emergency when this settlement fired it, and call.ended.';
 revoke execute on function app.voice_finalize_effects(app.calls,boolean) from public;
 grant execute on function app.voice_finalize_effects(app.calls,boolean) to switchboard_system;

@@ -51,7 +51,11 @@ begin
                           from app.faqs f where f.location_id = l.id), ''),
       'pricebook', coalesce((select string_agg(p.service_name || ': ' || p.price || coalesce(' (' || p.note || ')', ''), E'\n' order by p.position, p.id)
                                from app.pricebook_items p where p.location_id = l.id), ''),
-      'transfer_number', coalesce(s.transfer_number, ''),
+      'transfer_number', coalesce(app.voice_transfer_number(l.id, false), ''),
+      'next_open_window', coalesce((select app.scheduling_label(o.window_start, o.window_end, l.timezone)
+                                      from app.scheduling_open(l.id, now(), 1) o), ''),
+      'caller_upcoming_appointment', coalesce((select app.booking_label(b, l.timezone)
+                                                 from app.voice_caller_bookings(l.id, caller) b limit 1), ''),
       'emergency_keywords', array_to_string(s.emergency_keywords, ', '),
       'caller_name', coalesce(cust.name, ''),
       'is_returning_customer', (cust.id is not null)::text),
@@ -59,5 +63,5 @@ begin
 end
 $function$;
 alter function app.voice_inbound(jsonb) owner to switchboard_system;
-comment on function app.voice_inbound(jsonb) is E'Pre-call webhook: routes by to_number (SB404 when unknown), answers the agent''s dynamic variables, or rejects a blocklisted caller (records a spam call, fires spam.blocked and call.ended).';
+comment on function app.voice_inbound(jsonb) is E'Pre-call webhook: routes by to_number (SB404 when unknown), answers the agent''s dynamic variables (with the next open window, the caller''s upcoming appointment and whom to transfer to), or rejects a blocklisted caller (records a spam call, fires spam.blocked and call.ended).';
 revoke execute on function app.voice_inbound(jsonb) from public;

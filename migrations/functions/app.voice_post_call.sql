@@ -26,7 +26,7 @@ declare
   settles boolean := ev = 'call_analyzed' or (ev = 'call_ended' and analysis is not null);
   inserted_settled boolean := false;
 begin
-  if ev not in ('call_started', 'call_ended', 'call_analyzed', 'transfer_started') then
+  if ev not in ('call_started', 'call_ended', 'call_analyzed', 'transfer_started', 'transfer_bridged', 'transfer_cancelled', 'transfer_ended') then
     return jsonb_build_object('status', 'ignored');
   end if;
   if defer_wakeups then
@@ -203,10 +203,20 @@ begin
     perform app.voice_finalize_effects(c, c.emergency_fired_at is not null);
   end if;
 
+  if ev like 'transfer\_%' then
+    -- One call may try several transfers: a row per event, deduplicated on event, platform
+    -- timestamp and destination (a redelivery adds nothing).
+    insert into app.call_transfers (location_id, call_id, status, destination, transfer_type, at, dedupe_key)
+    values (loc, c.id, substr(ev, 10), left(payload ->> 'transfer_destination', 500),
+            left(payload -> 'transfer_option' ->> 'type', 100), coalesce(app.voice_ms(payload -> 'timestamp'), now()),
+            concat_ws('|', ev, payload ->> 'timestamp', payload ->> 'transfer_destination'))
+    on conflict (location_id, call_id, dedupe_key) do nothing;
+  end if;
+
   return jsonb_build_object('call_id', c.id, 'platform_call_id', c.platform_call_id,
     'platform_status', c.platform_status, 'outcome', c.outcome, 'finalized', c.finalized_at is not null);
 end
 $function$;
 alter function app.voice_post_call(jsonb,boolean,jsonb) owner to switchboard_system;
-comment on function app.voice_post_call(jsonb,boolean,jsonb) is E'Post-call webhook (call_started | call_ended | call_analyzed | transfer_started): routes by the dialled number first (then metadata call_row_id / location_id), serialises deliveries of one platform call id (transaction advisory lock), inserts a new call with its facts (settled at once when this delivery carries the analysis) or updates a known one idempotently on the platform call_id, fires call.emergency on a warm transfer, finalises on analysis (removing a queued finalize_call job) or schedules finalize_call 10 minutes after call_ended. With defer_wakeups the transaction sends no NOTIFY: its jobs wait in app_private.deferred_jobs until the caller runs app.flush_deferred_jobs() after the commit. redacted_call (the call with sensitive numbers replaced, sent only when the route found some) replaces the call when the location redacts (app.privacy_settings.redact_sensitive_data, default on).';
+comment on function app.voice_post_call(jsonb,boolean,jsonb) is E'Post-call webhook (call_started | call_ended | call_analyzed | transfer_started | transfer_bridged | transfer_cancelled | transfer_ended; transfers are recorded in app.call_transfers): routes by the dialled number first (then metadata call_row_id / location_id), serialises deliveries of one platform call id (transaction advisory lock), inserts a new call with its facts (settled at once when this delivery carries the analysis) or updates a known one idempotently on the platform call_id, fires call.emergency on a warm transfer, finalises on analysis (removing a queued finalize_call job) or schedules finalize_call 10 minutes after call_ended. With defer_wakeups the transaction sends no NOTIFY: its jobs wait in app_private.deferred_jobs until the caller runs app.flush_deferred_jobs() after the commit. redacted_call (the call with sensitive numbers replaced, sent only when the route found some) replaces the call when the location redacts (app.privacy_settings.redact_sensitive_data, default on).';
 revoke execute on function app.voice_post_call(jsonb,boolean,jsonb) from public;

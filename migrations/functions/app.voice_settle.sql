@@ -43,7 +43,7 @@ begin
            first_call_at = least(t.first_call_at, excluded.first_call_at),
            last_call_at = greatest(t.last_call_at, excluded.last_call_at),
            call_count = t.call_count + 1
-    returning t.id, (t.xmax = 0), t.name into v_customer_id, inserted, known_name;
+    returning t.id, t.call_count = 1, t.name into v_customer_id, inserted, known_name;
   end if;
 
   c.outcome := v_outcome;

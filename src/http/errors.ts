@@ -25,6 +25,7 @@ const SQLSTATES: Record<string, [number, string]> = {
   SB404: [404, 'not_found'],
   SB409: [409, 'conflict'],
   SBTR9: [409, 'invalid_transition'],
+  SBSL9: [409, 'slot_unavailable'],
   SBOA0: [400, 'oauth_required'],
   SBIK9: [409, 'idempotency_key_in_use'],
   SBIK2: [422, 'idempotency_key_reused'],

@@ -21,7 +21,7 @@ const ERROR_CODES: Record<number, string> = {
   401: 'Missing, malformed, unknown or revoked bearer token (unauthorized)',
   403: 'The token lacks the required scope (forbidden; details.required_scope)',
   404: 'No such resource, or another location\'s (not_found)',
-  409: 'Conflict or invalid status move (conflict, invalid_transition); on a POST, a request with the same Idempotency-Key still being processed (idempotency_key_in_use: retry later)',
+  409: 'Conflict or invalid status move (conflict, invalid_transition), a booking window that cannot be booked (slot_unavailable); on a POST, a request with the same Idempotency-Key still being processed (idempotency_key_in_use: retry later)',
   413: 'Body over 64 KiB (payload_too_large)',
   415: 'Body not JSON, or a Content-Encoding other than gzip, deflate, br (unsupported_media_type)',
   422: 'The Idempotency-Key was already used for a different request (idempotency_key_reused): another method, path or body',
@@ -158,7 +158,7 @@ export function buildOpenApi(routes: RouteSpec[]): Json {
                 message: { type: 'string' },
                 details: {
                   type: 'object',
-                  description: '{} when empty; validation: { issues: [{ path, message }] }; forbidden: { required_scope }; invalid_transition: { from, to, allowed }',
+                  description: '{} when empty; validation: { issues: [{ path, message }] }; forbidden: { required_scope }; invalid_transition: { from, to, allowed }; slot_unavailable: { window_start, reason, alternatives: [{ start, end }] }',
                   properties: {
                     issues: { type: 'array', items: { type: 'object', properties: { path: { type: 'string' }, message: { type: 'string' } }, required: ['path', 'message'] } },
                     required_scope: { type: 'string' },

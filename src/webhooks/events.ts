@@ -24,7 +24,10 @@ const EmergencyData = CallSummary.extend({
 });
 const LeadUpdatedData = Lead.extend({ previous_status: z.enum(leadStatuses) });
 const BookingUpdatedData = Booking.extend({
-  previous: z.strictObject({ status: z.enum(bookingStatuses), scheduled_date: date, scheduled_time: hhmm.nullable() })
+  previous: z.strictObject({
+    status: z.enum(bookingStatuses), scheduled_date: date, scheduled_time: hhmm.nullable(),
+    window_start: ts.nullable(), window_end: ts.nullable(),
+  })
     .describe('The values before the change'),
 });
 const ids = z.array(uuid);
@@ -79,6 +82,7 @@ const exampleBooking: z.infer<typeof Booking> = {
   id: BOOKING, location_id: LOC, call_id: CALL, lead_id: LEAD, customer_id: CUSTOMER, status: 'scheduled',
   scheduled_date: '2026-11-22', scheduled_time: '10:00', service_type: 'AC repair',
   address: '1842 Oak Ridge Dr, Austin, TX 78704', notes: 'Gate code 4411; dog in the back yard.', created_at: AT, updated_at: AT,
+  window_start: '2026-11-22T16:00:00.000Z', window_end: '2026-11-22T18:00:00.000Z', source: 'agent_tool',
 };
 
 const body = (event: string, data: Record<string, unknown>) => ({ event, location_id: LOC, created_at: AT, data });
@@ -129,11 +133,11 @@ export const eventCatalog: EventTypeEntry[] = [
   },
   {
     type: 'booking.updated',
-    description: 'A booking\'s status, date or time changed. Data: the booking and the previous values.',
+    description: 'A booking\'s status, date, time or window changed. Data: the booking and the previous values.',
     schema: bodyOf('booking.updated', BookingUpdatedData),
     example: body('booking.updated', {
-      ...exampleBooking, status: 'confirmed', scheduled_time: '13:30', updated_at: '2026-11-21T17:45:10.000Z',
-      previous: { status: 'scheduled', scheduled_date: '2026-11-22', scheduled_time: '10:00' },
+      ...exampleBooking, status: 'confirmed', scheduled_time: '12:00', window_start: '2026-11-22T18:00:00.000Z', window_end: '2026-11-22T20:00:00.000Z', updated_at: '2026-11-21T17:45:10.000Z',
+      previous: { status: 'scheduled', scheduled_date: '2026-11-22', scheduled_time: '10:00', window_start: '2026-11-22T16:00:00.000Z', window_end: '2026-11-22T18:00:00.000Z' },
     }),
   },
   {

@@ -97,6 +97,8 @@ const LISTS: Array<{ name: keyof typeof allowed; sources: Source[] }> = [
   { name: 'callDirections', sources: [{ column: 'app.calls.direction' }] },
   { name: 'leadStatuses', sources: [{ column: 'app.leads.status' }] },
   { name: 'bookingStatuses', sources: [{ column: 'app.bookings.status' }] },
+  { name: 'bookingSources', sources: [{ column: 'app.bookings.source' }] },
+  { name: 'transferStatuses', sources: [{ column: 'app.call_transfers.status' }] },
   { name: 'memberRoles', sources: [{ column: 'app.members.role' }] },
   { name: 'forwardingModes', sources: [{ column: 'app.call_forwarding.mode' }] },
   { name: 'oauthProviders', sources: [{ fn: 'app.oauth_providers()' }] },

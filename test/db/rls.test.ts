@@ -63,6 +63,18 @@ async function populate(loc: string, slug: string): Promise<void> {
        values ($1, 'retry-1', repeat('0', 64), 201, '{}')`,
       [loc],
     );
+    // Scheduling: settings, a booking holding a window (its counter row), a transfer of a call.
+    await c.query('insert into app.scheduling_settings (location_id, capacity) values ($1, 2)', [loc]);
+    await c.query(
+      `insert into app.bookings (location_id, status, scheduled_date, window_start, window_end, source)
+       values ($1, 'scheduled', current_date, date_trunc('hour', now()) + interval '1 day', date_trunc('hour', now()) + interval '1 day 2 hours', 'api')`,
+      [loc],
+    );
+    await c.query(
+      `insert into app.call_transfers (location_id, call_id, status, destination, at, dedupe_key)
+       select $1, id, 'started', '+15125550177', now(), 'transfer_started' from app.calls where location_id = $1 limit 1`,
+      [loc],
+    );
     // A call from the live lead's number, then that caller's erasure with platform deletions:
     // rows in app.erasures and app.erasure_platform_calls.
     await c.query("insert into app.calls (location_id, platform_call_id, caller_phone, started_at) values ($1, 'erased-' || gen_random_uuid(), '+14155550199', now())", [loc]);

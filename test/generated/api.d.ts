@@ -116,6 +116,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/locations/{locationId}/availability": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Open windows (room left), oldest first
+         * @description Requires scope `bookings:read`.
+         */
+        get: operations["getLocationsAvailability"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/locations/{locationId}/bookings": {
         parameters: {
             query?: never;
@@ -129,7 +149,14 @@ export interface paths {
          */
         get: operations["getLocationsBookings"];
         put?: never;
-        post?: never;
+        /**
+         * Book an arrival window (409 slot_unavailable with the next three open windows; fires booking.created)
+         * @description Requires scope `bookings:write`.
+         *
+         *     Also enforced (400), not expressible in JSON Schema:
+         *     - Phone numbers must be valid, dialable numbers for their country (libphonenumber metadata); the pattern only checks the E.164 shape.
+         */
+        post: operations["postLocationsBookings"];
         delete?: never;
         options?: never;
         head?: never;
@@ -154,7 +181,7 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Change a booking (status, date, time; fires booking.updated)
+         * Change a booking (status, window, date, time; fires booking.updated)
          * @description Requires scope `bookings:write`.
          */
         patch: operations["patchLocationsBookingsById"];
@@ -641,6 +668,30 @@ export interface paths {
         patch: operations["patchLocationsPricebookById"];
         trace?: never;
     };
+    "/locations/{locationId}/scheduling": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Arrival windows: length, capacity, lead time, horizon, closed dates
+         * @description Requires scope `settings:read`.
+         */
+        get: operations["getLocationsScheduling"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Change the arrival windows (bookings already made keep theirs)
+         * @description Requires scope `settings:write`.
+         */
+        patch: operations["patchLocationsScheduling"];
+        trace?: never;
+    };
     "/locations/{locationId}/webhook-deliveries": {
         parameters: {
             query?: never;
@@ -946,7 +997,7 @@ export interface webhooks {
         put?: never;
         /**
          * booking.updated
-         * @description A booking's status, date or time changed. Data: the booking and the previous values.
+         * @description A booking's status, date, time or window changed. Data: the booking and the previous values.
          */
         post: operations["webhook_booking_updated"];
         delete?: never;
@@ -1086,7 +1137,7 @@ export interface components {
                  * @example not_found
                  */
                 code: string;
-                /** @description {} when empty; validation: { issues: [{ path, message }] }; forbidden: { required_scope }; invalid_transition: { from, to, allowed } */
+                /** @description {} when empty; validation: { issues: [{ path, message }] }; forbidden: { required_scope }; invalid_transition: { from, to, allowed }; slot_unavailable: { window_start, reason, alternatives: [{ start, end }] } */
                 details: {
                     issues?: {
                         message: string;
@@ -1135,7 +1186,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description Conflict or invalid status move (conflict, invalid_transition); on a POST, a request with the same Idempotency-Key still being processed (idempotency_key_in_use: retry later) */
+        /** @description Conflict or invalid status move (conflict, invalid_transition), a booking window that cannot be booked (slot_unavailable); on a POST, a request with the same Idempotency-Key still being processed (idempotency_key_in_use: retry later) */
         Error409: {
             headers: {
                 [name: string]: unknown;
@@ -1610,6 +1661,58 @@ export interface operations {
             default: components["responses"]["ErrorDefault"];
         };
     };
+    getLocationsAvailability: {
+        parameters: {
+            query?: {
+                /** @description Number of days from `from` (1-31, default 7) */
+                days?: number;
+                /** @description First day (YYYY-MM-DD, location time); default today */
+                from?: string;
+            };
+            header?: never;
+            path: {
+                locationId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
+                            end: string;
+                            /** @description Bookings the window can still take */
+                            remaining: number;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
+                            start: string;
+                        }[];
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            429: components["responses"]["Error429"];
+            default: components["responses"]["ErrorDefault"];
+        };
+    };
     getLocationsBookings: {
         parameters: {
             query?: {
@@ -1661,6 +1764,11 @@ export interface operations {
                             /** @description HH:MM, location time */
                             scheduled_time: string | null;
                             service_type: string | null;
+                            /**
+                             * @description call: from the post-call analysis; agent_tool: booked by the agent during the call; api: through this API
+                             * @enum {string}
+                             */
+                            source: "call" | "agent_tool" | "api";
                             /** @enum {string} */
                             status: "scheduled" | "confirmed" | "completed" | "cancelled" | "no_show";
                             /**
@@ -1668,6 +1776,10 @@ export interface operations {
                              * @description ISO 8601 UTC with milliseconds
                              */
                             updated_at: string;
+                            /** @description End of the arrival window */
+                            window_end: string | null;
+                            /** @description Start of the arrival window the booking holds; null for a booking without a window */
+                            window_start: string | null;
                         }[];
                     };
                 };
@@ -1676,6 +1788,104 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
+            429: components["responses"]["Error429"];
+            default: components["responses"]["ErrorDefault"];
+        };
+    };
+    postLocationsBookings: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: the first request with a key runs and its answer is stored for 24 h (per location); the same request with the same key gets that answer again with `Idempotent-Replayed: true`, a different request 422, a request while the first is still running 409. Errors are not stored (a retry runs again). Any 1–255 printable ASCII characters, e.g. a UUID; a quoted structured-field string is unquoted. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                locationId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    address?: string;
+                    name: string;
+                    notes?: string;
+                    /** @description E.164 phone number, e.g. +13125550100; it must be a valid number for its country. US national formats such as (312) 555-0100 are also accepted and stored as E.164. */
+                    phone: string;
+                    service_type?: string;
+                    /**
+                     * Format: date-time
+                     * @description Start of an arrival window (ISO 8601, as GET availability lists it)
+                     */
+                    window_start: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    /** @description `true` when this is the stored answer of an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            address: string | null;
+                            call_id: string | null;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
+                            created_at: string;
+                            customer_id: string | null;
+                            /** Format: uuid */
+                            id: string;
+                            lead_id: string | null;
+                            /** Format: uuid */
+                            location_id: string;
+                            notes: string | null;
+                            /**
+                             * Format: date
+                             * @description YYYY-MM-DD, location time
+                             */
+                            scheduled_date: string;
+                            /** @description HH:MM, location time */
+                            scheduled_time: string | null;
+                            service_type: string | null;
+                            /**
+                             * @description call: from the post-call analysis; agent_tool: booked by the agent during the call; api: through this API
+                             * @enum {string}
+                             */
+                            source: "call" | "agent_tool" | "api";
+                            /** @enum {string} */
+                            status: "scheduled" | "confirmed" | "completed" | "cancelled" | "no_show";
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
+                            updated_at: string;
+                            /** @description End of the arrival window */
+                            window_end: string | null;
+                            /** @description Start of the arrival window the booking holds; null for a booking without a window */
+                            window_start: string | null;
+                        };
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            413: components["responses"]["Error413"];
+            415: components["responses"]["Error415"];
+            422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
@@ -1726,6 +1936,11 @@ export interface operations {
                             /** @description HH:MM, location time */
                             scheduled_time: string | null;
                             service_type: string | null;
+                            /**
+                             * @description call: from the post-call analysis; agent_tool: booked by the agent during the call; api: through this API
+                             * @enum {string}
+                             */
+                            source: "call" | "agent_tool" | "api";
                             /** @enum {string} */
                             status: "scheduled" | "confirmed" | "completed" | "cancelled" | "no_show";
                             /**
@@ -1733,6 +1948,10 @@ export interface operations {
                              * @description ISO 8601 UTC with milliseconds
                              */
                             updated_at: string;
+                            /** @description End of the arrival window */
+                            window_end: string | null;
+                            /** @description Start of the arrival window the booking holds; null for a booking without a window */
+                            window_start: string | null;
                         };
                     };
                 };
@@ -1760,8 +1979,12 @@ export interface operations {
                 "application/json": {
                     address?: string | null;
                     notes?: string | null;
-                    /** Format: date */
+                    /**
+                     * Format: date
+                     * @description Only for a booking without a window
+                     */
                     scheduled_date?: string;
+                    /** @description Only for a booking without a window */
                     scheduled_time?: string | null;
                     service_type?: string | null;
                     /**
@@ -1769,6 +1992,11 @@ export interface operations {
                      * @enum {string}
                      */
                     status?: "scheduled" | "confirmed" | "completed" | "cancelled" | "no_show";
+                    /**
+                     * Format: date-time
+                     * @description Move the booking to this window (409 slot_unavailable like POST)
+                     */
+                    window_start?: string;
                 };
             };
         };
@@ -1807,6 +2035,11 @@ export interface operations {
                             /** @description HH:MM, location time */
                             scheduled_time: string | null;
                             service_type: string | null;
+                            /**
+                             * @description call: from the post-call analysis; agent_tool: booked by the agent during the call; api: through this API
+                             * @enum {string}
+                             */
+                            source: "call" | "agent_tool" | "api";
                             /** @enum {string} */
                             status: "scheduled" | "confirmed" | "completed" | "cancelled" | "no_show";
                             /**
@@ -1814,6 +2047,10 @@ export interface operations {
                              * @description ISO 8601 UTC with milliseconds
                              */
                             updated_at: string;
+                            /** @description End of the arrival window */
+                            window_end: string | null;
+                            /** @description Start of the arrival window the booking holds; null for a booking without a window */
+                            window_start: string | null;
                         };
                     };
                 };
@@ -2083,6 +2320,11 @@ export interface operations {
                                 /** @description HH:MM, location time */
                                 scheduled_time: string | null;
                                 service_type: string | null;
+                                /**
+                                 * @description call: from the post-call analysis; agent_tool: booked by the agent during the call; api: through this API
+                                 * @enum {string}
+                                 */
+                                source: "call" | "agent_tool" | "api";
                                 /** @enum {string} */
                                 status: "scheduled" | "confirmed" | "completed" | "cancelled" | "no_show";
                                 /**
@@ -2090,6 +2332,10 @@ export interface operations {
                                  * @description ISO 8601 UTC with milliseconds
                                  */
                                 updated_at: string;
+                                /** @description End of the arrival window */
+                                window_end: string | null;
+                                /** @description Start of the arrival window the booking holds; null for a booking without a window */
+                                window_start: string | null;
                             }[];
                             /** @description Call detail; transcripts need transcripts:read, recordings recordings:read */
                             calls: {
@@ -2145,6 +2391,18 @@ export interface operations {
                                         word: string;
                                     }[];
                                 }[] | null;
+                                /** @description Transfer attempts of the call, oldest first (voice platform transfer_* events) */
+                                transfers: {
+                                    /**
+                                     * Format: date-time
+                                     * @description When the voice platform reported it
+                                     */
+                                    at: string;
+                                    /** @description Number or SIP URI the agent transferred to */
+                                    destination: string | null;
+                                    /** @enum {string} */
+                                    status: "started" | "bridged" | "cancelled" | "ended";
+                                }[];
                                 urgency_level: number;
                                 user_sentiment: string | null;
                             }[];
@@ -2435,6 +2693,18 @@ export interface operations {
                                     word: string;
                                 }[];
                             }[] | null;
+                            /** @description Transfer attempts of the call, oldest first (voice platform transfer_* events) */
+                            transfers: {
+                                /**
+                                 * Format: date-time
+                                 * @description When the voice platform reported it
+                                 */
+                                at: string;
+                                /** @description Number or SIP URI the agent transferred to */
+                                destination: string | null;
+                                /** @enum {string} */
+                                status: "started" | "bridged" | "cancelled" | "ended";
+                            }[];
                             urgency_level: number;
                             user_sentiment: string | null;
                         };
@@ -4328,6 +4598,121 @@ export interface operations {
             default: components["responses"]["ErrorDefault"];
         };
     };
+    getLocationsScheduling: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                locationId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            /** @description Active (scheduled or confirmed) bookings one window may hold */
+                            capacity: number;
+                            /** @description Days without any window (location time), YYYY-MM-DD */
+                            closed_dates: string[];
+                            /** @description No window starting later than this many days ahead is offered or booked */
+                            horizon_days: number;
+                            /** @description No window starting sooner than this is offered or booked */
+                            lead_time_minutes: number;
+                            /** Format: uuid */
+                            location_id: string;
+                            /** @description null until the settings are first changed (defaults) */
+                            updated_at: string | null;
+                            /** @description Length of one arrival window, cut from each business-hours interval from its opening time */
+                            window_minutes: number;
+                        };
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            429: components["responses"]["Error429"];
+            default: components["responses"]["ErrorDefault"];
+        };
+    };
+    patchLocationsScheduling: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                locationId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description Active (scheduled or confirmed) bookings one window may hold */
+                    capacity?: number;
+                    /** @description Days without any window (location time), YYYY-MM-DD */
+                    closed_dates?: string[];
+                    /** @description No window starting later than this many days ahead is offered or booked */
+                    horizon_days?: number;
+                    /** @description No window starting sooner than this is offered or booked */
+                    lead_time_minutes?: number;
+                    /** @description Length of one arrival window, cut from each business-hours interval from its opening time */
+                    window_minutes?: number;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            /** @description Active (scheduled or confirmed) bookings one window may hold */
+                            capacity: number;
+                            /** @description Days without any window (location time), YYYY-MM-DD */
+                            closed_dates: string[];
+                            /** @description No window starting later than this many days ahead is offered or booked */
+                            horizon_days: number;
+                            /** @description No window starting sooner than this is offered or booked */
+                            lead_time_minutes: number;
+                            /** Format: uuid */
+                            location_id: string;
+                            /** @description null until the settings are first changed (defaults) */
+                            updated_at: string | null;
+                            /** @description Length of one arrival window, cut from each business-hours interval from its opening time */
+                            window_minutes: number;
+                        };
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            413: components["responses"]["Error413"];
+            415: components["responses"]["Error415"];
+            429: components["responses"]["Error429"];
+            default: components["responses"]["ErrorDefault"];
+        };
+    };
     getLocationsWebhookDeliveries: {
         parameters: {
             query?: {
@@ -5598,6 +5983,11 @@ export interface operations {
                         /** @description HH:MM, location time */
                         scheduled_time: string | null;
                         service_type: string | null;
+                        /**
+                         * @description call: from the post-call analysis; agent_tool: booked by the agent during the call; api: through this API
+                         * @enum {string}
+                         */
+                        source: "call" | "agent_tool" | "api";
                         /** @enum {string} */
                         status: "scheduled" | "confirmed" | "completed" | "cancelled" | "no_show";
                         /**
@@ -5605,6 +5995,10 @@ export interface operations {
                          * @description ISO 8601 UTC with milliseconds
                          */
                         updated_at: string;
+                        /** @description End of the arrival window */
+                        window_end: string | null;
+                        /** @description Start of the arrival window the booking holds; null for a booking without a window */
+                        window_start: string | null;
                     };
                     /** @constant */
                     event: "booking.created";
@@ -5682,6 +6076,8 @@ export interface operations {
                             scheduled_time: string | null;
                             /** @enum {string} */
                             status: "scheduled" | "confirmed" | "completed" | "cancelled" | "no_show";
+                            window_end: string | null;
+                            window_start: string | null;
                         };
                         /**
                          * Format: date
@@ -5691,6 +6087,11 @@ export interface operations {
                         /** @description HH:MM, location time */
                         scheduled_time: string | null;
                         service_type: string | null;
+                        /**
+                         * @description call: from the post-call analysis; agent_tool: booked by the agent during the call; api: through this API
+                         * @enum {string}
+                         */
+                        source: "call" | "agent_tool" | "api";
                         /** @enum {string} */
                         status: "scheduled" | "confirmed" | "completed" | "cancelled" | "no_show";
                         /**
@@ -5698,6 +6099,10 @@ export interface operations {
                          * @description ISO 8601 UTC with milliseconds
                          */
                         updated_at: string;
+                        /** @description End of the arrival window */
+                        window_end: string | null;
+                        /** @description Start of the arrival window the booking holds; null for a booking without a window */
+                        window_start: string | null;
                     };
                     /** @constant */
                     event: "booking.updated";

@@ -54,6 +54,21 @@ export async function postVoice(baseUrl: string, route: 'inbound' | 'post-call',
   return request(baseUrl, 'POST', `/api/voice/${route}`, { raw, headers });
 }
 
+/**
+ * POSTs an agent tool call (`{ name, call, args }`, Retell's custom-function format) signed with
+ * retell-sdk's sign, as the agent does mid-call.
+ */
+export async function postTool(
+  baseUrl: string, name: string, call: { call_id: string; from_number?: string | null; to_number: string }, args: unknown,
+  opts: { signature?: string | null; raw?: string } = {},
+): Promise<Res> {
+  const raw = opts.raw ?? JSON.stringify({ name, call: { call_status: 'ongoing', agent_id: 'agent_test', ...call }, args });
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  const signature = opts.signature === undefined ? await sign(raw, VOICE_SECRET) : opts.signature;
+  if (signature !== null) headers['x-retell-signature'] = signature;
+  return request(baseUrl, 'POST', `/api/voice/tools/${name}`, { raw, headers });
+}
+
 /** A retell-format signature made `ageMs` ago (stale beyond 5 minutes). */
 export const staleVoiceSignature = (raw: string, ageMs: number) => symmetric.sign(raw, VOICE_SECRET, Date.now() - ageMs);
 

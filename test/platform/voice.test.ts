@@ -42,6 +42,8 @@ describe('POST /api/voice/inbound', () => {
       emergency_keywords: 'gas, smoke',
       caller_name: '',
       is_returning_customer: 'false',
+      next_open_window: expect.stringMatching(/^(Monday|Tuesday), [A-Z][a-z]+ \d{1,2}, between /),
+      caller_upcoming_appointment: '',
     });
     for (const v of Object.values(vars)) expect(typeof v).toBe('string');
     expect(await count(t.owner, 'select 1 from app.calls where location_id = $1', [loc.id])).toBe(0);

@@ -91,6 +91,10 @@ test('every operation answers its documented success with the declared shape', a
   await expectStatus(200, 'PATCH', `${L()}/call-forwarding`, { mode: 'no_answer', existing_business_line: '+15125550143' });
   await expectStatus(200, 'PUT', `${L()}/business-hours`, [{ day: 1, open: '08:00', close: '17:00' }]);
   await expectStatus(200, 'GET', `${L()}/business-hours`);
+  await expectStatus(200, 'GET', `${L()}/scheduling`);
+  await expectStatus(200, 'PATCH', `${L()}/scheduling`, { capacity: 2, closed_dates: ['2026-12-25'] });
+  const open = await expectStatus(200, 'GET', `${L()}/availability?days=14`);
+  await expectStatus(201, 'POST', `${L()}/bookings`, { window_start: open.data[0].start, name: 'Dana Contract', phone: '+15125550142' });
   await expectStatus(200, 'GET', `${L()}/agent`);
   await expectStatus(200, 'PATCH', `${L()}/agent`, { greeting: 'Hello', blocked_numbers: ['+15125550666'] });
 

@@ -1,6 +1,7 @@
 import { Router } from 'express';
 import type { AppDeps } from '../deps.js';
 import { billingRouter } from './billing.js';
+import { toolsRouter } from './tools.js';
 import { voiceRouter } from './voice.js';
 
 /**
@@ -10,6 +11,7 @@ import { voiceRouter } from './voice.js';
 export function platformRouter(deps: AppDeps): Router {
   const router = Router();
   router.use(voiceRouter(deps));
+  router.use(toolsRouter(deps));
   router.use(billingRouter(deps));
   return router;
 }

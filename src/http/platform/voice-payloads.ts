@@ -165,11 +165,28 @@ export const VoiceCall = z.object({
   call_analysis: CallAnalysis.nullish(),
 }).transform((call) => plausibleTimes(call, Date.now()));
 
-export const POST_CALL_EVENTS = ['call_started', 'call_ended', 'call_analyzed', 'transfer_started'] as const;
+export const TRANSFER_EVENTS = ['transfer_started', 'transfer_bridged', 'transfer_cancelled', 'transfer_ended'] as const;
+export const POST_CALL_EVENTS = ['call_started', 'call_ended', 'call_analyzed', ...TRANSFER_EVENTS] as const;
+
+/** Where a transfer went: a number or SIP URI as given, or the number/URI field of an object. */
+const transferDestination = lenient((v): string | undefined => {
+  const o = v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
+  const d = typeof v === 'string' ? v : [o?.number, o?.phone_number, o?.sip_uri, o?.destination].find((x) => typeof x === 'string');
+  return typeof d === 'string' && d.trim() ? d.trim().slice(0, 500) : undefined;
+});
+
+const transferOption = lenient((v): { type: string } | undefined => {
+  const t = v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>).type : undefined;
+  return typeof t === 'string' && t.trim() ? { type: t.trim().slice(0, 100) } : undefined;
+});
 
 export const PostCallWebhook = z.object({
   event: z.string().min(1).max(100),
   call: VoiceCall,
+  /** The event's time (Unix ms), when the platform sends one: transfer events are deduplicated on it. */
+  timestamp: z.number().int().nonnegative().optional(),
+  transfer_destination: transferDestination,
+  transfer_option: transferOption,
 });
 export type PostCallWebhook = z.infer<typeof PostCallWebhook>;
 

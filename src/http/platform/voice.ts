@@ -22,7 +22,7 @@ export const VOICE_BODY_LIMIT = 5 * 1024 * 1024;
 export const VOICE_SIGNATURE_HEADER = 'x-retell-signature';
 
 /** Verifies x-retell-signature (v=<ms>,d=<hex>, 5-minute window, constant time) and returns the body text. */
-async function verifiedBody(req: Request, secret: string | undefined): Promise<string> {
+export async function verifiedBody(req: Request, secret: string | undefined): Promise<string> {
   if (!secret) throw notConfigured('VOICE_WEBHOOK_SECRET');
   const signature = req.header(VOICE_SIGNATURE_HEADER);
   const body = bodyBytes(req).toString('utf8');

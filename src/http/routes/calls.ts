@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { defineRoute, locAnd, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
-import { callOutcomes } from '../../allowed-values.js';
+import { callOutcomes, transferStatuses } from '../../allowed-values.js';
 import { CallSummary } from './records.js';
-import { tsNull } from './rest-common.js';
+import { ts, tsNull } from './rest-common.js';
 
 export const TranscriptTurn = z.object({
   role: z.string(),
@@ -20,6 +20,11 @@ export const CallDetail = CallSummary.extend({
   in_voicemail: z.boolean().nullable(),
   content_purged_at: tsNull.describe('When the transcript, turns, recording and log URLs were cleared (retention or erasure; docs/privacy.md)'),
   anonymised_at: tsNull.describe('When the caller\'s phone, name, address, e-mail and issue summary were cleared'),
+  transfers: z.array(z.strictObject({
+    destination: z.string().nullable().describe('Number or SIP URI the agent transferred to'),
+    status: z.enum(transferStatuses),
+    at: ts.describe('When the voice platform reported it'),
+  })).describe('Transfer attempts of the call, oldest first (voice platform transfer_* events)'),
 });
 
 const CallsQuery = z.object({

@@ -9,13 +9,14 @@ import { leadRoutes } from './leads.js';
 import { memberRoutes } from './members.js';
 import { notificationRoutes } from './notifications.js';
 import { privacyRoutes } from './privacy.js';
+import { schedulingRoutes } from './scheduling.js';
 import { settingsRoutes } from './settings.js';
 import { webhookRoutes } from './webhooks.js';
 
 /** Every token endpoint, in documentation order. Each area adds its list here. */
 export const routes: RouteSpec[] = [
   ...coreRoutes,
-  ...callRoutes, ...leadRoutes, ...bookingRoutes, ...knowledgeRoutes, ...settingsRoutes,
+  ...callRoutes, ...leadRoutes, ...bookingRoutes, ...schedulingRoutes, ...knowledgeRoutes, ...settingsRoutes,
   ...integrationRoutes, ...memberRoutes, ...insightRoutes,
   ...webhookRoutes, ...notificationRoutes,
   ...privacyRoutes,

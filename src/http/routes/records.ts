@@ -6,7 +6,7 @@
  * published document and every emitted event against the catalog, so neither copy can drift.
  */
 import { z } from 'zod';
-import { bookingStatuses, callDirections, callOutcomes, leadStatuses } from '../../allowed-values.js';
+import { bookingSources, bookingStatuses, callDirections, callOutcomes, leadStatuses } from '../../allowed-values.js';
 import { E164_PATTERN } from '../schemas.js';
 import { hhmm, ts, tsNull, uuid } from './rest-common.js';
 
@@ -76,4 +76,7 @@ export const Booking = z.strictObject({
   notes: z.string().max(10000).nullable(),
   created_at: ts,
   updated_at: ts,
+  window_start: tsNull.describe('Start of the arrival window the booking holds; null for a booking without a window'),
+  window_end: tsNull.describe('End of the arrival window'),
+  source: z.enum(bookingSources).describe('call: from the post-call analysis; agent_tool: booked by the agent during the call; api: through this API'),
 });
