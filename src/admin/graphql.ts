@@ -3,6 +3,7 @@ import { createServer, type Server } from 'node:http';
 import express, { type Express, type Router } from 'express';
 import type { ConnectionTarget } from '../db/pools.js';
 import { createLogger, type Logger } from '../log.js';
+import '../staff/polyfill.js';
 import { startStaffAccess, warnIfExposed, type StaffAccessOptions, type StaffLimits } from '../staff/access.js';
 
 export interface StaffServer {
