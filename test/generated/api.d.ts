@@ -1144,6 +1144,15 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description The answer stored under this Idempotency-Key held a caller's personal data that has since been erased (idempotency_answer_erased): it is not replayed and the request does not run again; send a new key */
+        Error410: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description Body over 64 KiB (payload_too_large) */
         Error413: {
             headers: {
@@ -2603,6 +2612,8 @@ export interface operations {
                                 calls: number;
                                 customers: number;
                                 events: number;
+                                /** @description Stored Idempotency-Key answers that held the caller's data, cleared (a replay answers 410) */
+                                idempotency_answers: number;
                                 leads: number;
                                 notifications: number;
                                 webhook_attempts: number;
@@ -2690,6 +2701,8 @@ export interface operations {
                                 calls: number;
                                 customers: number;
                                 events: number;
+                                /** @description Stored Idempotency-Key answers that held the caller's data, cleared (a replay answers 410) */
+                                idempotency_answers: number;
                                 leads: number;
                                 notifications: number;
                                 webhook_attempts: number;
@@ -2730,6 +2743,7 @@ export interface operations {
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
             409: components["responses"]["Error409"];
+            410: components["responses"]["Error410"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
@@ -2781,6 +2795,8 @@ export interface operations {
                                 calls: number;
                                 customers: number;
                                 events: number;
+                                /** @description Stored Idempotency-Key answers that held the caller's data, cleared (a replay answers 410) */
+                                idempotency_answers: number;
                                 leads: number;
                                 notifications: number;
                                 webhook_attempts: number;
@@ -2945,6 +2961,7 @@ export interface operations {
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
             409: components["responses"]["Error409"];
+            410: components["responses"]["Error410"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
@@ -3339,6 +3356,7 @@ export interface operations {
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
             409: components["responses"]["Error409"];
+            410: components["responses"]["Error410"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
@@ -3572,6 +3590,7 @@ export interface operations {
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
             409: components["responses"]["Error409"];
+            410: components["responses"]["Error410"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
@@ -4144,6 +4163,7 @@ export interface operations {
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
             409: components["responses"]["Error409"];
+            410: components["responses"]["Error410"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
@@ -4467,6 +4487,7 @@ export interface operations {
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
             409: components["responses"]["Error409"];
+            410: components["responses"]["Error410"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
@@ -4619,6 +4640,7 @@ export interface operations {
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
             409: components["responses"]["Error409"];
+            410: components["responses"]["Error410"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
@@ -4885,6 +4907,7 @@ export interface operations {
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
             409: components["responses"]["Error409"];
+            410: components["responses"]["Error410"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
@@ -4961,6 +4984,7 @@ export interface operations {
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
             409: components["responses"]["Error409"];
+            410: components["responses"]["Error410"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
@@ -5042,6 +5066,7 @@ export interface operations {
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
             409: components["responses"]["Error409"];
+            410: components["responses"]["Error410"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
@@ -5379,6 +5404,7 @@ export interface operations {
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
             409: components["responses"]["Error409"];
+            410: components["responses"]["Error410"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
@@ -5454,6 +5480,7 @@ export interface operations {
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
             409: components["responses"]["Error409"];
+            410: components["responses"]["Error410"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
@@ -5534,6 +5561,7 @@ export interface operations {
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
             409: components["responses"]["Error409"];
+            410: components["responses"]["Error410"];
             413: components["responses"]["Error413"];
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
