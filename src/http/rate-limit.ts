@@ -26,15 +26,17 @@ export class RateLimiter {
   async consume(key: string, res: Response, address = ''): Promise<void> {
     if (!this.shared.knows(key) && this.unknown.exhausted(address)) {
       const retry = this.unknown.resetSeconds();
+      res.setHeader('RateLimit-Policy', this.policy);
+      res.setHeader('RateLimit', `"default";r=0;t=${retry}`);
       throw new ApiError(429, 'rate_limited', `Too many requests with unknown tokens from this address; retry in ${retry} s`, { retry_after: retry }, { 'retry-after': String(retry) });
     }
     const v = await this.shared.consume(key);
+    res.setHeader('RateLimit-Policy', this.policy);
+    res.setHeader('RateLimit', `"default";r=${v.remaining};t=${v.resetSeconds}`);
     if (v.unknown) {
       this.unknown.add(address);
       return; // app.authorize answers 401
     }
-    res.setHeader('RateLimit-Policy', this.policy);
-    res.setHeader('RateLimit', `"default";r=${v.remaining};t=${v.resetSeconds}`);
     if (v.allowed) return;
     const retry = v.resetSeconds;
     throw new ApiError(429, 'rate_limited', `Rate limit exceeded; retry in ${retry} s`, { retry_after: retry }, { 'retry-after': String(retry) });
