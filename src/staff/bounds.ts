@@ -38,6 +38,11 @@ export class BoundError extends SafeError {
   }
 }
 
+/** grafast's SafeError constructor returns its own object, so `instanceof BoundError` is false: test the code. */
+export function isBoundError(e: unknown): e is BoundError {
+  return (e as { extensions?: { code?: unknown } } | null)?.extensions?.code === 'BOUND_EXCEEDED';
+}
+
 export interface CheckedDocument {
   document: DocumentNode;
   /** The document with `first` added to unbounded connections, when it had any. */
@@ -60,7 +65,7 @@ export function checkDocument(query: string, variables: Record<string, unknown> 
   try {
     return checkParsed(document, variables, b);
   } catch (e) {
-    if (e instanceof BoundError) e.document = document;
+    if (isBoundError(e)) e.document = document;
     throw e;
   }
 }
@@ -79,8 +84,6 @@ function checkParsed(document: DocumentNode, variables: Record<string, unknown> 
     refusal = null;
     depth.OperationDefinition.enter.call(depth, d);
     if (refusal) throw new BoundError('depth', `${refusal} (STAFF_MAX_DEPTH)`);
-    cost.OperationDefinition.enter.call(cost, d);
-    if (refusal) throw new BoundError('cost', `${refusal} (STAFF_MAX_COST)`);
   }
   let aliases = 0;
   let unbounded = false;
@@ -100,6 +103,12 @@ function checkParsed(document: DocumentNode, variables: Record<string, unknown> 
     },
   });
   if (aliases > b.maxAliases) throw new BoundError('aliases', `Document has ${aliases} aliases, more than the limit of ${b.maxAliases} (STAFF_MAX_ALIASES)`);
+  for (const d of document.definitions) {
+    if (d.kind !== Kind.OPERATION_DEFINITION) continue;
+    refusal = null;
+    cost.OperationDefinition.enter.call(cost, d);
+    if (refusal) throw new BoundError('cost', `${refusal} (STAFF_MAX_COST)`);
+  }
   if (!unbounded) return { document, rewritten: null };
   const first: ArgumentNode = { kind: Kind.ARGUMENT, name: { kind: Kind.NAME, value: 'first' }, value: { kind: Kind.INT, value: String(b.maxRows) } };
   const bounded = visit(document, {
@@ -146,4 +155,19 @@ export function checkAnswer(data: unknown, b: StaffBounds): BoundError | null {
   };
   walk(data);
   return found;
+}
+
+/**
+ * Whether the operation asks only for the schema (`__schema`, `__type`, `__typename` at the top):
+ * Ruru's introspection, whose answer is the schema's size, not the data's; exempt from the answer
+ * bounds as graphql-armor exempts it from depth and cost, unless it has an alias.
+ */
+export function introspectionOnly(document: DocumentNode, operationName: string | null | undefined): boolean {
+  const ops = document.definitions.filter((d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION);
+  const op = operationName ? ops.find((o) => o.name?.value === operationName) : ops.length === 1 ? ops[0] : undefined;
+  if (!op || !op.selectionSet.selections.every((s) => s.kind === Kind.FIELD && s.name.value.startsWith('__'))) return false;
+  // No alias anywhere: an alias would repeat part of the schema as often as it likes.
+  let aliased = false;
+  visit(document, { Field(f: FieldNode) { if (f.alias) aliased = true; } });
+  return !aliased;
 }

@@ -8,7 +8,7 @@ import type {} from 'postgraphile';
 import { GraphQLError, type DocumentNode } from 'graphql';
 import { defaultMaskError } from 'postgraphile/grafserv';
 import type { IncomingMessage } from 'node:http';
-import { BoundError, checkAnswer, checkDocument, type StaffBounds } from './bounds.js';
+import { checkAnswer, checkDocument, introspectionOnly, isBoundError, type StaffBounds } from './bounds.js';
 
 /** How an execution ended, for the audit. */
 export interface Settled {
@@ -52,7 +52,7 @@ export function staffPlugin(hooks: StaffPluginHooks): GraphileConfig.Plugin {
           try {
             checked = checkDocument(body.query, variables, hooks.bounds);
           } catch (e) {
-            hooks.onBody(req, body.query, body.operationName, variables, e instanceof BoundError ? e.document : null);
+            hooks.onBody(req, body.query, body.operationName, variables, isBoundError(e) ? e.document : null);
             throw e;
           }
           hooks.onBody(req, body.query, body.operationName, variables, checked?.document ?? null);
@@ -70,9 +70,10 @@ export function staffPlugin(hooks: StaffPluginHooks): GraphileConfig.Plugin {
           }
           const result = next();
           if (!settled) return result;
+          const bounded = !introspectionOnly(event.args.document, event.args.operationName);
           const finish = (r: unknown) => {
             const out = r as { data?: unknown; errors?: readonly unknown[] } | null;
-            const over = out && out.data !== undefined && out.data !== null ? checkAnswer(out.data, hooks.bounds) : null;
+            const over = bounded && out && out.data !== undefined && out.data !== null ? checkAnswer(out.data, hooks.bounds) : null;
             if (over) {
               settled({ errors: 1, refused: true });
               return { errors: [new GraphQLError(over.message, { extensions: over.extensions })] };
