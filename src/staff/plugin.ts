@@ -41,9 +41,10 @@ export function staffPlugin(hooks: StaffPluginHooks): GraphileConfig.Plugin {
     grafserv: {
       middleware: {
         processGraphQLRequestBody(next, event) {
-          const body = event.body as { query?: unknown; operationName?: unknown; variables?: unknown };
+          // grafserv's parsed body: { query, operationName, variableValues, extensions }.
+          const body = event.body as { query?: unknown; operationName?: unknown; variableValues?: unknown };
           const req = event.request?.requestContext?.node?.req;
-          const variables = isRecord(body.variables) ? body.variables : null;
+          const variables = isRecord(body.variableValues) ? body.variableValues : null;
           if (typeof body.query !== 'string') {
             hooks.onBody(req, body.query, body.operationName, variables, null);
             return next();
