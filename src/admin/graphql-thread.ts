@@ -23,6 +23,8 @@ export interface StaffThreadOptions {
   logLevel: string;
   limits: StaffLimits;
   heapMb: number;
+  /** Nice of the thread (STAFF_DB_NICE): below the API's threads when both want the CPU. */
+  threadNice: number;
   lowerPriority?: { postmasterPid: () => number | null; nice: number };
   operations?: Router;
 }
@@ -55,7 +57,7 @@ export async function startStaffGraphqlThread(target: ConnectionTarget, host: st
     new Promise<void>((resolve, reject) => {
       const data: StaffThreadData = {
         target: current(), limits: opts.limits, logLevel: opts.logLevel,
-        nice: opts.lowerPriority?.nice ?? null, postmasterPid: opts.lowerPriority?.postmasterPid() ?? null,
+        nice: opts.lowerPriority?.nice ?? null, postmasterPid: opts.lowerPriority?.postmasterPid() ?? null, threadNice: opts.threadNice,
       };
       const w = newWorker({ workerData: data, resourceLimits: { maxOldGenerationSizeMb: opts.heapMb } });
       worker = w;

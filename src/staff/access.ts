@@ -88,6 +88,8 @@ export interface StaffAccessOptions {
   audit?: boolean;
   /** On the embedded cluster: the CPU priority (nice) of the staff GraphQL's backends (STAFF_DB_NICE). */
   lowerPriority?: { postmasterPid: () => number | null; nice: number };
+  /** Behind the main thread's admin listener (src/admin/graphql-thread.ts): the peer is its X-Forwarded-For. */
+  forwarded?: boolean;
 }
 
 const unauthorized = () =>
@@ -175,20 +177,24 @@ export async function startStaffAccess(connectionString: ConnectionTarget, opts:
     settle();
   };
 
+  const peer = (req: Request) => {
+    const f = req.headers['x-forwarded-for'];
+    return opts.forwarded && typeof f === 'string' && f ? f : req.socket.remoteAddress;
+  };
   const guard = (req: Request, res: Response, next: NextFunction): void => {
     if (!GRAPHQL_PATH.test(req.path)) return next();
     const started = performance.now();
     const at = new Date();
     const token = bearerToken(req.headers.authorization);
     if (!token) {
-      log.warn({ reason: 'missing or malformed', ip: req.socket.remoteAddress }, 'staff request refused');
+      log.warn({ reason: 'missing or malformed', ip: peer(req) }, 'staff request refused');
       return sendError(res, unauthorized());
     }
     const hash = hashToken(token);
     cache.member(hash, () => load(hash)).then(
       (member) => {
         if (!member) {
-          log.warn({ reason: 'unknown or revoked', ip: req.socket.remoteAddress }, 'staff request refused');
+          log.warn({ reason: 'unknown or revoked', ip: peer(req) }, 'staff request refused');
           return sendError(res, unauthorized());
         }
         const s: StaffRequest = { member, at, started, documentSha256: null, summary: null, bodySeen: false, execution: null, refused: false, closed: false };
