@@ -30,11 +30,34 @@ const HideFunctionsPlugin: GraphileConfig.Plugin = {
   },
 };
 
+/**
+ * Columns no staff role may read (hashes, secrets, credentials: app.staff_hide_columns for all
+ * three roles) leave the schema entirely, aggregates, group-by and order-by values included. The
+ * schema is introspected as the admin role, which reads everything a viewer or operator reads, so
+ * a column the admin role cannot SELECT is one no staff role can; PostGraphile's RBAC plugin marks
+ * it `canSelect: false` and this turns that into `-*` (docs/staff.md "Adding a table").
+ */
+const WithheldColumnsPlugin: GraphileConfig.Plugin = {
+  name: 'SwitchboardWithheldColumnsPlugin',
+  version: '1.0.0',
+  after: ['PgRBACPlugin'],
+  schema: {
+    entityBehavior: {
+      pgCodecAttribute: {
+        override(behavior, [codec, attributeName]) {
+          const attr = (codec as { attributes?: Record<string, { extensions?: { canSelect?: boolean } }> }).attributes?.[attributeName];
+          return attr?.extensions?.canSelect === false ? [behavior, '-*'] : behavior;
+        },
+      },
+    },
+  },
+};
+
 /** Staff GraphQL and Ruru: tables, relations, filters and aggregates; no functions. */
 const preset: GraphileConfig.Preset = {
   extends: [PostGraphileAmberPreset, PgAggregatesPreset],
   grafserv: { graphqlPath: '/graphql', graphiql: true, graphiqlPath: '/', websockets: false },
-  plugins: [HideFunctionsPlugin],
+  plugins: [HideFunctionsPlugin, WithheldColumnsPlugin],
   grafast: { explain: false },
 };
 

@@ -28,7 +28,7 @@
  * BENCH_INGEST_SECONDS (15), BENCH_WARMUP_SECONDS (3: the same load before the measured one, then
  * ANALYZE), BENCH_DRAIN_SECONDS (60: wait for the fan-out backlog, RSS sampled),
  * BENCH_ONLY (comma list of sections: lists, insights, ingest, privacy, idempotency, metrics,
- * staff, redaction, delivery), BENCH_REDACTION_SECONDS (10, each of redaction on and off), BENCH_DATA_DIR (keep and reuse
+ * staff, staff-flood, redaction, delivery), BENCH_REDACTION_SECONDS (10, each of redaction on and off), BENCH_DATA_DIR (keep and reuse
  * the seeded cluster there instead of a throwaway one), BENCH_JSON (also write the rows there),
  * BENCH_NODE_OPTIONS (NODE_OPTIONS for the service, to try V8 flags), BENCH_START_SCRIPT (npm
  * script that starts the service, default start; start:api leaves the worker out), WORKER_DB_NICE
@@ -576,6 +576,12 @@ try {
     const { runStaffBench } = await import('./staff.js');
     rows.push(...(await runStaffBench({ owner, databaseUrl: cluster.url, apiUrl: base, adminUrl: `http://127.0.0.1:${port + 1}`, apiAuth: auth('mid'),
       bigLocationId: big.id, bigCalls: BIG_CALLS, seconds: SECONDS, connections: CONNECTIONS, progress })));
+  }
+
+  if (ONLY.has('staff-flood')) {
+    const { runStaffFloodBench } = await import('./staff-flood.js');
+    rows.push(...(await runStaffFloodBench({ owner, apiUrl: base, adminUrl: `http://127.0.0.1:${port + 1}`, apiAuth: auth('mid'), midLocationId: mid.id,
+      seconds: num('BENCH_STAFF_FLOOD_SECONDS', 20), connections: CONNECTIONS, progress })));
   }
 
   // ---- Caller-data lifecycle (bench/privacy.ts): erasure and the retention prune on `big` --------

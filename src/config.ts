@@ -61,6 +61,13 @@ const schema = z.object({
   STAFF_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(15000),
   STAFF_MAX_DEPTH: z.coerce.number().int().min(2).max(100).default(10),
   STAFF_MAX_COST: z.coerce.number().int().min(10).max(1_000_000).default(5000),
+  STAFF_MAX_ALIASES: z.coerce.number().int().min(0).max(1000).default(20),
+  STAFF_MAX_ROWS: z.coerce.number().int().min(1).max(100_000).default(1000),
+  STAFF_MAX_GROUPS: z.coerce.number().int().min(1).max(100_000).default(1000),
+  STAFF_MAX_ANSWER_BYTES: z.coerce.number().int().min(10_000).max(100_000_000).default(2_000_000),
+  STAFF_MAX_DOCUMENT_BYTES: z.coerce.number().int().min(1000).max(1_000_000).default(100_000),
+  STAFF_GRAPHQL_THREAD: bool.default(true),
+  STAFF_THREAD_HEAP_MB: z.coerce.number().int().min(64).max(8192).default(512),
   STAFF_AUDIT_RETENTION_DAYS: z.coerce.number().int().min(1).max(36500).default(365),
   // CPU priority (nice) of the staff GraphQL's connections on the embedded cluster; 0 = as the API's.
   STAFF_DB_NICE: z.coerce.number().int().min(0).max(19).default(10),

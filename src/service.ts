@@ -91,12 +91,16 @@ export async function startService(cfg: Config, log: Logger, mode: Mode = 'all',
       svc.api = { server, port };
       log.info({ host: cfg.HOST, port }, 'api listening');
       // One admin listener serves the operations endpoints of everything this process runs.
-      svc.admin = await startStaffGraphql(db.target, cfg.ADMIN_HOST, cfg.ADMIN_PORT, {
-        log, limits: staffLimits(cfg),
-        // On our own cluster staff queries give way to the API's when both want the CPU (docs/staff.md).
-        lowerPriority: db.embedded ? { postmasterPid: db.embedded.postmasterPid, nice: cfg.STAFF_DB_NICE } : undefined,
-        operations: operationsRouter(probes),
-      });
+      // On our own cluster staff queries give way to the API's when both want the CPU (docs/staff.md).
+      const lowerPriority = db.embedded ? { postmasterPid: db.embedded.postmasterPid, nice: cfg.STAFF_DB_NICE } : undefined;
+      // In a worker thread by default: staff answers are built off the API's event loop (docs/staff.md).
+      svc.admin = cfg.STAFF_GRAPHQL_THREAD
+        ? await (await import('./admin/graphql-thread.js')).startStaffGraphqlThread(db.target, cfg.ADMIN_HOST, cfg.ADMIN_PORT, {
+            log, logLevel: cfg.LOG_LEVEL, limits: staffLimits(cfg), heapMb: cfg.STAFF_THREAD_HEAP_MB, threadNice: cfg.STAFF_DB_NICE, lowerPriority, operations: operationsRouter(probes),
+          })
+        : await startStaffGraphql(db.target, cfg.ADMIN_HOST, cfg.ADMIN_PORT, {
+            log, limits: staffLimits(cfg), lowerPriority, operations: operationsRouter(probes),
+          });
       log.info({ url: svc.admin.url }, 'staff graphql listening');
     }
     if (mode !== 'api') {

@@ -14,6 +14,7 @@ declare
   n_customers int; n_calls int; n_leads int; n_bookings int; n_events int; n_attempts int; n_notifications int;
   ev uuid;
   n_platform int := 0;
+  n_replays int;
   h text;
 begin
   if loc is null or loc is distinct from app.current_location_id() then
@@ -23,6 +24,10 @@ begin
     perform app.raise('SB400', 'Give a phone, an email or a customer_id',
       jsonb_build_object('issues', jsonb_build_array(jsonb_build_object('path', '', 'message', 'Give a phone, an email or a customer_id'))));
   end if;
+  -- Erasures of one location run one at a time (held to the end of the transaction): a second
+  -- erasure of the same caller, by phone, e-mail or customer id, waits for the first to commit and
+  -- then finds everything cleared, so it reports zero matches and emits nothing.
+  perform pg_advisory_xact_lock(7303, hashtext(loc::text));
   if customer_id is not null
      and not exists (select 1 from app.customers c where c.location_id = loc and c.id = erasure_perform.customer_id) then
     perform app.raise('SB404', 'Customer not found');
@@ -70,10 +75,22 @@ begin
    where n.location_id = loc and n.event_id = any (m.event_ids)
      and g.location_id = loc and g.notification_id = n.id;
 
+  -- Stored Idempotency-Key answers that hold the caller's records or identifiers (a created
+  -- lead answers its name and phone): cleared and marked, so a replay is refused (410) instead of
+  -- returning the erased data or running the operation again.
+  update app_private.idempotency_keys k set response_body = '', erased_at = now()
+   where k.location_id = loc and k.erased_at is null
+     and (exists (select 1 from unnest(m.customer_ids || m.call_ids || m.lead_ids || m.booking_ids) x
+                   where strpos(k.response_body, x::text) > 0)
+          or (phone is not null and strpos(k.response_body, phone) > 0)
+          or (email is not null and strpos(lower(k.response_body), lower(email)) > 0));
+  get diagnostics n_replays = row_count;
+
   insert into app.erasures (id, location_id, identifier_kinds, identifier_hashes, source, api_key_id, status, matched)
   values (erasure_id, loc, kinds, hashes, source, api_key_id, 'completed', jsonb_build_object(
     'customers', n_customers, 'calls', n_calls, 'leads', n_leads, 'bookings', n_bookings,
-    'notifications', n_notifications, 'webhook_attempts', n_attempts, 'events', n_events));
+    'notifications', n_notifications, 'webhook_attempts', n_attempts, 'events', n_events,
+    'idempotency_answers', n_replays));
 
   if n_customers + n_calls + n_leads + n_bookings + n_events > 0 then
     ev := app.emit(loc, 'customer.erased', jsonb_build_object(
@@ -101,6 +118,6 @@ begin
 end
 $function$;
 alter function app.erasure_perform(uuid,text,text,uuid,text,uuid,boolean) owner to switchboard_system;
-comment on function app.erasure_perform(uuid,text,text,uuid,text,uuid,boolean) is E'Erases one caller''s personal data in the pinned location (docs/privacy.md "Erasure"): customers, calls (caller fields and content), leads, bookings, event data and bodies, webhook attempt response bodies, notification log details; rows stay, so counts and insights do not change. Records the erasure (identifiers hashed), emits customer.erased (ids only) when anything matched, and with platform queues the voice-platform deletions. SECURITY DEFINER (switchboard_system) because events are append-only to the API role; it refuses any location but the one app.authorize pinned, and filters every statement by it.';
+comment on function app.erasure_perform(uuid,text,text,uuid,text,uuid,boolean) is E'Erases one caller''s personal data in the pinned location (docs/privacy.md "Erasure"): customers, calls (caller fields and content), leads, bookings, event data and bodies, webhook attempt response bodies, notification log details, stored Idempotency-Key answers that hold them (replays then answer 410); rows stay, so counts and insights do not change. Records the erasure (identifiers hashed), emits customer.erased (ids only) when anything matched, serialised per location (an advisory lock) so concurrent erasures of one caller match and emit once, and with platform queues the voice-platform deletions. SECURITY DEFINER (switchboard_system) because events are append-only to the API role; it refuses any location but the one app.authorize pinned, and filters every statement by it.';
 revoke execute on function app.erasure_perform(uuid,text,text,uuid,text,uuid,boolean) from public;
 grant execute on function app.erasure_perform(uuid,text,text,uuid,text,uuid,boolean) to switchboard_api;

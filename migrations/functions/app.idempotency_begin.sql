@@ -34,12 +34,16 @@ begin
     if k.fingerprint <> idempotency_begin.fingerprint then
       perform app.raise('SBIK2', 'This Idempotency-Key was already used for a different request');
     end if;
+    -- The answer held a caller's data that has since been erased: neither replayed nor run again.
+    if k.erased_at is not null then
+      perform app.raise('SBIK7', 'The answer stored under this Idempotency-Key held personal data that has since been erased; it is not replayed and the request is not run again. Use a new key to repeat the request.');
+    end if;
     replayed_status := k.response_status;
     replayed_body := k.response_body;
   end if;
   -- Nothing stored: the operation runs and authorizes (401, 404, 403 roll everything back).
 end
 $function$;
-comment on function app.idempotency_begin(text,text,text,text,text) is E'First half of a token-API POST with an Idempotency-Key: takes the key of the token''s location for the transaction (409 idempotency_key_in_use while another request holds it) and returns the stored answer of the same request (null when there is none: the operation then runs and authorizes itself), or refuses another request''s key (422 idempotency_key_reused); both after app.authorize with the operation''s scope. docs/rest-api.md "Idempotency-Key".';
+comment on function app.idempotency_begin(text,text,text,text,text) is E'First half of a token-API POST with an Idempotency-Key: takes the key of the token''s location for the transaction (409 idempotency_key_in_use while another request holds it) and returns the stored answer of the same request (null when there is none: the operation then runs and authorizes itself), or refuses another request''s key (422 idempotency_key_reused) or an answer erased with its caller''s data (410 idempotency_answer_erased); both after app.authorize with the operation''s scope. docs/rest-api.md "Idempotency-Key".';
 revoke execute on function app.idempotency_begin(text,text,text,text,text) from public;
 grant execute on function app.idempotency_begin(text,text,text,text,text) to switchboard_api;

@@ -7,7 +7,8 @@ CREATE OR REPLACE FUNCTION app.rate_limit_take(token_hash text, window_start big
  SET search_path TO 'pg_catalog', 'public', 'pg_temp'
 AS $function$
   insert into app_private.rate_limits as r (token_hash, window_start, used, granted)
-  values (rate_limit_take.token_hash, rate_limit_take.window_start, least(greatest(want, 0), budget), least(greatest(want, 0), budget))
+  select rate_limit_take.token_hash, rate_limit_take.window_start, least(greatest(want, 0), budget), least(greatest(want, 0), budget)
+   where exists (select 1 from app.api_keys k where k.token_hash = rate_limit_take.token_hash and k.revoked_at is null)
   on conflict on constraint rate_limits_pkey do update
     set window_start = excluded.window_start,
         granted = case when r.window_start = excluded.window_start
@@ -17,6 +18,6 @@ AS $function$
   returning r.granted, r.used
 $function$;
 alter function app.rate_limit_take(text,bigint,integer,integer) owner to switchboard_system;
-comment on function app.rate_limit_take(text,bigint,integer,integer) is E'Leases up to want requests of a token''s budget for the minute window_start; returns how many were granted and how many the minute has used in all. SECURITY DEFINER because the API role has no rights on the counters; it only adds to one token''s count.';
+comment on function app.rate_limit_take(text,bigint,integer,integer) is E'Leases up to want requests of a token''s budget for the minute window_start; returns how many were granted and how many the minute has used in all, or nulls (and writes nothing) when the token is no active API key. SECURITY DEFINER because the API role has no rights on the counters or the keys; it only adds to one known token''s count.';
 revoke execute on function app.rate_limit_take(text,bigint,integer,integer) from public;
 grant execute on function app.rate_limit_take(text,bigint,integer,integer) to switchboard_api;

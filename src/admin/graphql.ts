@@ -3,6 +3,7 @@ import { createServer, type Server } from 'node:http';
 import express, { type Express, type Router } from 'express';
 import type { ConnectionTarget } from '../db/pools.js';
 import { createLogger, type Logger } from '../log.js';
+import '../staff/polyfill.js';
 import { startStaffAccess, warnIfExposed, type StaffAccessOptions, type StaffLimits } from '../staff/access.js';
 
 export interface StaffServer {
@@ -21,12 +22,12 @@ export interface StaffServer {
  */
 export async function startStaffGraphql(
   connectionString: ConnectionTarget, host: string, port: number,
-  opts: { log?: Logger; limits?: Partial<StaffLimits>; audit?: boolean; lowerPriority?: StaffAccessOptions['lowerPriority']; operations?: Router } = {},
+  opts: { log?: Logger; limits?: Partial<StaffLimits>; audit?: boolean; lowerPriority?: StaffAccessOptions['lowerPriority']; operations?: Router; forwarded?: boolean } = {},
 ): Promise<StaffServer> {
   const log = opts.log ?? createLogger('silent');
   warnIfExposed(host, log);
   // Staff tokens, roles and audit (src/staff/, docs/staff.md): /graphql answers 401 without a token.
-  const staff = await startStaffAccess(connectionString, { log, limits: opts.limits, audit: opts.audit, lowerPriority: opts.lowerPriority });
+  const staff = await startStaffAccess(connectionString, { log, limits: opts.limits, audit: opts.audit, lowerPriority: opts.lowerPriority, forwarded: opts.forwarded });
   const app = express();
   const server = createServer(app);
   // /healthz, /readyz, /metrics (src/metrics/admin.ts) answer ahead of GraphQL, without its auth.

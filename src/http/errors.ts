@@ -29,6 +29,7 @@ const SQLSTATES: Record<string, [number, string]> = {
   SBOA0: [400, 'oauth_required'],
   SBIK9: [409, 'idempotency_key_in_use'],
   SBIK2: [422, 'idempotency_key_reused'],
+  SBIK7: [410, 'idempotency_answer_erased'],
   '23505': [409, 'conflict'],
   '23514': [400, 'validation_error'],
   '23502': [400, 'validation_error'],

@@ -24,6 +24,7 @@ const ERROR_CODES: Record<number, string> = {
   409: 'Conflict or invalid status move (conflict, invalid_transition), a booking window that cannot be booked (slot_unavailable); on a POST, a request with the same Idempotency-Key still being processed (idempotency_key_in_use: retry later)',
   413: 'Body over 64 KiB (payload_too_large)',
   415: 'Body not JSON, or a Content-Encoding other than gzip, deflate, br (unsupported_media_type)',
+  410: 'The answer stored under this Idempotency-Key held a caller\'s personal data that has since been erased (idempotency_answer_erased): it is not replayed and the request does not run again; send a new key',
   422: 'The Idempotency-Key was already used for a different request (idempotency_key_reused): another method, path or body',
   429: 'Per-key rate limit (rate_limited; Retry-After, RateLimit, RateLimit-Policy)',
 };
@@ -97,7 +98,7 @@ export function buildOpenApi(routes: RouteSpec[]): Json {
     // every documented status of every operation.
     const named = /:[A-Za-z]/.test(spec.path);
     const errs = [400, ...(auth ? [401] : []), ...(spec.scope ? [403] : []), ...(named ? [404] : []),
-      ...(spec.conflict || idempotent ? [409] : []), ...(spec.body ? [413, 415] : []), ...(idempotent ? [422] : []), ...(auth ? [429] : [])];
+      ...(spec.conflict || idempotent ? [409] : []), ...(spec.body ? [413, 415] : []), ...(idempotent ? [410, 422] : []), ...(auth ? [429] : [])];
     for (const e of errs) responses[String(e)] = errorRef(e);
     responses.default = { $ref: '#/components/responses/ErrorDefault' };
     const scopeText = spec.scope ? `Requires scope \`${spec.scope}\`.` : auth ? 'Any valid token (no scope).' : 'No authentication.';

@@ -11,16 +11,71 @@ import { ApiError } from './errors.js';
 export class RateLimiter {
   private readonly shared: SharedRateLimit;
   private readonly policy: string;
-  constructor(perMinute: number, pool: pg.Pool) {
+  private readonly unknown: UnknownTokens;
+  constructor(perMinute: number, pool: pg.Pool, unknownPerMinute = UNKNOWN_TOKENS_PER_MINUTE) {
     this.shared = new SharedRateLimit(perMinute, pool);
     this.policy = `"default";q=${perMinute};w=60`;
+    this.unknown = new UnknownTokens(unknownPerMinute);
   }
-  async consume(key: string, res: Response): Promise<void> {
+  /**
+   * Spends one request of the token's budget. A token that is no API key writes nothing (the
+   * database leases only to known keys) and counts against its source address, in memory: past
+   * UNKNOWN_TOKENS_PER_MINUTE in a minute, tokens this process does not know are refused 429 from
+   * that address without asking the database.
+   */
+  async consume(key: string, res: Response, address = ''): Promise<void> {
+    if (!this.shared.knows(key) && this.unknown.exhausted(address)) {
+      const retry = this.unknown.resetSeconds();
+      res.setHeader('RateLimit-Policy', this.policy);
+      res.setHeader('RateLimit', `"default";r=0;t=${retry}`);
+      throw new ApiError(429, 'rate_limited', `Too many requests with unknown tokens from this address; retry in ${retry} s`, { retry_after: retry }, { 'retry-after': String(retry) });
+    }
     const v = await this.shared.consume(key);
     res.setHeader('RateLimit-Policy', this.policy);
     res.setHeader('RateLimit', `"default";r=${v.remaining};t=${v.resetSeconds}`);
+    if (v.unknown) {
+      this.unknown.add(address);
+      return; // app.authorize answers 401
+    }
     if (v.allowed) return;
     const retry = v.resetSeconds;
     throw new ApiError(429, 'rate_limited', `Rate limit exceeded; retry in ${retry} s`, { retry_after: retry }, { 'retry-after': String(retry) });
+  }
+}
+
+/** Unknown tokens a source address may try per minute before it is refused without the database. */
+export const UNKNOWN_TOKENS_PER_MINUTE = 60;
+/** Addresses remembered at most (oldest dropped first): a flood from many addresses stays bounded. */
+const MAX_ADDRESSES = 10_000;
+
+/** Unknown-token attempts per source address in the current minute, in memory only. */
+export class UnknownTokens {
+  private readonly counts = new Map<string, number>();
+  private window = 0;
+  constructor(private readonly perMinute: number, private readonly now: () => number = Date.now) {}
+
+  private roll(): void {
+    const w = Math.floor(this.now() / 60_000);
+    if (w !== this.window) {
+      this.window = w;
+      this.counts.clear();
+    }
+  }
+
+  add(address: string): void {
+    this.roll();
+    const n = (this.counts.get(address) ?? 0) + 1;
+    this.counts.delete(address);
+    if (this.counts.size >= MAX_ADDRESSES) this.counts.delete(this.counts.keys().next().value as string);
+    this.counts.set(address, n);
+  }
+
+  exhausted(address: string): boolean {
+    this.roll();
+    return (this.counts.get(address) ?? 0) >= this.perMinute;
+  }
+
+  resetSeconds(): number {
+    return Math.max(1, Math.ceil(((this.window + 1) * 60_000 - this.now()) / 1000));
   }
 }

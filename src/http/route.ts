@@ -100,7 +100,7 @@ export function mountRoutes(router: Router, routes: RouteSpec[], pool: pg.Pool, 
     byPath.set(spec.path, methods);
     router[spec.method](spec.path, async (req: Request, res: Response) => {
       const token = spec.auth === false ? '' : tokenHashOf(req);
-      if (token) await limiter.consume(token, res);
+      if (token) await limiter.consume(token, res, req.socket.remoteAddress ?? '');
       const params = spec.params ? spec.params.safeParse(req.params) : { success: true as const, data: req.params };
       const query = spec.query ? spec.query.safeParse(req.query) : { success: true as const, data: req.query };
       const body = spec.body ? spec.body.safeParse(req.body ?? {}) : { success: true as const, data: undefined };

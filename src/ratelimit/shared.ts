@@ -24,6 +24,8 @@ interface KeyState {
   /** The database granted nothing more: refuse until the minute ends. */
   exhausted: boolean;
   pending: Promise<void> | null;
+  /** The database knows no active API key with this hash (nothing was written). */
+  unknown: boolean;
 }
 
 export interface Verdict {
@@ -33,6 +35,8 @@ export interface Verdict {
   remaining: number;
   /** Seconds until the minute's budget is renewed. */
   resetSeconds: number;
+  /** The token is no active API key: nothing was counted or written (the request will be 401). */
+  unknown?: boolean;
 }
 
 export class SharedRateLimit {
@@ -56,7 +60,7 @@ export class SharedRateLimit {
       const window = Math.floor(t / WINDOW_MS);
       let s = this.keys.get(key);
       if (!s || s.window !== window) {
-        s = { window, left: 0, used: 0, exhausted: false, pending: null };
+        s = { window, left: 0, used: 0, exhausted: false, pending: null, unknown: false };
         this.keys.set(key, s);
       }
       if (s.left > 0) {
@@ -67,7 +71,18 @@ export class SharedRateLimit {
       if (s.exhausted) return this.verdict(false, s, t);
       if (t < this.failOpenUntil) return this.verdict(true, s, t);
       await (s.pending ?? this.lease(key, s));
+      if (s.unknown) {
+        // Not remembered: random tokens take no memory here (RateLimiter counts them per address).
+        if (this.keys.get(key) === s) this.keys.delete(key);
+        return { ...this.verdict(true, s, t), unknown: true };
+      }
     }
+  }
+
+  /** Whether this process holds a lease for the token this minute (it is a known key). */
+  knows(key: string): boolean {
+    const s = this.keys.get(key);
+    return s !== undefined && !s.unknown && s.used > 0;
   }
 
   /** How many requests to ask for: 1/20 of the budget at most, 1/8 of what is left, 1 at least. */
@@ -78,12 +93,16 @@ export class SharedRateLimit {
   private lease(key: string, s: KeyState): Promise<void> {
     const want = this.chunk(s);
     s.pending = this.pool
-      .query<{ granted: number; used: number }>({
+      .query<{ granted: number | null; used: number | null }>({
         name: 'sb:rate_limit_take',
         text: 'select granted, used from app.rate_limit_take($1, $2, $3, $4)',
         values: [key, s.window, want, this.limit],
       })
       .then(({ rows: [r] }) => {
+        if (r.granted === null || r.used === null) {
+          s.unknown = true;
+          return;
+        }
         if (this.keys.get(key) !== s) return; // the minute ended meanwhile
         s.left += r.granted;
         s.used = r.used;

@@ -19,18 +19,15 @@ import { ApiError, sendError, toApiError } from '../http/errors.js';
 import type { Logger } from '../log.js';
 import { StaffAuthCache, type StaffMember } from './cache.js';
 import { sha256Hex, summarizeOperation, type OperationSummary } from './operation.js';
-import type { StaffPluginHooks } from './plugin.js';
+import type { Settled, StaffPluginHooks } from './plugin.js';
+import { DEFAULT_STAFF_BOUNDS, type StaffBounds } from './config.js';
 
-export interface StaffLimits {
+export interface StaffLimits extends StaffBounds {
   /** statement_timeout of every staff transaction (STAFF_STATEMENT_TIMEOUT_MS). */
   statementTimeoutMs: number;
-  /** Deepest selection a document may have (STAFF_MAX_DEPTH). */
-  maxDepth: number;
-  /** Highest graphql-armor cost a document may have (STAFF_MAX_COST). */
-  maxCost: number;
 }
 
-export const DEFAULT_STAFF_LIMITS: StaffLimits = { statementTimeoutMs: 15000, maxDepth: 10, maxCost: 5000 };
+export const DEFAULT_STAFF_LIMITS: StaffLimits = { statementTimeoutMs: 15000, ...DEFAULT_STAFF_BOUNDS };
 
 /** Connections of the staff GraphQL's own pool: staff queries never hold more (docs/staff.md). */
 export const STAFF_POOL_SIZE = 4;
@@ -46,10 +43,28 @@ interface StaffRequest {
   at: Date;
   started: number;
   documentSha256: string | null;
-  operationName: string | null;
   summary: OperationSummary | null;
-  executed: boolean;
-  errors: number;
+  /** grafserv has the body (a response without execution after it is a refusal). */
+  bodySeen: boolean;
+  /** Set when execution begins; resolves when it has ended. */
+  execution: Promise<Settled> | null;
+  /** The answer was past a bound (answered 400). */
+  refused: boolean;
+  /** The response's connection closed (finished or not). */
+  closed: boolean;
+}
+
+/**
+ * The audit outcome (docs/staff.md "Audit"): refused before execution, executed and delivered
+ * without errors (a mutation's transaction committed), executed with errors, or executed while
+ * the client went away before the answer was delivered (a write in it committed all the same).
+ */
+export type AuditOutcome = 'rejected' | 'ok' | 'error' | 'client_gone';
+
+export function auditOutcome(settled: Settled | null, delivered: boolean): AuditOutcome {
+  if (!settled) return 'rejected';
+  if (!delivered) return 'client_gone';
+  return settled.errors > 0 ? 'error' : 'ok';
 }
 
 export interface StaffAccess {
@@ -73,6 +88,8 @@ export interface StaffAccessOptions {
   audit?: boolean;
   /** On the embedded cluster: the CPU priority (nice) of the staff GraphQL's backends (STAFF_DB_NICE). */
   lowerPriority?: { postmasterPid: () => number | null; nice: number };
+  /** Behind the main thread's admin listener (src/admin/graphql-thread.ts): the peer is its X-Forwarded-For. */
+  forwarded?: boolean;
 }
 
 const unauthorized = () =>
@@ -138,16 +155,17 @@ export async function startStaffAccess(connectionString: ConnectionTarget, opts:
     return (rows[0]?.m as StaffMember | null) ?? null;
   };
 
-  const record = (req: IncomingMessage, res: Response, s: StaffRequest) => {
+  const record = (req: IncomingMessage, res: Response, s: StaffRequest, settled: Settled | null, delivered: boolean) => {
     requests.delete(req);
     if (auditOn) {
+      const outcome = auditOutcome(settled, delivered);
       queue.push({
         at: s.at.toISOString(), member_id: s.member.id, role: s.member.role,
-        operation_name: (s.summary?.operationName ?? s.operationName)?.slice(0, 200) ?? null,
+        operation_name: s.summary?.operationName?.slice(0, 200) ?? null,
         operation_type: s.summary?.operationType ?? null, document_sha256: s.documentSha256,
-        root_fields: s.summary?.rootFields ?? [], location_ids: s.summary?.locationIds ?? [],
-        outcome: !s.executed ? 'rejected' : s.errors ? 'error' : 'ok',
-        http_status: res.headersSent ? res.statusCode : null, error_count: s.executed ? s.errors : 0,
+        // A refused document ran nothing: no root fields (the name and type say what it was).
+        root_fields: settled ? s.summary?.rootFields ?? [] : [], location_ids: s.summary?.locationIds ?? [],
+        outcome, http_status: res.headersSent ? res.statusCode : null, error_count: settled?.errors ?? 0,
         duration_ms: Math.round(performance.now() - s.started),
       });
       if (queue.length >= AUDIT_BATCH_ROWS) void write();
@@ -159,48 +177,70 @@ export async function startStaffAccess(connectionString: ConnectionTarget, opts:
     settle();
   };
 
+  const peer = (req: Request) => {
+    const f = req.headers['x-forwarded-for'];
+    return opts.forwarded && typeof f === 'string' && f ? f : req.socket.remoteAddress;
+  };
   const guard = (req: Request, res: Response, next: NextFunction): void => {
     if (!GRAPHQL_PATH.test(req.path)) return next();
     const started = performance.now();
     const at = new Date();
     const token = bearerToken(req.headers.authorization);
     if (!token) {
-      log.warn({ reason: 'missing or malformed', ip: req.socket.remoteAddress }, 'staff request refused');
+      log.warn({ reason: 'missing or malformed', ip: peer(req) }, 'staff request refused');
       return sendError(res, unauthorized());
     }
     const hash = hashToken(token);
     cache.member(hash, () => load(hash)).then(
       (member) => {
         if (!member) {
-          log.warn({ reason: 'unknown or revoked', ip: req.socket.remoteAddress }, 'staff request refused');
+          log.warn({ reason: 'unknown or revoked', ip: peer(req) }, 'staff request refused');
           return sendError(res, unauthorized());
         }
-        const s: StaffRequest = { member, at, started, documentSha256: null, operationName: null, summary: null, executed: false, errors: 0 };
+        const s: StaffRequest = { member, at, started, documentSha256: null, summary: null, bodySeen: false, execution: null, refused: false, closed: false };
         requests.set(req, s);
         open += 1;
-        res.once('close', () => record(req, res, s));
+        // A document refused before it ran (grafserv answers validation errors 200 to
+        // application/json clients) and an answer past a bound are 400s.
+        const writeHead = res.writeHead;
+        res.writeHead = function (this: Response, code: number, ...rest: unknown[]) {
+          const refused = code === 200 && ((s.bodySeen && !s.execution) || s.refused);
+          return (writeHead as (...a: unknown[]) => Response).call(this, refused ? 400 : code, ...rest);
+        } as typeof res.writeHead;
+        // Recorded once the response's connection has closed and any execution has ended: a
+        // request whose client left mid-execution is recorded with what it did.
+        res.once('close', () => {
+          s.closed = true;
+          const delivered = res.writableFinished;
+          if (s.execution) void s.execution.then((settled) => record(req, res, s, settled, delivered));
+          else record(req, res, s, null, delivered);
+        });
         next();
       },
       (err: unknown) => sendError(res, toApiError(err)),
     );
   };
 
+  const { statementTimeoutMs: _timeout, ...bounds } = limits;
   const hooks: StaffPluginHooks = {
-    maxDepth: limits.maxDepth,
-    maxCost: limits.maxCost,
-    onBody(req, query, operationName) {
+    bounds,
+    onBody(req, query, operationName, variables, document: DocumentNode | null) {
       const s = req && requests.get(req);
       if (!s) return;
+      s.bodySeen = true;
       s.documentSha256 = typeof query === 'string' ? sha256Hex(query) : null;
-      s.operationName = typeof operationName === 'string' ? operationName : null;
+      s.summary = document ? summarizeOperation(document, typeof operationName === 'string' ? operationName : null, variables) : null;
     },
-    onExecute(req, document: DocumentNode, operationName, variables) {
+    onExecute(req) {
       const s = req && requests.get(req);
       if (!s) return undefined;
-      s.summary = summarizeOperation(document, operationName, variables);
-      return (errors) => {
-        s.executed = true;
-        s.errors = errors;
+      // The client left before execution began: its row is written (rejected); nothing runs.
+      if (s.closed) return false;
+      let settle!: (r: Settled) => void;
+      s.execution = new Promise<Settled>((r) => (settle = r));
+      return (r) => {
+        s.refused = r.refused;
+        settle(r);
       };
     },
   };

@@ -2,6 +2,28 @@
 import type { Config } from '../config.js';
 import type { StaffLimits } from './access.js';
 
-export function staffLimits(cfg: Pick<Config, 'STAFF_STATEMENT_TIMEOUT_MS' | 'STAFF_MAX_DEPTH' | 'STAFF_MAX_COST'>): StaffLimits {
-  return { statementTimeoutMs: cfg.STAFF_STATEMENT_TIMEOUT_MS, maxDepth: cfg.STAFF_MAX_DEPTH, maxCost: cfg.STAFF_MAX_COST };
+/** What one request may ask for and answer (src/staff/bounds.ts, docs/staff.md "Timeouts and bounds"). */
+export interface StaffBounds {
+  maxDepth: number;
+  maxCost: number;
+  maxAliases: number;
+  maxRows: number;
+  maxGroups: number;
+  maxAnswerBytes: number;
+  maxDocumentBytes: number;
+}
+
+export const DEFAULT_STAFF_BOUNDS: StaffBounds = {
+  maxDepth: 10, maxCost: 5000, maxAliases: 20, maxRows: 1000, maxGroups: 1000, maxAnswerBytes: 2_000_000, maxDocumentBytes: 100_000,
+};
+
+type StaffConfig = Pick<Config, 'STAFF_STATEMENT_TIMEOUT_MS' | 'STAFF_MAX_DEPTH' | 'STAFF_MAX_COST' | 'STAFF_MAX_ALIASES' | 'STAFF_MAX_ROWS'
+  | 'STAFF_MAX_GROUPS' | 'STAFF_MAX_ANSWER_BYTES' | 'STAFF_MAX_DOCUMENT_BYTES'>;
+
+export function staffLimits(cfg: StaffConfig): StaffLimits {
+  return {
+    statementTimeoutMs: cfg.STAFF_STATEMENT_TIMEOUT_MS, maxDepth: cfg.STAFF_MAX_DEPTH, maxCost: cfg.STAFF_MAX_COST,
+    maxAliases: cfg.STAFF_MAX_ALIASES, maxRows: cfg.STAFF_MAX_ROWS, maxGroups: cfg.STAFF_MAX_GROUPS,
+    maxAnswerBytes: cfg.STAFF_MAX_ANSWER_BYTES, maxDocumentBytes: cfg.STAFF_MAX_DOCUMENT_BYTES,
+  };
 }

@@ -32,7 +32,7 @@ function pickOperation(doc: DocumentNode, name: string | null | undefined): Oper
 
 export function summarizeOperation(doc: DocumentNode, operationName: string | null | undefined, variables: Record<string, unknown> | null | undefined): OperationSummary {
   const op = pickOperation(doc, operationName);
-  if (!op) return { operationName: operationName ?? null, operationType: null, rootFields: [], locationIds: [] };
+  if (!op) return { operationName: null, operationType: null, rootFields: [], locationIds: [] };
   const fragments = new Map<string, FragmentDefinitionNode>();
   for (const d of doc.definitions) if (d.kind === Kind.FRAGMENT_DEFINITION) fragments.set(d.name.value, d);
   const vars = variables ?? {};
@@ -82,7 +82,8 @@ export function summarizeOperation(doc: DocumentNode, operationName: string | nu
   };
   walkSet(op.selectionSet, true);
   return {
-    operationName: op.name?.value ?? operationName ?? null,
+    // The name the document gives its operation: never the client's operationName as sent.
+    operationName: op.name?.value ?? null,
     operationType: op.operation as OperationSummary['operationType'],
     rootFields,
     locationIds: [...ids],

@@ -1,44 +1,63 @@
 /**
- * The staff GraphQL's PostGraphile plugin (docs/staff.md): the bound on a document's depth and
- * cost (graphql-armor's validation rules, added to grafserv's), and the two points where the audit
- * learns about a request: the request body (document hash, operation name) and execution (root
- * fields, locations, errors). Loaded with the preset, on the first GraphQL request.
+ * The staff GraphQL's PostGraphile plugin (docs/staff.md): the bounds on a document and its answer
+ * (src/staff/bounds.ts), and the two points where the audit learns about a request: the request
+ * body (document hash, the operation the document defines) and execution (errors). Loaded with the
+ * preset, on the first GraphQL request.
  */
 import type {} from 'postgraphile';
-import { maxDepthRule } from '@escape.tech/graphql-armor-max-depth';
-import { costLimitRule } from '@escape.tech/graphql-armor-cost-limit';
 import { GraphQLError, type DocumentNode } from 'graphql';
 import { defaultMaskError } from 'postgraphile/grafserv';
 import type { IncomingMessage } from 'node:http';
+import { checkAnswer, checkDocument, introspectionOnly, isBoundError, type StaffBounds } from './bounds.js';
+
+/** How an execution ended, for the audit. */
+export interface Settled {
+  errors: number;
+  /** The answer was past a bound and was replaced by the refusal. */
+  refused: boolean;
+}
 
 export interface StaffPluginHooks {
-  maxDepth: number;
-  maxCost: number;
-  /** The body grafserv is about to parse (query text and operation name only are looked at). */
-  onBody(req: IncomingMessage | undefined, query: unknown, operationName: unknown): void;
-  /** Execution begins with a valid document; `settled` is called with the number of errors. */
-  onExecute(req: IncomingMessage | undefined, document: DocumentNode, operationName: string | null | undefined,
-    variables: Record<string, unknown> | null | undefined): ((errors: number) => void) | undefined;
+  bounds: StaffBounds;
+  /**
+   * The body grafserv is about to parse: its query text, the operation name the client sent, its
+   * variables (only location ids are kept), and the document when it parsed.
+   */
+  onBody(req: IncomingMessage | undefined, query: unknown, operationName: unknown, variables: Record<string, unknown> | null, document: DocumentNode | null): void;
+  /**
+   * Execution is about to begin with a valid document: `settled` is called when it has ended;
+   * `false` when the client has already gone (nothing is run).
+   */
+  onExecute(req: IncomingMessage | undefined): ((s: Settled) => void) | false | undefined;
 }
 
 const isPromiseLike = (v: unknown): v is PromiseLike<unknown> => typeof (v as { then?: unknown })?.then === 'function';
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 export function staffPlugin(hooks: StaffPluginHooks): GraphileConfig.Plugin {
   return {
     name: 'SwitchboardStaffAccessPlugin',
-    version: '1.0.0',
+    version: '2.0.0',
     grafserv: {
       middleware: {
-        setPreset(next, event) {
-          event.validationRules.push(
-            maxDepthRule({ n: hooks.maxDepth, ignoreIntrospection: true, exposeLimits: true }),
-            costLimitRule({ maxCost: hooks.maxCost, ignoreIntrospection: true, exposeLimits: true }),
-          );
-          return next();
-        },
         processGraphQLRequestBody(next, event) {
-          const body = event.body as { query?: unknown; operationName?: unknown };
-          hooks.onBody(event.request?.requestContext?.node?.req, body.query, body.operationName);
+          // grafserv's parsed body: { query, operationName, variableValues, extensions }.
+          const body = event.body as { query?: unknown; operationName?: unknown; variableValues?: unknown };
+          const req = event.request?.requestContext?.node?.req;
+          const variables = isRecord(body.variableValues) ? body.variableValues : null;
+          if (typeof body.query !== 'string') {
+            hooks.onBody(req, body.query, body.operationName, variables, null);
+            return next();
+          }
+          let checked;
+          try {
+            checked = checkDocument(body.query, variables, hooks.bounds);
+          } catch (e) {
+            hooks.onBody(req, body.query, body.operationName, variables, isBoundError(e) ? e.document : null);
+            throw e;
+          }
+          hooks.onBody(req, body.query, body.operationName, variables, checked?.document ?? null);
+          if (checked?.rewritten) body.query = checked.rewritten;
           return next();
         },
       },
@@ -46,21 +65,29 @@ export function staffPlugin(hooks: StaffPluginHooks): GraphileConfig.Plugin {
     grafast: {
       middleware: {
         execute(next, event) {
-          const { args } = event;
-          const settled = hooks.onExecute(args.requestContext?.node?.req, args.document, args.operationName, args.variableValues as Record<string, unknown> | undefined);
+          const settled = hooks.onExecute(event.args.requestContext?.node?.req);
+          if (settled === false) {
+            return { errors: [new GraphQLError('The client closed the request before it ran; nothing was run', { extensions: { code: 'CLIENT_GONE' } })] } as never;
+          }
           const result = next();
           if (!settled) return result;
-          const count = (r: unknown) => {
-            const errors = (r as { errors?: readonly unknown[] } | null)?.errors;
-            settled(Array.isArray(errors) ? errors.length : 0);
+          const bounded = !introspectionOnly(event.args.document, event.args.operationName);
+          const finish = (r: unknown) => {
+            const out = r as { data?: unknown; errors?: readonly unknown[] } | null;
+            const over = bounded && out && out.data !== undefined && out.data !== null ? checkAnswer(out.data, hooks.bounds) : null;
+            if (over) {
+              settled({ errors: 1, refused: true });
+              return { errors: [new GraphQLError(over.message, { extensions: over.extensions })] };
+            }
+            settled({ errors: Array.isArray(out?.errors) ? out.errors.length : 0, refused: false });
             return r;
           };
           return (isPromiseLike(result)
-            ? Promise.resolve(result).then(count, (err: unknown) => {
-              settled(1);
+            ? Promise.resolve(result).then(finish, (err: unknown) => {
+              settled({ errors: 1, refused: false });
               throw err;
             })
-            : count(result)) as typeof result;
+            : finish(result)) as typeof result;
         },
       },
     },

@@ -6,6 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import { loadConfig } from '../../src/config.js';
+import { auditOutcome } from '../../src/staff/access.js';
 import { pruneStaffAudit } from '../../src/staff/retention.js';
 import { startStaffEnv, type StaffEnv } from './support.js';
 
@@ -58,7 +59,7 @@ test('failures are recorded too: permission denied is an error, past the depth b
   const rows = await env.audit();
   expect(rows.map(({ duration_ms: _d, http_status: _h, ...r }) => r)).toEqual([
     { member_id: viewer.id, role: 'viewer', operation_name: null, operation_type: 'query', document_sha256: sha(denied), root_fields: ['allCalls'], location_ids: [], outcome: 'error', error_count: 1 },
-    { member_id: admin.id, role: 'admin', operation_name: null, operation_type: null, document_sha256: sha(deep), root_fields: [], location_ids: [], outcome: 'rejected', error_count: 0 },
+    { member_id: admin.id, role: 'admin', operation_name: null, operation_type: 'query', document_sha256: sha(deep), root_fields: [], location_ids: [], outcome: 'rejected', error_count: 0 },
     { member_id: admin.id, role: 'admin', operation_name: null, operation_type: 'mutation', document_sha256: sha(rename), root_fields: ['updateLocationByRowId'], location_ids: [env.seed.locations.b], outcome: 'ok', error_count: 0 },
   ]);
 });
@@ -95,4 +96,93 @@ test('append-only: no update or delete, not even by the owner; only the prune re
   const left = (await env.owner.query("select count(*)::int as n, min(at) > now() - interval '1 day' as recent from staff.audit")).rows[0];
   expect(left).toEqual({ n: 1, recent: true });
   expect(await pruneStaffAudit({ cfg: loadConfig({}), pool: env.owner })).toBe(0);
+});
+
+/** A POST to the staff GraphQL with an operationName and an optional abort signal. */
+const post = (token: string, body: Record<string, unknown>, signal?: AbortSignal) =>
+  fetch(`${env.staff.url}/graphql`, {
+    method: 'POST', signal,
+    headers: { 'content-type': 'application/json', accept: 'application/json', authorization: `Bearer ${token}` },
+    body: JSON.stringify(body),
+  });
+
+test('the operation name recorded is the one the document defines, never the client\'s free text', async () => {
+  const admin = await env.member('admin');
+  await post(admin.token, { query: 'query Real { allLocations { totalCount } }', operationName: 'Real' });
+  // No operation of that name: nothing runs (GraphQL's rule), and the free text is not kept.
+  await post(admin.token, { query: '{ allLocations { totalCount } }', operationName: 'Dana Whitfield +15125550143' });
+  await post(admin.token, { query: 'query Real { allLocations { totalCount } }', operationName: 'Not in the document' });
+  await post(admin.token, { query: 'query A { allLocations { totalCount } } query B { allCalls { totalCount } }', operationName: 'B' });
+  const rows = await env.audit();
+  expect(rows.map((r) => [r.operation_name, r.root_fields])).toEqual([['Real', ['allLocations']], [null, []], [null, []], ['B', ['allCalls']]]);
+  const text = JSON.stringify((await env.owner.query('select to_jsonb(a) as j from staff.audit a')).rows);
+  expect(text).not.toContain('Dana');
+  expect(text).not.toContain('Not in the document');
+});
+
+test('a document that parses but fails validation is rejected with a 400 and audited with its operation\'s name', async () => {
+  const admin = await env.member('admin');
+  const res = await post(admin.token, { query: 'query Typo { allCalls { noSuchField } }' });
+  expect(res.status).toBe(400);
+  expect(((await res.json()) as { errors: { message: string }[] }).errors[0].message).toMatch(/noSuchField/);
+  const rows = await env.audit();
+  expect(rows).toEqual([expect.objectContaining({ operation_name: 'Typo', operation_type: 'query', outcome: 'rejected', http_status: 400, root_fields: [] })]);
+});
+
+/** Waits until a staff backend is waiting for a lock. */
+async function staffWaitingForLock(): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    const { rows } = await env.owner.query(`select 1 from pg_stat_activity where application_name = 'switchboard-staff-graphql' and wait_event_type = 'Lock'`);
+    if (rows.length) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error('no staff backend waited for the lock');
+}
+
+test('a client gone during execution: a write that committed is client_gone, never rejected; so is a read that ran in full', async () => {
+  const admin = await env.member('admin');
+  const loc = env.seed.locations.b;
+  const holder = await env.owner.connect();
+  try {
+    // The mutation waits for a row lock; the client hangs up meanwhile; then the lock is released.
+    await holder.query('begin');
+    await holder.query('select 1 from app.locations where id = $1 for update', [loc]);
+    const abort = new AbortController();
+    const sent = post(admin.token, { query: `mutation Move { updateLocationByRowId(input: { rowId: "${loc}", locationPatch: { timezone: "America/Phoenix" } }) { location { rowId } } }` }, abort.signal).catch((e: Error) => e);
+    await staffWaitingForLock();
+    abort.abort();
+    expect(await sent).toMatchObject({ name: 'AbortError' });
+    await new Promise((r) => setTimeout(r, 100));
+    await holder.query('commit');
+    // The same with a read behind a table lock.
+    await holder.query('begin');
+    await holder.query('lock table app.calls in access exclusive mode');
+    const abortRead = new AbortController();
+    const read = post(admin.token, { query: 'query Slow { allCalls { totalCount } }' }, abortRead.signal).catch((e: Error) => e);
+    await staffWaitingForLock();
+    abortRead.abort();
+    expect(await read).toMatchObject({ name: 'AbortError' });
+    await new Promise((r) => setTimeout(r, 100));
+    await holder.query('commit');
+  } finally {
+    holder.release();
+  }
+  const rows = await env.audit();
+  expect((await env.owner.query('select timezone from app.locations where id = $1', [loc])).rows[0].timezone).toBe('America/Phoenix');
+  expect(rows.map((r) => [r.operation_name, r.outcome, r.error_count, r.root_fields]).sort()).toEqual([
+    ['Move', 'client_gone', 0, ['updateLocationByRowId']],
+    ['Slow', 'client_gone', 0, ['allCalls']],
+  ]);
+  // "Who looked at this caller" counts them (docs/staff.md): they ran.
+  const { rows: looked } = await env.owner.query(`select count(*)::int as n from staff.audit where outcome in ('ok', 'client_gone')`);
+  expect(looked[0].n).toBe(2);
+}, 30_000);
+
+test('outcomes: refused before execution, executed and delivered, executed with errors, client gone after execution', () => {
+  expect(auditOutcome(null, true)).toBe('rejected');
+  expect(auditOutcome(null, false)).toBe('rejected');
+  expect(auditOutcome({ errors: 0, refused: false }, true)).toBe('ok');
+  expect(auditOutcome({ errors: 2, refused: false }, true)).toBe('error');
+  expect(auditOutcome({ errors: 0, refused: false }, false)).toBe('client_gone');
+  expect(auditOutcome({ errors: 1, refused: false }, false)).toBe('client_gone');
 });

@@ -1,7 +1,9 @@
 /**
- * Protection of the database (docs/staff.md "Timeouts and bounds"): a document past the depth or
- * cost bound is refused with a clear GraphQL error before anything runs; every staff statement
- * runs under the staff statement_timeout; and binding the admin listener beyond loopback warns.
+ * Protection of the database and the process (docs/staff.md "Timeouts and bounds"): a document
+ * past the depth, cost, alias, rows or size bound is refused with HTTP 400 and a GraphQL error
+ * naming the bound before anything runs; a connection without first/last gets STAFF_MAX_ROWS; an
+ * answer past the groups or bytes bound is replaced by a 400 naming it; every staff statement runs
+ * under the staff statement_timeout; and binding the admin listener beyond loopback warns.
  */
 import { pino } from 'pino';
 import { startStaffGraphql } from '../../src/admin/graphql.js';
@@ -10,7 +12,7 @@ import { startStaffEnv, type StaffEnv } from './support.js';
 let env: StaffEnv;
 let admin: { id: string; token: string };
 beforeAll(async () => {
-  env = await startStaffEnv({ limits: { maxDepth: 6, maxCost: 300, statementTimeoutMs: 300 } });
+  env = await startStaffEnv({ limits: { maxDepth: 6, maxCost: 300, statementTimeoutMs: 300, maxAliases: 5, maxRows: 1, maxGroups: 1, maxAnswerBytes: 4000, maxDocumentBytes: 3000 } });
   admin = await env.member('admin');
 }, 60_000);
 afterAll(async () => env?.close());
@@ -19,18 +21,84 @@ test('a document deeper than the bound is refused with a clear error, and one wi
   const ok = await env.gql(admin.token, '{ allCalls { nodes { locationByLocationId { callsByLocationId { totalCount } } } } }');
   expect(ok.body.errors).toBeUndefined();
   const deep = await env.gql(admin.token, '{ allCalls { nodes { locationByLocationId { callsByLocationId { nodes { locationByLocationId { callsByLocationId { nodes { rowId } } } } } } } } }');
+  expect(deep.status).toBe(400);
   expect(deep.body.data).toBeUndefined();
-  expect(deep.body.errors).toEqual([expect.objectContaining({ message: expect.stringMatching(/Query depth limit of 6 exceeded, found \d+/) })]);
+  expect(deep.body.errors).toEqual([expect.objectContaining({
+    message: expect.stringMatching(/^Query depth limit of 6 exceeded, found \d+ \(STAFF_MAX_DEPTH\)$/), extensions: expect.objectContaining({ code: 'BOUND_EXCEEDED', bound: 'depth' }) })]);
 });
 
 test('a document costlier than the bound is refused with a clear error', async () => {
-  const wide = `{ ${Array.from({ length: 40 }, (_, i) => `a${i}: allCalls { totalCount nodes { rowId outcome durationSec } }`).join(' ')} }`;
+  const wide = `{ allCalls { totalCount nodes { ${'rowId outcome durationSec '.repeat(60)} } } }`;
   const r = await env.gql(admin.token, wide);
+  expect(r.status).toBe(400);
   expect(r.body.data).toBeUndefined();
-  expect(r.body.errors).toEqual([expect.objectContaining({ message: expect.stringMatching(/Query Cost limit of 300 exceeded, found \d+/) })]);
+  expect(r.body.errors).toEqual([expect.objectContaining({ message: expect.stringMatching(/^Query Cost limit of 300 exceeded, found [\d.]+ \(STAFF_MAX_COST\)$/) })]);
   await env.staff.flushAudit();
   const rows = await env.audit();
-  expect(rows.at(-1)).toMatchObject({ outcome: 'rejected', root_fields: [] });
+  expect(rows.at(-1)).toMatchObject({ outcome: 'rejected', root_fields: [], http_status: 400 });
+});
+
+const timezoneOf = async (id: string) => (await env.owner.query('select timezone from app.locations where id = $1', [id])).rows[0].timezone as string;
+
+test('more aliases than the bound: 400 naming it, and the mutations in it do not run', async () => {
+  const before = await timezoneOf(env.seed.locations.b);
+  const six = Array.from({ length: 6 }, (_, i) =>
+    `m${i}: updateLocationByRowId(input: { rowId: "${env.seed.locations.b}", locationPatch: { timezone: "America/Denver" } }) { location { rowId } }`).join(' ');
+  const r = await env.gql(admin.token, `mutation Many { ${six} }`);
+  expect(r.status).toBe(400);
+  expect(r.body.errors).toEqual([expect.objectContaining({ message: 'Document has 6 aliases, more than the limit of 5 (STAFF_MAX_ALIASES)' })]);
+  expect(await timezoneOf(env.seed.locations.b)).toBe(before);
+  const rows = await env.audit();
+  expect(rows.at(-1)).toMatchObject({ operation_name: 'Many', operation_type: 'mutation', outcome: 'rejected', root_fields: [], http_status: 400 });
+});
+
+test('rows per connection: first/last past the bound is refused, inline or in a variable; without them the bound applies', async () => {
+  const inline = await env.gql(admin.token, '{ allCalls(first: 5000) { nodes { rowId } } }');
+  expect(inline.status).toBe(400);
+  expect(inline.body.errors[0].message).toBe('allCalls(first:) asks for more than 1 rows, or for all of them (STAFF_MAX_ROWS)');
+  const viaVariable = await env.gql(admin.token, 'query($n: Int) { allCalls(last: $n) { nodes { rowId } } }', { n: 2 });
+  expect(viaVariable.status).toBe(400);
+  expect(viaVariable.body.errors[0].message).toMatch(/^allCalls\(last:\) .*STAFF_MAX_ROWS/);
+  const withinVariable = await env.gql(admin.token, 'query($n: Int) { allCalls(last: $n) { nodes { rowId } } }', { n: 1 });
+  expect(withinVariable.status).toBe(200);
+  expect(withinVariable.body.data.allCalls.nodes).toHaveLength(1);
+  const nullFirst = await env.gql(admin.token, 'query($n: Int) { allCalls(first: $n) { nodes { rowId } } }', { n: null });
+  expect(nullFirst.status).toBe(400);
+  // No first/last: the first STAFF_MAX_ROWS rows, and hasNextPage says there are more.
+  const capped = await env.gql(admin.token, '{ allCalls { totalCount pageInfo { hasNextPage } nodes { rowId } } }');
+  expect(capped.status).toBe(200);
+  expect(capped.body.data.allCalls).toMatchObject({ totalCount: 2, pageInfo: { hasNextPage: true } });
+  expect(capped.body.data.allCalls.nodes).toHaveLength(1);
+  // A count alone lists no rows and needs no bound.
+  expect((await env.gql(admin.token, '{ allCalls { totalCount } }')).body).toEqual({ data: { allCalls: { totalCount: 2 } } });
+});
+
+test('a document larger than the bound is refused before it is parsed', async () => {
+  const big = `{ allLocations { totalCount } }\n# ${'x'.repeat(3000)}`;
+  const r = await env.gql(admin.token, big);
+  expect(r.status).toBe(400);
+  expect(r.body.errors[0].message).toMatch(/^Document of \d+ bytes exceeds the limit of 3000 bytes \(STAFF_MAX_DOCUMENT_BYTES\)$/);
+});
+
+test('an answer past the groups or bytes bound is replaced by a 400 naming the bound', async () => {
+  const groups = await env.gql(admin.token, '{ allCalls { groupedAggregates(groupBy: [LOCATION_ID]) { keys } } }');
+  expect(groups.status).toBe(400);
+  expect(groups.body.data).toBeUndefined();
+  expect(groups.body.errors[0].message).toMatch(/more than the limit of 1 \(STAFF_MAX_GROUPS\)/);
+  await env.owner.query('update app.calls set transcript = $2 where id = $1', [env.seed.callA, `Agent: Hello. ${'Caller: my furnace is out. '.repeat(200)}`]);
+  const bytes = await env.gql(admin.token, `{ allCalls(condition: { locationId: "${env.seed.locations.a}" }) { nodes { transcript } } }`);
+  expect(bytes.status).toBe(400);
+  expect(bytes.body.data).toBeUndefined();
+  expect(bytes.body.errors[0].message).toMatch(/limit of 4000 bytes \(STAFF_MAX_ANSWER_BYTES\)/);
+  expect(bytes.text).not.toContain('furnace');
+  const rows = await env.audit();
+  expect(rows.at(-1)).toMatchObject({ outcome: 'error', root_fields: ['allCalls'], http_status: 400, error_count: 1 });
+  // Ruru's introspection (no aliases) is the schema's size and is not bounded by it.
+  const intro = await env.gql(admin.token, '{ __schema { types { name fields { name } } } }');
+  expect(intro.status).toBe(200);
+  expect(intro.text.length).toBeGreaterThan(4000);
+  const aliased = await env.gql(admin.token, '{ a: __schema { types { name fields { name } } } }');
+  expect(aliased.status).toBe(400);
 });
 
 test('staff statements run under the staff statement_timeout', async () => {

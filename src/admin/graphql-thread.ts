@@ -1,0 +1,164 @@
+/**
+ * The staff GraphQL in a worker thread (STAFF_GRAPHQL_THREAD, on by default in the service): the
+ * admin listener stays in the main thread and serves the operations endpoints itself; every other
+ * request is streamed to the thread's loopback port (src/staff/thread.ts) and its answer streamed
+ * back, so the main thread only moves bytes. A staff answer is parsed, planned, built and
+ * serialised on the thread's event loop and heap (capped at STAFF_THREAD_HEAP_MB): the API's
+ * requests never wait behind it. A thread that dies (out of memory, say) is started again; its
+ * requests in flight answer 502.
+ */
+import { request as httpRequest, createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Worker } from 'node:worker_threads';
+import express, { type Router } from 'express';
+import type { ConnectionTarget } from '../db/pools.js';
+import { ApiError, sendError } from '../http/errors.js';
+import type { Logger } from '../log.js';
+import { warnIfExposed, type StaffLimits } from '../staff/access.js';
+import type { FromThread, StaffThreadData, ToThread } from '../staff/thread.js';
+import type { StaffServer } from './graphql.js';
+
+export interface StaffThreadOptions {
+  log: Logger;
+  logLevel: string;
+  limits: StaffLimits;
+  heapMb: number;
+  /** Nice of the thread (STAFF_DB_NICE): below the API's threads when both want the CPU. */
+  threadNice: number;
+  lowerPriority?: { postmasterPid: () => number | null; nice: number };
+  operations?: Router;
+}
+
+/** Headers that belong to one hop (RFC 9110 §7.6.1): not forwarded. */
+const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'trailer']);
+
+/**
+ * The thread's code. Compiled (dist/) it is src/staff/thread.js; under tsx (npm run dev, tests)
+ * the .ts file, loaded through tsx's API (a worker does not inherit the main thread's loader).
+ */
+function newWorker(options: ConstructorParameters<typeof Worker>[1]): Worker {
+  if (!import.meta.url.endsWith('.ts')) return new Worker(new URL('../staff/thread.js', import.meta.url), options);
+  const tsx = import.meta.resolve('tsx/esm/api');
+  const file = new URL('../staff/thread.ts', import.meta.url).href;
+  return new Worker(`import(${JSON.stringify(tsx)}).then((t) => { t.register(); return import(${JSON.stringify(file)}); })`, { ...options, eval: true });
+}
+
+export async function startStaffGraphqlThread(target: ConnectionTarget, host: string, port: number, opts: StaffThreadOptions): Promise<StaffServer> {
+  const log = opts.log.child({ component: 'staff-thread' });
+  warnIfExposed(host, opts.log);
+  const current = () => (typeof target === 'function' ? target() : target);
+  let worker: Worker | null = null;
+  let upstream: string | null = null;
+  let closing = false;
+  let flushes = 0;
+  const waiting = new Map<number, () => void>();
+
+  const spawn = () =>
+    new Promise<void>((resolve, reject) => {
+      const data: StaffThreadData = {
+        target: current(), limits: opts.limits, logLevel: opts.logLevel,
+        nice: opts.lowerPriority?.nice ?? null, postmasterPid: opts.lowerPriority?.postmasterPid() ?? null, threadNice: opts.threadNice,
+      };
+      const w = newWorker({ workerData: data, resourceLimits: { maxOldGenerationSizeMb: opts.heapMb } });
+      worker = w;
+      w.on('message', (m: FromThread) => {
+        if (m.type === 'listening') {
+          upstream = m.url;
+          resolve();
+        } else if (m.type === 'failed') reject(new Error(`staff GraphQL thread: ${m.message}`));
+        else if (m.type === 'flushed') waiting.get(m.id)?.();
+      });
+      w.on('error', (err) => log.error({ err }, 'staff GraphQL thread failed'));
+      w.on('exit', (code) => {
+        if (worker === w) {
+          worker = null;
+          upstream = null;
+        }
+        for (const f of waiting.values()) f();
+        waiting.clear();
+        reject(new Error(`staff GraphQL thread exited (${code})`));
+        if (!closing) {
+          log.error({ code }, 'staff GraphQL thread exited; starting it again');
+          setTimeout(() => void spawn().catch((err: unknown) => log.error({ err }, 'staff GraphQL thread did not start')), 1000).unref();
+        }
+      });
+    });
+  await spawn();
+
+  // The embedded cluster may come back on another port with another postmaster.
+  let sent = `${current()}|${opts.lowerPriority?.postmasterPid() ?? ''}`;
+  const follow = setInterval(() => {
+    const now = `${current()}|${opts.lowerPriority?.postmasterPid() ?? ''}`;
+    if (now === sent || !worker) return;
+    sent = now;
+    worker.postMessage({ type: 'target', target: current(), postmasterPid: opts.lowerPriority?.postmasterPid() ?? null } satisfies ToThread);
+  }, 500);
+  follow.unref();
+
+  const proxy = (req: IncomingMessage, res: ServerResponse) => {
+    if (!upstream) return sendError(res as never, new ApiError(503, 'unavailable', 'The staff GraphQL is starting; retry in a moment'));
+    const headers: Record<string, string | string[]> = {};
+    for (const [k, v] of Object.entries(req.headers)) if (v !== undefined && !HOP.has(k)) headers[k] = v;
+    headers['x-forwarded-for'] = req.socket.remoteAddress ?? '';
+    const up = httpRequest(`${upstream}${req.url ?? '/'}`, { method: req.method, headers }, (r) => {
+      const out: Record<string, string | string[]> = {};
+      for (const [k, v] of Object.entries(r.headers)) if (v !== undefined && !HOP.has(k)) out[k] = v;
+      res.writeHead(r.statusCode ?? 502, out);
+      r.pipe(res);
+    });
+    up.on('error', () => {
+      if (res.destroyed || res.writableEnded) return;
+      if (!res.headersSent) sendError(res as never, new ApiError(502, 'bad_gateway', 'The staff GraphQL thread did not answer'));
+      else res.destroy();
+    });
+    // A client that leaves is gone for the thread too (its audit records it).
+    res.on('close', () => {
+      if (!res.writableFinished) up.destroy();
+    });
+    req.pipe(up);
+  };
+
+  const app = express();
+  app.disable('x-powered-by');
+  if (opts.operations) app.use(opts.operations);
+  app.use((req, res) => proxy(req, res));
+  const server = createServer(app);
+  server.keepAliveTimeout = 5000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, resolve);
+  });
+  const actual = (server.address() as AddressInfo).port;
+  return {
+    server,
+    url: `http://${host}:${actual}`,
+    flushAudit: () =>
+      new Promise<void>((resolve) => {
+        if (!worker) return resolve();
+        const id = ++flushes;
+        waiting.set(id, () => {
+          waiting.delete(id);
+          resolve();
+        });
+        worker.postMessage({ type: 'flush', id } satisfies ToThread);
+      }),
+    close: async () => {
+      closing = true;
+      clearInterval(follow);
+      await new Promise<void>((r) => {
+        server.close(() => r());
+        server.closeIdleConnections();
+      });
+      const w = worker as Worker | null;
+      if (!w) return;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(() => void w.terminate().then(() => resolve()), 10_000);
+        w.once('exit', () => {
+          clearTimeout(timer);
+          resolve();
+        });
+        w.postMessage({ type: 'close' } satisfies ToThread);
+      });
+    },
+  };
+}

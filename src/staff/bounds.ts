@@ -1,0 +1,173 @@
+/**
+ * What one staff GraphQL request may ask for and answer (docs/staff.md "Timeouts and bounds").
+ * Checked on the request body before grafserv parses it, so a refusal answers 400 with a GraphQL
+ * error naming the bound and nothing runs:
+ * - the document's size (STAFF_MAX_DOCUMENT_BYTES) and tokens;
+ * - its depth (STAFF_MAX_DEPTH) and cost (STAFF_MAX_COST): graphql-armor's max-depth and
+ *   cost-limit visitors, run on the document alone (they read nothing but its fragments);
+ * - its aliases (STAFF_MAX_ALIASES): each alias repeats a field, and so its whole answer;
+ * - rows per connection (STAFF_MAX_ROWS): `first`/`last` above it, inline or in a variable, is
+ *   refused; a connection that lists `nodes` or `edges` without either gets `first: STAFF_MAX_ROWS`
+ *   (its `pageInfo.hasNextPage` says when there is more).
+ * And on the answer, after execution: no list longer than STAFF_MAX_GROUPS (the groups of
+ * `groupedAggregates`, which no argument bounds) and at most STAFF_MAX_ANSWER_BYTES of JSON; past
+ * either the answer is replaced by an error naming the bound.
+ */
+import { maxDepthRule } from '@escape.tech/graphql-armor-max-depth';
+import { costLimitRule } from '@escape.tech/graphql-armor-cost-limit';
+import { SafeError } from 'postgraphile/grafast';
+import {
+  Kind, parse, print, visit, type ArgumentNode, type DocumentNode, type FieldNode, type FragmentDefinitionNode,
+  type OperationDefinitionNode, type ValidationContext,
+} from 'graphql';
+import type { StaffBounds } from './config.js';
+
+export type { StaffBounds } from './config.js';
+
+/** Tokens a document may have (graphql-js stops parsing past it). */
+const MAX_TOKENS = 20_000;
+
+export type BoundName = 'depth' | 'cost' | 'aliases' | 'rows' | 'groups' | 'answer_bytes' | 'document_bytes';
+
+/** A refusal: grafserv answers a SafeError with its extensions' statusCode (400) and message. */
+export class BoundError extends SafeError {
+  /** The parsed document, when the refusal came after parsing (the audit names its operation). */
+  document: DocumentNode | null = null;
+  constructor(readonly bound: BoundName, message: string) {
+    super(message, { statusCode: 400, code: 'BOUND_EXCEEDED', bound });
+  }
+}
+
+/** grafast's SafeError constructor returns its own object, so `instanceof BoundError` is false: test the code. */
+export function isBoundError(e: unknown): e is BoundError {
+  return (e as { extensions?: { code?: unknown } } | null)?.extensions?.code === 'BOUND_EXCEEDED';
+}
+
+export interface CheckedDocument {
+  document: DocumentNode;
+  /** The document with `first` added to unbounded connections, when it had any. */
+  rewritten: string | null;
+}
+
+/**
+ * Checks a request's document and variables against the bounds (throws BoundError), or returns
+ * null when it does not parse (grafserv then answers the syntax error itself).
+ */
+export function checkDocument(query: string, variables: Record<string, unknown> | null | undefined, b: StaffBounds): CheckedDocument | null {
+  const bytes = Buffer.byteLength(query);
+  if (bytes > b.maxDocumentBytes) throw new BoundError('document_bytes', `Document of ${bytes} bytes exceeds the limit of ${b.maxDocumentBytes} bytes (STAFF_MAX_DOCUMENT_BYTES)`);
+  let document: DocumentNode;
+  try {
+    document = parse(query, { maxTokens: MAX_TOKENS, noLocation: true });
+  } catch {
+    return null;
+  }
+  try {
+    return checkParsed(document, variables, b);
+  } catch (e) {
+    if (isBoundError(e)) e.document = document;
+    throw e;
+  }
+}
+
+function checkParsed(document: DocumentNode, variables: Record<string, unknown> | null | undefined, b: StaffBounds): CheckedDocument {
+  const fragments = new Map<string, FragmentDefinitionNode>();
+  for (const d of document.definitions) if (d.kind === Kind.FRAGMENT_DEFINITION) fragments.set(d.name.value, d);
+  // graphql-armor's visitors need only getFragment from a validation context.
+  const context = { getFragment: (name: string) => fragments.get(name) } as unknown as ValidationContext;
+  let refusal: string | null = null;
+  const onReject = [(_: unknown, err: Error) => void (refusal ??= err.message.replace(/^Syntax Error: /, '').replace(/\.$/, ''))];
+  const depth = maxDepthRule({ n: b.maxDepth, ignoreIntrospection: true, exposeLimits: true, propagateOnRejection: false, onReject })(context) as unknown as VisitorOf;
+  const cost = costLimitRule({ maxCost: b.maxCost, ignoreIntrospection: true, exposeLimits: true, propagateOnRejection: false, onReject })(context) as unknown as VisitorOf;
+  for (const d of document.definitions) {
+    if (d.kind !== Kind.OPERATION_DEFINITION) continue;
+    refusal = null;
+    depth.OperationDefinition.enter.call(depth, d);
+    if (refusal) throw new BoundError('depth', `${refusal} (STAFF_MAX_DEPTH)`);
+  }
+  let aliases = 0;
+  let unbounded = false;
+  const vars = variables ?? {};
+  const rowsOf = (a: ArgumentNode): unknown => (a.value.kind === Kind.VARIABLE ? vars[a.value.name.value] : a.value.kind === Kind.INT ? Number(a.value.value) : a.value.kind === Kind.NULL ? null : undefined);
+  visit(document, {
+    Field(f: FieldNode) {
+      if (f.alias) aliases += 1;
+      const listsRows = f.selectionSet?.selections.some((s) => s.kind === Kind.FIELD && (s.name.value === 'nodes' || s.name.value === 'edges')) ?? false;
+      const paging = (f.arguments ?? []).filter((a) => a.name.value === 'first' || a.name.value === 'last');
+      for (const a of paging) {
+        const n = rowsOf(a);
+        const fine = (n === null || n === undefined) ? !listsRows : Number.isInteger(n) && (n as number) <= b.maxRows;
+        if (!fine) throw new BoundError('rows', `${f.name.value}(${a.name.value}:) asks for more than ${b.maxRows} rows, or for all of them (STAFF_MAX_ROWS)`);
+      }
+      if (listsRows && paging.length === 0) unbounded = true;
+    },
+  });
+  if (aliases > b.maxAliases) throw new BoundError('aliases', `Document has ${aliases} aliases, more than the limit of ${b.maxAliases} (STAFF_MAX_ALIASES)`);
+  for (const d of document.definitions) {
+    if (d.kind !== Kind.OPERATION_DEFINITION) continue;
+    refusal = null;
+    cost.OperationDefinition.enter.call(cost, d);
+    if (refusal) throw new BoundError('cost', `${refusal} (STAFF_MAX_COST)`);
+  }
+  if (!unbounded) return { document, rewritten: null };
+  const first: ArgumentNode = { kind: Kind.ARGUMENT, name: { kind: Kind.NAME, value: 'first' }, value: { kind: Kind.INT, value: String(b.maxRows) } };
+  const bounded = visit(document, {
+    Field(f: FieldNode) {
+      const listsRows = f.selectionSet?.selections.some((s) => s.kind === Kind.FIELD && (s.name.value === 'nodes' || s.name.value === 'edges')) ?? false;
+      if (!listsRows || (f.arguments ?? []).some((a) => a.name.value === 'first' || a.name.value === 'last')) return undefined;
+      return { ...f, arguments: [...(f.arguments ?? []), first] };
+    },
+  });
+  return { document, rewritten: print(bounded) };
+}
+
+interface VisitorOf {
+  OperationDefinition: { enter(this: unknown, op: OperationDefinitionNode): void };
+}
+
+/**
+ * Checks an answer against the groups and bytes bounds: walks it once, counting list lengths and
+ * an estimate of its JSON size (stops as soon as either is past its bound).
+ */
+export function checkAnswer(data: unknown, b: StaffBounds): BoundError | null {
+  let bytes = 0;
+  let found: BoundError | null = null;
+  const walk = (v: unknown): void => {
+    if (found) return;
+    if (v === null || v === undefined) bytes += 4;
+    else if (typeof v === 'string') bytes += v.length + 2;
+    else if (typeof v === 'number' || typeof v === 'boolean' || typeof v === 'bigint') bytes += 8;
+    else if (Array.isArray(v)) {
+      if (v.length > b.maxGroups && v.length > b.maxRows) {
+        found = new BoundError('groups', `The answer has a list of ${v.length} entries (groupedAggregates groups), more than the limit of ${b.maxGroups} (STAFF_MAX_GROUPS)`);
+        return;
+      }
+      bytes += 2;
+      for (const x of v) walk(x);
+    } else if (typeof v === 'object') {
+      bytes += 2;
+      for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
+        bytes += k.length + 4;
+        walk(x);
+      }
+    } else bytes += String(v).length;
+    if (!found && bytes > b.maxAnswerBytes) found = new BoundError('answer_bytes', `The answer exceeds the limit of ${b.maxAnswerBytes} bytes (STAFF_MAX_ANSWER_BYTES); ask for fewer rows or fields`);
+  };
+  walk(data);
+  return found;
+}
+
+/**
+ * Whether the operation asks only for the schema (`__schema`, `__type`, `__typename` at the top):
+ * Ruru's introspection, whose answer is the schema's size, not the data's; exempt from the answer
+ * bounds as graphql-armor exempts it from depth and cost, unless it has an alias.
+ */
+export function introspectionOnly(document: DocumentNode, operationName: string | null | undefined): boolean {
+  const ops = document.definitions.filter((d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION);
+  const op = operationName ? ops.find((o) => o.name?.value === operationName) : ops.length === 1 ? ops[0] : undefined;
+  if (!op || !op.selectionSet.selections.every((s) => s.kind === Kind.FIELD && s.name.value.startsWith('__'))) return false;
+  // No alias anywhere: an alias would repeat part of the schema as often as it likes.
+  let aliased = false;
+  visit(document, { Field(f: FieldNode) { if (f.alias) aliased = true; } });
+  return !aliased;
+}
