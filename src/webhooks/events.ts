@@ -11,9 +11,9 @@
 import { z } from 'zod';
 import { bookingStatuses, eventTypes, leadStatuses, type EventType } from '../allowed-values.js';
 import { Booking, CallSummary, Lead } from '../http/routes/records.js';
+import { timestamp, uuid } from '../http/schemas.js';
 
-const uuid = z.uuid();
-const ts = z.iso.datetime().describe('ISO 8601 UTC with milliseconds');
+const ts = timestamp;
 const date = z.iso.date().describe('YYYY-MM-DD');
 const hhmm = z.string().regex(/^([01][0-9]|2[0-3]):[0-5][0-9]$/).describe('HH:MM, location time');
 const maskedPhone = z.string().regex(/^\*\*\*-\*\*\*-[0-9]{4}$/).describe('Masked: ***-***-NNNN');
@@ -21,12 +21,12 @@ const maskedPhone = z.string().regex(/^\*\*\*-\*\*\*-[0-9]{4}$/).describe('Maske
 const EmergencyData = CallSummary.extend({
   reason: z.enum(['urgency', 'warm_transfer']).describe('urgency: urgency level 5; warm_transfer: the agent transferred the caller'),
   lead_id: uuid.nullable().describe('The lead created from the call; null when fired at transfer time, before analysis'),
-});
-const LeadUpdatedData = Lead.extend({ previous_status: z.enum(leadStatuses) });
+}).meta({ id: 'CallEmergencyData' });
+const LeadUpdatedData = Lead.extend({ previous_status: z.enum(leadStatuses) }).meta({ id: 'LeadUpdatedData' });
 const BookingUpdatedData = Booking.extend({
   previous: z.strictObject({ status: z.enum(bookingStatuses), scheduled_date: date, scheduled_time: hhmm.nullable() })
     .describe('The values before the change'),
-});
+}).meta({ id: 'BookingUpdatedData' });
 const ids = z.array(uuid);
 const CustomerErasedData = z.strictObject({
   erasure_id: uuid.describe('The erasure record (GET erasures/{id})'),
@@ -34,13 +34,16 @@ const CustomerErasedData = z.strictObject({
   call_ids: ids,
   lead_ids: ids,
   booking_ids: ids,
-}).describe('Ids only: never the identifier or any personal data (docs/privacy.md "Erasure")');
+}).meta({ id: 'CustomerErasedData', description: 'Ids only: never the identifier or any personal data (docs/privacy.md "Erasure")' });
 const SpamBlockedData = z.strictObject({
   call_id: uuid,
   caller_phone: maskedPhone.nullable(),
   reason: z.enum(['blocklisted']),
   blocked_at: ts,
-});
+}).meta({ id: 'SpamBlockedData' });
+
+/** `lead.created` → `LeadCreatedEvent`: the component name of an event's delivery body. */
+export const eventSchemaName = (type: string) => `${type.split(/[._]/).map((w) => w[0].toUpperCase() + w.slice(1)).join('')}Event`;
 
 /** The delivery body of one event type. */
 function bodyOf<T extends string, D extends z.ZodType>(type: T, data: D) {
@@ -49,7 +52,7 @@ function bodyOf<T extends string, D extends z.ZodType>(type: T, data: D) {
     location_id: uuid,
     created_at: ts.describe('When the event occurred'),
     data,
-  });
+  }).meta({ id: eventSchemaName(type) });
 }
 
 // Realistic example values (one fictional HVAC company and call).

@@ -8,7 +8,7 @@ export const TranscriptTurn = z.object({
   role: z.string(),
   content: z.string(),
   words: z.array(z.object({ word: z.string(), start: z.number(), end: z.number() })).optional(),
-});
+}).meta({ id: 'TranscriptTurn' });
 
 export const CallDetail = CallSummary.extend({
   recording_url: z.string().nullable().describe('null unless the token has recordings:read'),
@@ -20,7 +20,7 @@ export const CallDetail = CallSummary.extend({
   in_voicemail: z.boolean().nullable(),
   content_purged_at: tsNull.describe('When the transcript, turns, recording and log URLs were cleared (retention or erasure; docs/privacy.md)'),
   anonymised_at: tsNull.describe('When the caller\'s phone, name, address, e-mail and issue summary were cleared'),
-});
+}).meta({ id: 'Call', description: 'A call in detail: the summary plus transcript, recording and analysis' });
 
 const CallsQuery = z.object({
   ...pageQuery,
@@ -32,14 +32,14 @@ const CallsQuery = z.object({
 
 export const callRoutes: RouteSpec[] = [
   defineRoute({
-    method: 'get', path: '/locations/:locationId/calls', tag: 'Calls', scope: 'calls:read', list: true,
+    operationId: 'listCalls', method: 'get', path: '/locations/:locationId/calls', tag: 'Calls', scope: 'calls:read', list: true,
     summary: 'Calls (summaries), newest first', params: LocationParams, query: CallsQuery, response: z.array(CallSummary),
     handler: ({ call, token, params, query }) =>
       call('api.calls_list', token, params.locationId,
         { outcome: query.outcome, from: query.from, to: query.to, is_emergency: query.is_emergency }, page(query)),
   }),
   defineRoute({
-    method: 'get', path: '/locations/:locationId/calls/:callId', tag: 'Calls', scope: 'calls:read',
+    operationId: 'getCall', method: 'get', path: '/locations/:locationId/calls/:callId', tag: 'Calls', scope: 'calls:read',
     summary: 'Call detail (transcript needs transcripts:read, recording needs recordings:read)',
     params: locAnd('callId'), response: CallDetail,
     handler: ({ call, token, params }) => call('api.call_get', token, params.locationId, params.callId),
