@@ -12,7 +12,7 @@ import { ErrorEnvelope } from './errors.js';
 import { Components, jsonSchemaOf, nameOf, SCHEMAS } from './openapi-components.js';
 import { INFO, SECURITY_SCHEMES, TAGS } from './openapi-info.js';
 import { voiceOperations } from './platform/voice-payloads.js';
-import { pageQuery, type RouteSpec } from './route.js';
+import { locationParam, pageQuery, type RouteSpec } from './route.js';
 import { RULES } from './rules.js';
 
 type Json = Record<string, any>;
@@ -78,6 +78,10 @@ function parameters(spec: RouteSpec, c: Components): Json[] {
     const js = c.schema(s, 'input');
     const required: string[] = js.required ?? [];
     for (const [name, prop] of Object.entries<Json>(js.properties ?? {})) {
+      if (where === 'path' && name === 'locationId') {
+        out.push({ $ref: '#/components/parameters/LocationId' });
+        continue;
+      }
       if (where === 'query' && name in PAGE_PARAMETERS && spec.list) {
         out.push({ $ref: `#/components/parameters/${PAGE_PARAMETERS[name as keyof typeof pageQuery][0]}` });
         continue;
@@ -107,6 +111,14 @@ function successSchema(spec: RouteSpec, c: Components): Json {
   return c.add(`${name}List`, envelope(data, `Every ${name}`));
 }
 
+const sharedResponses = new Map<string, Json>();
+function sharedResponse(name: string, response: Json): Json {
+  const seen = sharedResponses.get(name);
+  if (seen && JSON.stringify(seen) !== JSON.stringify(response)) throw new Error(`Two different responses are named ${name}`);
+  sharedResponses.set(name, response);
+  return { $ref: `#/components/responses/${name}` };
+}
+
 function operation(spec: RouteSpec, c: Components): Json {
   const auth = spec.auth !== false;
   const status = String(spec.status ?? 200);
@@ -117,12 +129,16 @@ function operation(spec: RouteSpec, c: Components): Json {
     ...(idempotent ? ['Idempotent-Replayed'] : []),
     ...(spec.deprecated ? ['Deprecation', 'Sunset'] : []),
   ].map((h) => [h, headerRef(h)]));
+  const success: Json = {
+    description: spec.list ? 'A page, newest first; the next page is in the Link header' : 'Success',
+    ...(Object.keys(headers).length ? { headers } : {}),
+    content: { 'application/json': { schema: successSchema(spec, c) } },
+  };
+  // A named body with the usual headers is a named response (components.responses), shared by
+  // the operations that answer it; `<Name>Replayable` adds Idempotent-Replayed.
+  const ref: string | undefined = success.content['application/json'].schema.$ref;
   const responses: Json = {
-    [status]: {
-      description: spec.list ? 'A page, newest first; the next page is in the Link header' : 'Success',
-      ...(Object.keys(headers).length ? { headers } : {}),
-      content: { 'application/json': { schema: successSchema(spec, c) } },
-    },
+    [status]: ref && !spec.deprecated ? sharedResponse(`${ref.slice(SCHEMAS.length)}${idempotent ? 'Replayable' : ''}`, success) : success,
   };
   // 403 only where a scope is required, 404 only where the path names something (a location or
   // a record), 409 only where the route says it can conflict: test/rest/contract.test.ts provokes
@@ -185,6 +201,7 @@ export function lintRoutes(routes: RouteSpec[]): string[] {
 
 export function buildOpenApi(routes: RouteSpec[]): Json {
   const c = new Components();
+  sharedResponses.clear();
   c.schema(ErrorEnvelope, 'output');
   const paths: Json = {};
   for (const spec of routes) (paths[oasPath(spec.path)] ??= {})[spec.method] = operation(spec, c);
@@ -208,7 +225,7 @@ export function buildOpenApi(routes: RouteSpec[]): Json {
     };
   }
   const webhooks = webhooksSection(c);
-  const { doc, schemas } = c.finish({ paths, webhooks });
+  const { doc, schemas } = c.finish({ paths, webhooks, responses: Object.fromEntries(sharedResponses) });
   const usedTags = new Set([...routes.map((r) => r.tag), 'Voice platform', 'Webhook events']);
   return {
     openapi: '3.1.0',
@@ -223,10 +240,12 @@ export function buildOpenApi(routes: RouteSpec[]): Json {
       responses: {
         ...Object.fromEntries(Object.entries(ERROR_CODES).map(([status, text]) => [`Error${status}`, errorResponse(text)])),
         ErrorDefault: errorResponse('Any other error (internal_error, unavailable)'),
+        ...Object.fromEntries([...sharedResponses.keys()].sort().map((k) => [k, doc.responses[k]])),
       },
       parameters: {
         ...Object.fromEntries(Object.entries(PAGE_PARAMETERS).map(([name, [component]]) => [component, pageParameter(name as keyof typeof pageQuery)])),
         IdempotencyKey: IDEMPOTENCY_PARAMETER,
+        LocationId: { name: 'locationId', in: 'path', required: true, description: 'The location (its id)', schema: jsonSchemaOf(locationParam, 'input') },
         ...Object.fromEntries(DELIVERY_HEADERS.map(([name, description, extra]) => [deliveryHeaderName(name),
           { name, in: 'header', required: true, description, schema: { type: 'string', ...(extra ?? {}) } }])),
       },

@@ -211,7 +211,7 @@ function onlyOnce(call: (fn: string, ...args: unknown[]) => Promise<unknown>): (
 }
 
 /** Shared parameter and query pieces. */
-export const locationParam = z.string().min(1).max(100).regex(/^[A-Za-z0-9-]+$/).meta({ id: 'LocationRef' });
+export const locationParam = z.string().min(1).max(100).regex(/^[A-Za-z0-9-]+$/);
 export const uuidParam = uuid;
 export const LocationParams = z.object({ locationId: locationParam });
 /** `{ locationId, <key>: uuid }` path parameters. */

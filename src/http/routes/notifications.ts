@@ -9,7 +9,7 @@ const ChannelList = z
   .array(Channel)
   .max(notificationChannels.length)
   .refine((l) => new Set(l).size === l.length, 'Channels must not repeat')
-  .meta({ uniqueItems: true });
+  .meta({ id: 'NotificationChannels', uniqueItems: true });
 
 const routesShape = Object.fromEntries(notificationTypes.map((t) => [t, ChannelList])) as Record<
   (typeof notificationTypes)[number],
