@@ -61,10 +61,7 @@ export interface paths {
          * Update the location profile
          * @description Requires scope `locations:write`.
          *
-         *     Also enforced (400), not expressible in JSON Schema:
-         *     - Phone numbers must be valid, dialable numbers for their country (libphonenumber metadata); the pattern only checks the E.164 shape.
-         *     - The time zone must also exist in the database server's time-zone data (the published list is that of the bundled PostgreSQL 17).
-         *     - A URL whose host is an IPv6 literal must hold a valid IPv6 address.
+         *     Also enforced (400), not expressible in JSON Schema: `phone_valid`, `timezone_known`, `ipv6_literal`.
          */
         patch: operations["updateLocation"];
         trace?: never;
@@ -90,8 +87,7 @@ export interface paths {
          * Change agent settings
          * @description Requires scope `settings:write`.
          *
-         *     Also enforced (400), not expressible in JSON Schema:
-         *     - Phone numbers must be valid, dialable numbers for their country (libphonenumber metadata); the pattern only checks the E.164 shape.
+         *     Also enforced (400), not expressible in JSON Schema: `phone_valid`.
          */
         patch: operations["updateAgentSettings"];
         trace?: never;
@@ -176,8 +172,7 @@ export interface paths {
          * Replace the business hours (an empty array closes every day)
          * @description Requires scope `settings:write`.
          *
-         *     Also enforced (400), not expressible in JSON Schema:
-         *     - Each interval opens before it closes, and the intervals of one day do not overlap.
+         *     Also enforced (400), not expressible in JSON Schema: `hours_consistent`.
          */
         put: operations["replaceBusinessHours"];
         post?: never;
@@ -208,8 +203,7 @@ export interface paths {
          * Change call forwarding
          * @description Requires scope `settings:write`.
          *
-         *     Also enforced (400), not expressible in JSON Schema:
-         *     - Phone numbers must be valid, dialable numbers for their country (libphonenumber metadata); the pattern only checks the E.164 shape.
+         *     Also enforced (400), not expressible in JSON Schema: `phone_valid`.
          */
         patch: operations["updateCallForwarding"];
         trace?: never;
@@ -315,8 +309,7 @@ export interface paths {
          * Erase one caller's personal data in this location
          * @description Requires scope `privacy:write`.
          *
-         *     Also enforced (400), not expressible in JSON Schema:
-         *     - Phone numbers must be valid, dialable numbers for their country (libphonenumber metadata); the pattern only checks the E.164 shape.
+         *     Also enforced (400), not expressible in JSON Schema: `phone_valid`.
          */
         post: operations["createErasure"];
         delete?: never;
@@ -434,9 +427,7 @@ export interface paths {
          * Connect a webhook-style integration (slack, zapier, make, n8n, calcom)
          * @description Requires scope `integrations:write`.
          *
-         *     Also enforced (400), not expressible in JSON Schema:
-         *     - A URL whose host is an IPv6 literal must hold a valid IPv6 address.
-         *     - The URL host must be, or resolve to, a public address (no loopback, private, link-local, special-purpose ranges or IPv6 forms embedding them; see docs/webhooks.md). Checked with DNS at registration.
+         *     Also enforced (400), not expressible in JSON Schema: `ipv6_literal`, `public_target`.
          */
         post: operations["createIntegration"];
         delete?: never;
@@ -482,9 +473,7 @@ export interface paths {
          * Create a lead (fires lead.created; call_id null)
          * @description Requires scope `leads:write`.
          *
-         *     Also enforced (400), not expressible in JSON Schema:
-         *     - Phone numbers must be valid, dialable numbers for their country (libphonenumber metadata); the pattern only checks the E.164 shape.
-         *     - `assigned_to` must name a member of this location.
+         *     Also enforced (400), not expressible in JSON Schema: `phone_valid`, `member_reference`.
          */
         post: operations["createLead"];
         delete?: never;
@@ -514,9 +503,7 @@ export interface paths {
          * Update a lead or move its status (fires lead.updated on a move)
          * @description Requires scope `leads:write`.
          *
-         *     Also enforced (400), not expressible in JSON Schema:
-         *     - Phone numbers must be valid, dialable numbers for their country (libphonenumber metadata); the pattern only checks the E.164 shape.
-         *     - `assigned_to` must name a member of this location.
+         *     Also enforced (400), not expressible in JSON Schema: `phone_valid`, `member_reference`.
          */
         patch: operations["updateLead"];
         trace?: never;
@@ -562,9 +549,7 @@ export interface paths {
          * Change notification routing or recipients
          * @description Requires scope `settings:write`.
          *
-         *     Also enforced (400), not expressible in JSON Schema:
-         *     - Phone numbers must be valid, dialable numbers for their country (libphonenumber metadata); the pattern only checks the E.164 shape.
-         *     - E-mail addresses in one list must differ ignoring letter case (uniqueItems compares them exactly).
+         *     Also enforced (400), not expressible in JSON Schema: `phone_valid`, `emails_distinct`.
          */
         patch: operations["updateNotificationSettings"];
         trace?: never;
@@ -698,9 +683,7 @@ export interface paths {
          * Register a webhook endpoint (the response is the only one that shows its secret)
          * @description Requires scope `webhooks:write`.
          *
-         *     Also enforced (400), not expressible in JSON Schema:
-         *     - A URL whose host is an IPv6 literal must hold a valid IPv6 address.
-         *     - The URL host must be, or resolve to, a public address (no loopback, private, link-local, special-purpose ranges or IPv6 forms embedding them; see docs/webhooks.md). Checked with DNS at registration.
+         *     Also enforced (400), not expressible in JSON Schema: `ipv6_literal`, `public_target`.
          */
         post: operations["createWebhookEndpoint"];
         delete?: never;
@@ -734,9 +717,7 @@ export interface paths {
          * Update an endpoint; active=false pauses it (pending retries held), active=true resumes or re-enables it (clears disabled_at, disabled_reason, failure_count)
          * @description Requires scope `webhooks:write`.
          *
-         *     Also enforced (400), not expressible in JSON Schema:
-         *     - A URL whose host is an IPv6 literal must hold a valid IPv6 address.
-         *     - The URL host must be, or resolve to, a public address (no loopback, private, link-local, special-purpose ranges or IPv6 forms embedding them; see docs/webhooks.md). Checked with DNS at registration.
+         *     Also enforced (400), not expressible in JSON Schema: `ipv6_literal`, `public_target`.
          */
         patch: operations["updateWebhookEndpoint"];
         trace?: never;
@@ -886,9 +867,7 @@ export interface paths {
          * Update an endpoint; active=false pauses it (pending retries held), active=true resumes or re-enables it (clears disabled_at, disabled_reason, failure_count)
          * @description Requires scope `webhooks:write`.
          *
-         *     Also enforced (400), not expressible in JSON Schema:
-         *     - A URL whose host is an IPv6 literal must hold a valid IPv6 address.
-         *     - The URL host must be, or resolve to, a public address (no loopback, private, link-local, special-purpose ranges or IPv6 forms embedding them; see docs/webhooks.md). Checked with DNS at registration.
+         *     Also enforced (400), not expressible in JSON Schema: `ipv6_literal`, `public_target`.
          */
         patch: operations["updateWebhookEndpointForKey"];
         trace?: never;

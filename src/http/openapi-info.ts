@@ -2,7 +2,7 @@
  * The prose of the OpenAPI document: `info`, the tags (one per area, each described) and the
  * security schemes. A route's `tag` must be one of TAGS (test/rest/openapi.test.ts).
  */
-import { GENERAL_RULES } from './rules.js';
+import { GENERAL_RULES, RULES } from './rules.js';
 
 type Json = Record<string, any>;
 
@@ -15,7 +15,8 @@ export const INFO: Json = {
   summary: 'Location-scoped token API of the Switchboard AI receptionist for home-services contractors.',
   description: 'Location-scoped token API of the Switchboard AI receptionist. Also served without the /api/v1 prefix.\n\n'
     + 'Request bodies follow their JSON Schema exactly; rules a schema cannot state are listed in each operation\'s description '
-    + '(ids in `x-rules-not-in-schema`). Every body also obeys:\n' + GENERAL_RULES.map((r) => `- ${r}`).join('\n')
+    + '(ids in `x-rules-not-in-schema`), each one stated here:\n' + Object.entries(RULES).map(([id, text]) => `- \`${id}\`: ${text}`).join('\n')
+    + '\n\nEvery body also obeys:\n' + GENERAL_RULES.map((r) => `- ${r}`).join('\n')
     + '\n\nCompatibility: within a major version nothing breaks without notice. A deprecated operation or field is marked '
     + '`deprecated: true` here and answers with `Deprecation` (RFC 9745) and `Sunset` (RFC 8594) headers for at least 6 months '
     + 'before it goes (docs/api-contract.md "Compatibility and deprecation").',

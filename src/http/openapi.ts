@@ -13,7 +13,6 @@ import { Components, jsonSchemaOf, nameOf, SCHEMAS } from './openapi-components.
 import { INFO, SECURITY_SCHEMES, TAGS } from './openapi-info.js';
 import { voiceOperations } from './platform/voice-payloads.js';
 import { locationParam, pageQuery, type RouteSpec } from './route.js';
-import { RULES } from './rules.js';
 
 type Json = Record<string, any>;
 
@@ -150,9 +149,8 @@ function operation(spec: RouteSpec, c: Components): Json {
   responses.default = errorRef('Default');
   const scopeText = spec.scope ? `Requires scope \`${spec.scope}\`.` : auth ? 'Any valid token (no scope).' : 'No authentication.';
   const rules = spec.rules ?? [];
-  const rulesText = rules.length
-    ? `\n\nAlso enforced (400), not expressible in JSON Schema:\n${rules.map((r) => `- ${RULES[r]}`).join('\n')}`
-    : '';
+  // The rule texts are in info.description once ("Rules a schema cannot state"); ids here.
+  const rulesText = rules.length ? `\n\nAlso enforced (400), not expressible in JSON Schema: ${rules.map((r) => `\`${r}\``).join(', ')}.` : '';
   const sunsetText = spec.deprecated ? `\n\nDeprecated since ${spec.deprecated.since}; works until ${spec.deprecated.sunset}.` : '';
   const op: Json = {
     operationId: spec.operationId ?? mechanicalId(spec),
@@ -161,7 +159,6 @@ function operation(spec: RouteSpec, c: Components): Json {
     ...(spec.deprecated ? { deprecated: true } : {}),
     ...(spec.body ? { 'x-rules-not-in-schema': rules } : {}),
     tags: [spec.tag],
-    'x-required-scope': spec.scope,
     security: auth ? [{ bearerAuth: spec.scope ? [spec.scope] : [] }] : [],
     parameters: [...parameters(spec, c), ...(idempotent ? [{ $ref: '#/components/parameters/IdempotencyKey' }] : [])],
     responses,
