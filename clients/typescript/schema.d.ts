@@ -1548,8 +1548,6 @@ export interface components {
                 details: {
                     issues?: components["schemas"]["ValidationIssue"][];
                     required_scope?: string;
-                } & {
-                    [key: string]: unknown;
                 };
                 message: string;
             };
@@ -1998,8 +1996,6 @@ export interface components {
         ValidationIssue: {
             message: string;
             path: string;
-        } & {
-            [key: string]: unknown;
         };
         /** @description The voice platform's call object (Retell format) */
         VoiceCall: {

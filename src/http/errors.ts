@@ -15,15 +15,18 @@ export class ApiError extends Error {
   }
 }
 
+/** Other keys allowed, said by leaving `additionalProperties` out (zod would write the equivalent `{}`). */
+const OPEN = { additionalProperties: undefined } as const;
+
 /** The error envelope every 4xx/5xx answer carries (the OpenAPI component `Error`). */
 export const ErrorEnvelope = z.strictObject({
   error: z.strictObject({
     code: z.string().meta({ examples: ['validation_error', 'forbidden', 'not_found'] }),
     message: z.string(),
     details: z.looseObject({
-      issues: z.array(z.looseObject({ path: z.string(), message: z.string() }).meta({ id: 'ValidationIssue' })).optional(),
+      issues: z.array(z.looseObject({ path: z.string(), message: z.string() }).meta({ id: 'ValidationIssue', ...OPEN })).optional(),
       required_scope: z.string().optional(),
-    }).describe('{} when empty; validation: { issues: [{ path, message }] }; forbidden: { required_scope }; invalid_transition: { from, to, allowed }'),
+    }).meta(OPEN).describe('{} when empty; validation: { issues: [{ path, message }] }; forbidden: { required_scope }; invalid_transition: { from, to, allowed }'),
   }),
 }).meta({ id: 'Error', description: 'The error envelope of every 4xx and 5xx answer' });
 

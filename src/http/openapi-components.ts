@@ -23,28 +23,7 @@ export const SCHEMAS = '#/components/schemas/';
 /** `z.toJSONSchema` as the document uses it: JSON Schema 2020-12 (the OpenAPI 3.1 dialect). */
 export function jsonSchemaOf(s: ZodType, io: Io): Json {
   const { $schema: _drop, ...rest } = z.toJSONSchema(s, { io, unrepresentable: 'any', target: 'draft-2020-12' }) as Json;
-  return trim(rest);
-}
-
-const SAFE = Number.MAX_SAFE_INTEGER;
-/** Formats whose meaning already is the regular expression zod adds beside them. */
-const FORMATS = new Set(['date-time', 'date', 'uuid', 'email']);
-
-/**
- * Drops what zod adds that says nothing a client needs: the ±2^53 bounds of every integer (a JSON
- * integer of the API is a JavaScript safe integer) and the pattern beside a standard `format`
- * (the format states the rule; the server keeps validating with zod).
- */
-function trim(node: any): any {
-  if (Array.isArray(node)) return node.map(trim);
-  if (!node || typeof node !== 'object') return node;
-  const out: Json = {};
-  for (const [k, v] of Object.entries(node)) {
-    if ((k === 'maximum' && v === SAFE) || (k === 'minimum' && v === -SAFE)) continue;
-    if (k === 'pattern' && FORMATS.has(node.format)) continue;
-    out[k] = k === 'properties' || k === '$defs' ? Object.fromEntries(Object.entries(v as Json).map(([n, p]) => [n, trim(p)])) : trim(v);
-  }
-  return out;
+  return rest;
 }
 
 function mapRefs(node: unknown, fn: (ref: string) => string): any {
