@@ -163,9 +163,13 @@ export const catalogEntry = (type: string): EventTypeEntry | undefined => byType
 
 /** JSON Schema (2020-12) of one event type's delivery body; `$schema` kept unless `bare`. */
 export function eventJsonSchema(entry: EventTypeEntry, bare = false): Record<string, unknown> {
-  const js = z.toJSONSchema(entry.schema, { target: 'draft-2020-12', io: 'output', unrepresentable: 'any' }) as Record<string, unknown>;
-  if (bare) delete js.$schema;
-  return { ...js, title: entry.type, description: entry.description };
+  const js = z.toJSONSchema(entry.schema, { target: 'draft-2020-12', io: 'output', unrepresentable: 'any' }) as Record<string, any>;
+  // The body schema is named (a component of the OpenAPI document), so zod answers `$ref` to its
+  // `$defs` entry: the published schema is that entry itself, the shared records staying in `$defs`.
+  const { [eventSchemaName(entry.type)]: root, ...defs } = (js.$defs ?? {}) as Record<string, Record<string, unknown>>;
+  const schema: Record<string, unknown> = root ? { ...(bare ? {} : { $schema: js.$schema }), ...root, $defs: defs } : js;
+  if (bare) delete schema.$schema;
+  return { ...schema, title: entry.type, description: entry.description };
 }
 
 /** What GET /event-types answers (built once). */
