@@ -2796,7 +2796,7 @@ export interface components {
         IdempotencyKey: string;
         /** @description Rows per page (1–200; default 50) */
         Limit: number;
-        /** @description The location (its id) */
+        /** @description The location's UUID or slug */
         LocationId: string;
     };
     requestBodies: never;
@@ -3037,7 +3037,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3058,7 +3058,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3086,7 +3086,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3107,7 +3107,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3139,7 +3139,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3166,7 +3166,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3188,7 +3188,7 @@ export interface operations {
             header?: never;
             path: {
                 bookingId: components["schemas"]["Uuid"];
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3210,7 +3210,7 @@ export interface operations {
             header?: never;
             path: {
                 bookingId: components["schemas"]["Uuid"];
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3238,7 +3238,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3259,7 +3259,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3286,7 +3286,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3307,7 +3307,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3338,7 +3338,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3370,7 +3370,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3392,7 +3392,7 @@ export interface operations {
             header?: never;
             path: {
                 callId: components["schemas"]["Uuid"];
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3413,7 +3413,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3434,7 +3434,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3466,7 +3466,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3490,7 +3490,7 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3520,7 +3520,7 @@ export interface operations {
             header?: never;
             path: {
                 erasureId: components["schemas"]["Uuid"];
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3546,7 +3546,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3570,7 +3570,7 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3600,7 +3600,7 @@ export interface operations {
             header?: never;
             path: {
                 faqId: components["schemas"]["Uuid"];
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3622,7 +3622,7 @@ export interface operations {
             header?: never;
             path: {
                 faqId: components["schemas"]["Uuid"];
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3644,7 +3644,7 @@ export interface operations {
             header?: never;
             path: {
                 faqId: components["schemas"]["Uuid"];
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3676,7 +3676,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3702,7 +3702,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3726,7 +3726,7 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3755,7 +3755,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
                 provider: "slack" | "zapier" | "make" | "n8n" | "calcom" | "google_calendar" | "outlook" | "jobber" | "housecall_pro" | "servicetitan" | "hubspot";
             };
@@ -3783,7 +3783,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3807,7 +3807,7 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3837,7 +3837,7 @@ export interface operations {
             header?: never;
             path: {
                 leadId: components["schemas"]["Uuid"];
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3859,7 +3859,7 @@ export interface operations {
             header?: never;
             path: {
                 leadId: components["schemas"]["Uuid"];
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3892,7 +3892,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3913,7 +3913,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3934,7 +3934,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3967,7 +3967,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -3993,7 +3993,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -4017,7 +4017,7 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -4047,7 +4047,7 @@ export interface operations {
             header?: never;
             path: {
                 itemId: components["schemas"]["Uuid"];
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -4069,7 +4069,7 @@ export interface operations {
             header?: never;
             path: {
                 itemId: components["schemas"]["Uuid"];
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -4091,7 +4091,7 @@ export interface operations {
             header?: never;
             path: {
                 itemId: components["schemas"]["Uuid"];
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -4128,7 +4128,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -4153,7 +4153,7 @@ export interface operations {
             };
             path: {
                 id: components["schemas"]["Uuid"];
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -4181,7 +4181,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -4205,7 +4205,7 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -4235,7 +4235,7 @@ export interface operations {
             header?: never;
             path: {
                 id: components["schemas"]["Uuid"];
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -4257,7 +4257,7 @@ export interface operations {
             header?: never;
             path: {
                 id: components["schemas"]["Uuid"];
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -4279,7 +4279,7 @@ export interface operations {
             header?: never;
             path: {
                 id: components["schemas"]["Uuid"];
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -4310,7 +4310,7 @@ export interface operations {
             };
             path: {
                 id: components["schemas"]["Uuid"];
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -4343,7 +4343,7 @@ export interface operations {
             };
             path: {
                 id: components["schemas"]["Uuid"];
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;
@@ -4370,7 +4370,7 @@ export interface operations {
             };
             path: {
                 id: components["schemas"]["Uuid"];
-                /** @description The location (its id) */
+                /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
             };
             cookie?: never;

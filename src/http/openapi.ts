@@ -242,7 +242,7 @@ export function buildOpenApi(routes: RouteSpec[]): Json {
       parameters: {
         ...Object.fromEntries(Object.entries(PAGE_PARAMETERS).map(([name, [component]]) => [component, pageParameter(name as keyof typeof pageQuery)])),
         IdempotencyKey: IDEMPOTENCY_PARAMETER,
-        LocationId: { name: 'locationId', in: 'path', required: true, description: 'The location (its id)', schema: jsonSchemaOf(locationParam, 'input') },
+        LocationId: { name: 'locationId', in: 'path', required: true, description: 'The location\'s UUID or slug', schema: jsonSchemaOf(locationParam, 'input') },
         ...Object.fromEntries(DELIVERY_HEADERS.map(([name, description, extra]) => [deliveryHeaderName(name),
           { name, in: 'header', required: true, description, schema: { type: 'string', ...(extra ?? {}) } }])),
       },
