@@ -662,53 +662,6 @@ revoke execute on function app.voice_tool(jsonb) from public;
 
 CREATE OR REPLACE FUNCTION app.voice_inbound(payload jsonb)
  RETURNS jsonb
--- ==== Staff and caller-data hardening ====
--- Staff audit outcomes: client_gone = executed, the client left before the answer was delivered
--- (a write in it committed all the same; docs/staff.md "Audit").
-alter table staff.audit drop constraint audit_outcome_check;
-alter table staff.audit add constraint audit_outcome_check check (outcome = any (array['ok', 'error', 'rejected', 'client_gone']));
-comment on column staff.audit.outcome is E'rejected: refused before execution (unparsable, invalid, past a bound, or the client left before it ran), nothing ran; ok: executed without errors and delivered (a mutation committed); error: executed with errors (permission denied, timeout, an answer past a bound); client_gone: executed (a mutation without errors committed) but the client left before the answer was delivered.';
-comment on column staff.audit.operation_name is E'The name the document gives the operation that ran or was refused (null when it has none or did not parse); never the client''s operationName as sent.';
-
--- Caller content is withheld from staff viewers (docs/privacy.md "Caller content and staff", the
--- single list; test/privacy/classification.test.ts reads it and checks these grants against it).
-select app.staff_hide_columns('app.calls', array['issue_summary', 'call_summary', 'metadata'], array['viewer']);
-select app.staff_hide_columns('app.leads', array['notes'], array['viewer']);
-select app.staff_hide_columns('app.bookings', array['notes'], array['viewer']);
-select app.staff_hide_columns('app.notifications', array['data'], array['viewer']);
-select app.staff_hide_columns('app.notification_log', array['detail'], array['viewer']);
-select app.staff_hide_columns('app.webhook_deliveries', array['response_body', 'url'], array['viewer']);
-select app.staff_hide_columns('app.webhook_endpoints', array['url'], array['viewer']);
-select app.staff_hide_columns('app.integrations', array['config', 'webhook_url'], array['viewer']);
-comment on role switchboard_staff_viewer is E'Staff GraphQL, viewer: reads every location without caller content (docs/privacy.md "Caller content and staff": transcripts, recordings, summaries, notes, contact details, event payloads, provider and receiver answers, receiver URLs and integration configuration).';
-
--- Unknown tokens write nothing: the rate limit leases only for a token that is an active API key
--- (no row for anything else; the API counts unknown tokens per address in memory).
-create or replace function app.rate_limit_take(token_hash text, window_start bigint, want integer, budget integer,
-                                               out granted integer, out used integer)
- language sql
- security definer
- set search_path to 'pg_catalog', 'public', 'pg_temp'
-as $function$
-  insert into app_private.rate_limits as r (token_hash, window_start, used, granted)
-  select rate_limit_take.token_hash, rate_limit_take.window_start, least(greatest(want, 0), budget), least(greatest(want, 0), budget)
-   where exists (select 1 from app.api_keys k where k.token_hash = rate_limit_take.token_hash and k.revoked_at is null)
-  on conflict on constraint rate_limits_pkey do update
-    set window_start = excluded.window_start,
-        granted = case when r.window_start = excluded.window_start
-                       then least(greatest(want, 0), greatest(budget - r.used, 0)) else excluded.granted end,
-        used = case when r.window_start = excluded.window_start
-                    then r.used + least(greatest(want, 0), greatest(budget - r.used, 0)) else excluded.used end
-  returning r.granted, r.used
-$function$;
-comment on function app.rate_limit_take(text,bigint,integer,integer) is E'Leases up to want requests of a token''s budget for the minute window_start; returns how many were granted and how many the minute has used in all, or nulls (and writes nothing) when the token is no active API key. SECURITY DEFINER because the API role has no rights on the counters or the keys; it only adds to one known token''s count.';
-
--- Stored Idempotency-Key answers that held an erased caller's data.
-alter table app_private.idempotency_keys add column erased_at timestamp with time zone;
-comment on column app_private.idempotency_keys.erased_at is E'Set (and response_body emptied) when an erasure matched the answer: a replay answers 410 idempotency_answer_erased (docs/privacy.md "Erasure").';
-
-CREATE OR REPLACE FUNCTION app.erasure_perform(loc uuid, phone text, email text, customer_id uuid, source text, api_key_id uuid, platform boolean)
- RETURNS uuid
  LANGUAGE plpgsql
  SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'public', 'pg_temp'
@@ -1143,6 +1096,59 @@ AS $function$
                              from app.call_transfers t where t.call_id = c.id and t.location_id = c.location_id), '[]'))
 $function$;
 comment on function app.call_detail_json(app.calls,text[]) is E'Call detail: the summary plus recording (recordings:read) and transcript (transcripts:read), else null, when its content was purged or its caller data anonymised (docs/privacy.md), and its transfers.';
+
+-- ==== Staff and caller-data hardening ====
+-- Staff audit outcomes: client_gone = executed, the client left before the answer was delivered
+-- (a write in it committed all the same; docs/staff.md "Audit").
+alter table staff.audit drop constraint audit_outcome_check;
+alter table staff.audit add constraint audit_outcome_check check (outcome = any (array['ok', 'error', 'rejected', 'client_gone']));
+comment on column staff.audit.outcome is E'rejected: refused before execution (unparsable, invalid, past a bound, or the client left before it ran), nothing ran; ok: executed without errors and delivered (a mutation committed); error: executed with errors (permission denied, timeout, an answer past a bound); client_gone: executed (a mutation without errors committed) but the client left before the answer was delivered.';
+comment on column staff.audit.operation_name is E'The name the document gives the operation that ran or was refused (null when it has none or did not parse); never the client''s operationName as sent.';
+
+-- Caller content is withheld from staff viewers (docs/privacy.md "Caller content and staff", the
+-- single list; test/privacy/classification.test.ts reads it and checks these grants against it).
+select app.staff_hide_columns('app.calls', array['issue_summary', 'call_summary', 'metadata'], array['viewer']);
+select app.staff_hide_columns('app.leads', array['notes'], array['viewer']);
+select app.staff_hide_columns('app.bookings', array['notes'], array['viewer']);
+select app.staff_hide_columns('app.notifications', array['data'], array['viewer']);
+select app.staff_hide_columns('app.notification_log', array['detail'], array['viewer']);
+select app.staff_hide_columns('app.webhook_deliveries', array['response_body', 'url'], array['viewer']);
+select app.staff_hide_columns('app.webhook_endpoints', array['url'], array['viewer']);
+select app.staff_hide_columns('app.integrations', array['config', 'webhook_url'], array['viewer']);
+comment on role switchboard_staff_viewer is E'Staff GraphQL, viewer: reads every location without caller content (docs/privacy.md "Caller content and staff": transcripts, recordings, summaries, notes, contact details, event payloads, provider and receiver answers, receiver URLs and integration configuration).';
+
+-- Unknown tokens write nothing: the rate limit leases only for a token that is an active API key
+-- (no row for anything else; the API counts unknown tokens per address in memory).
+create or replace function app.rate_limit_take(token_hash text, window_start bigint, want integer, budget integer,
+                                               out granted integer, out used integer)
+ language sql
+ security definer
+ set search_path to 'pg_catalog', 'public', 'pg_temp'
+as $function$
+  insert into app_private.rate_limits as r (token_hash, window_start, used, granted)
+  select rate_limit_take.token_hash, rate_limit_take.window_start, least(greatest(want, 0), budget), least(greatest(want, 0), budget)
+   where exists (select 1 from app.api_keys k where k.token_hash = rate_limit_take.token_hash and k.revoked_at is null)
+  on conflict on constraint rate_limits_pkey do update
+    set window_start = excluded.window_start,
+        granted = case when r.window_start = excluded.window_start
+                       then least(greatest(want, 0), greatest(budget - r.used, 0)) else excluded.granted end,
+        used = case when r.window_start = excluded.window_start
+                    then r.used + least(greatest(want, 0), greatest(budget - r.used, 0)) else excluded.used end
+  returning r.granted, r.used
+$function$;
+comment on function app.rate_limit_take(text,bigint,integer,integer) is E'Leases up to want requests of a token''s budget for the minute window_start; returns how many were granted and how many the minute has used in all, or nulls (and writes nothing) when the token is no active API key. SECURITY DEFINER because the API role has no rights on the counters or the keys; it only adds to one known token''s count.';
+
+-- Stored Idempotency-Key answers that held an erased caller's data.
+alter table app_private.idempotency_keys add column erased_at timestamp with time zone;
+comment on column app_private.idempotency_keys.erased_at is E'Set (and response_body emptied) when an erasure matched the answer: a replay answers 410 idempotency_answer_erased (docs/privacy.md "Erasure").';
+
+CREATE OR REPLACE FUNCTION app.erasure_perform(loc uuid, phone text, email text, customer_id uuid, source text, api_key_id uuid, platform boolean)
+ RETURNS uuid
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+AS $function$
+declare
   m app.privacy_match;
   erasure_id uuid := gen_random_uuid();
   kinds text[] := '{}';

@@ -1,5 +1,5 @@
 import type { NextFunction, Request, Response } from 'express';
-import { ZodError } from 'zod';
+import { z, ZodError } from 'zod';
 import { failureCause, LogThrottle, type Logger } from '../log.js';
 
 /** An error that leaves the API as `{ error: { code, message, details } }` with `status`. */
@@ -14,6 +14,21 @@ export class ApiError extends Error {
     super(message);
   }
 }
+
+/** Other keys allowed, said by leaving `additionalProperties` out (zod would write the equivalent `{}`). */
+const OPEN = { additionalProperties: undefined } as const;
+
+/** The error envelope every 4xx/5xx answer carries (the OpenAPI component `Error`). */
+export const ErrorEnvelope = z.strictObject({
+  error: z.strictObject({
+    code: z.string().meta({ examples: ['validation_error', 'forbidden', 'not_found'] }),
+    message: z.string(),
+    details: z.looseObject({
+      issues: z.array(z.looseObject({ path: z.string(), message: z.string() }).meta({ id: 'ValidationIssue', ...OPEN })).optional(),
+      required_scope: z.string().optional(),
+    }).meta(OPEN).describe('{} when empty; validation: { issues: [{ path, message }] }; forbidden: { required_scope }; invalid_transition: { from, to, allowed }; slot_unavailable: { window_start, reason, alternatives: [{ start, end }] }'),
+  }),
+}).meta({ id: 'Error', description: 'The error envelope of every 4xx and 5xx answer' });
 
 export const notFound = (what = 'Resource') => new ApiError(404, 'not_found', `${what} not found`);
 

@@ -1,39 +1,48 @@
 /**
  * OpenAPI 3.1 document built from the route registry: the same zod schemas that validate requests
  * (zod 4's native z.toJSONSchema, JSON Schema 2020-12 = the OpenAPI 3.1 dialect) — no hand copy.
+ * Every schema named with `.meta({ id })` becomes a component (src/http/openapi-components.ts);
+ * envelopes, list pages, pagination parameters and headers are named components too.
  */
 import { Router } from 'express';
-import { z, type ZodType } from 'zod';
-import { eventCatalog, eventJsonSchema } from '../webhooks/events.js';
+import type { ZodType } from 'zod';
+import { eventCatalog } from '../webhooks/events.js';
 import { mountDocsPage } from './docs-page.js';
-import type { RouteSpec } from './route.js';
-import { GENERAL_RULES, RULES } from './rules.js';
+import { ErrorEnvelope } from './errors.js';
+import { Components, jsonSchemaOf, nameOf, SCHEMAS } from './openapi-components.js';
+import { INFO, SECURITY_SCHEMES, TAGS } from './openapi-info.js';
+import { voiceOperations } from './platform/voice-payloads.js';
+import { toolOperations } from './platform/tool-schemas.js';
+import { locationParam, pageQuery, type RouteSpec } from './route.js';
 
 type Json = Record<string, any>;
-
-function schemaOf(s: ZodType, io: 'input' | 'output'): Json {
-  const { $schema: _drop, ...rest } = z.toJSONSchema(s, { io, unrepresentable: 'any', target: 'draft-2020-12' }) as Json;
-  return rest;
-}
 
 const ERROR_CODES: Record<number, string> = {
   400: 'Validation failed (validation_error, oauth_required), body not JSON or nested deeper than 32 levels (invalid_json), body not decodable with its Content-Encoding (invalid_body), Idempotency-Key empty, over 255 characters, repeated or not printable ASCII (invalid_idempotency_key)',
   401: 'Missing, malformed, unknown or revoked bearer token (unauthorized)',
   403: 'The token lacks the required scope (forbidden; details.required_scope)',
   404: 'No such resource, or another location\'s (not_found)',
-  409: 'Conflict or invalid status move (conflict, invalid_transition), a booking window that cannot be booked (slot_unavailable); on a POST, a request with the same Idempotency-Key still being processed (idempotency_key_in_use: retry later)',
+  409: 'Conflict or invalid status move (conflict, invalid_transition); on a POST, a request with the same Idempotency-Key still being processed (idempotency_key_in_use: retry later)',
   413: 'Body over 64 KiB (payload_too_large)',
   415: 'Body not JSON, or a Content-Encoding other than gzip, deflate, br (unsupported_media_type)',
   410: 'The answer stored under this Idempotency-Key held a caller\'s personal data that has since been erased (idempotency_answer_erased): it is not replayed and the request does not run again; send a new key',
   422: 'The Idempotency-Key was already used for a different request (idempotency_key_reused): another method, path or body',
   429: 'Per-key rate limit (rate_limited; Retry-After, RateLimit, RateLimit-Policy)',
+  503: 'A secret the route needs is not configured on this server (not_configured)',
 };
 
-/** The IETF draft rate-limit headers every token-API response carries (docs/rest-api.md "Rate limit"). */
-const RATE_LIMIT_HEADERS: Json = {
-  'RateLimit-Policy': { description: 'The key\'s budget: `"default";q=<requests>;w=60`', schema: { type: 'string' } },
-  RateLimit: { description: 'What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>`', schema: { type: 'string' } },
+const header = (description: string, schema: Json = { type: 'string' }) => ({ description, schema });
+
+/** Response headers, named once (components.headers). */
+const HEADERS: Json = {
+  Link: header('`<…?cursor=…>; rel="next"` when more rows exist: the next page (pagination is by opaque cursor)'),
+  'RateLimit-Policy': header('The key\'s budget: `"default";q=<requests>;w=60`'),
+  RateLimit: header('What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>`'),
+  'Idempotent-Replayed': header('`true` when this is the stored answer of an earlier request with the same Idempotency-Key', { type: 'string', enum: ['true'] }),
+  Deprecation: header('RFC 9745: when the operation was deprecated, as `@<unix seconds>`'),
+  Sunset: header('RFC 8594: the HTTP-date after which the operation may stop working'),
 };
+const headerRef = (name: string) => ({ $ref: `#/components/headers/${name}` });
 
 const IDEMPOTENCY_PARAMETER: Json = {
   name: 'Idempotency-Key',
@@ -45,28 +54,39 @@ const IDEMPOTENCY_PARAMETER: Json = {
   schema: { type: 'string', minLength: 1, maxLength: 255 },
 };
 
+/** Query parameters shared by every list (components.parameters), from the zod pieces in route.ts. */
+const PAGE_PARAMETERS: Record<keyof typeof pageQuery, [string, string]> = {
+  limit: ['Limit', 'Rows per page (1–200; default 50)'],
+  cursor: ['Cursor', 'Opaque cursor from the previous page\'s Link header'],
+};
+const pageParameter = (name: keyof typeof pageQuery): Json => ({
+  name, in: 'query', required: false, description: PAGE_PARAMETERS[name][1], schema: jsonSchemaOf(pageQuery[name], 'input'),
+});
+
 const errorResponse = (description: string) => ({
   description,
-  content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+  content: { 'application/json': { schema: { $ref: `${SCHEMAS}Error` } } },
 });
-const errorRef = (status: number) => ({ $ref: `#/components/responses/Error${status}` });
+const errorRef = (status: number | string) => ({ $ref: `#/components/responses/Error${status}` });
 
 /** `/locations/:locationId` → `/locations/{locationId}`. */
 const oasPath = (p: string) => p.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
 
-function operationId(spec: RouteSpec): string {
-  const words = spec.path.split('/').filter((s) => s && !s.startsWith(':')).flatMap((s) => s.split('-'));
-  const base = [spec.method, ...words].map((w, i) => (i === 0 ? w : w[0].toUpperCase() + w.slice(1))).join('');
-  return spec.path.endsWith('Id') || /:[a-z]+$/i.test(spec.path) ? `${base}ById` : base;
-}
-
-function parameters(spec: RouteSpec): Json[] {
+function parameters(spec: RouteSpec, c: Components): Json[] {
   const out: Json[] = [];
   for (const [where, s] of [['path', spec.params], ['query', spec.query]] as const) {
     if (!s) continue;
-    const js = schemaOf(s, 'input');
+    const js = c.schema(s, 'input');
     const required: string[] = js.required ?? [];
     for (const [name, prop] of Object.entries<Json>(js.properties ?? {})) {
+      if (where === 'path' && name === 'locationId') {
+        out.push({ $ref: '#/components/parameters/LocationId' });
+        continue;
+      }
+      if (where === 'query' && name in PAGE_PARAMETERS && spec.list) {
+        out.push({ $ref: `#/components/parameters/${PAGE_PARAMETERS[name as keyof typeof pageQuery][0]}` });
+        continue;
+      }
       const { description, ...schema } = prop;
       out.push({ name, in: where, required: where === 'path' || required.includes(name), ...(description ? { description } : {}), schema });
     }
@@ -74,102 +94,163 @@ function parameters(spec: RouteSpec): Json[] {
   return out;
 }
 
+/**
+ * The success body: `{ data: <Name> }` named `<Name>Response`, a list page `{ data: <Name>[] }`
+ * named `<Name>Page`, a bare array `<Name>List`. An unnamed response stays inline (lintRoutes
+ * reports it).
+ */
+function successSchema(spec: RouteSpec, c: Components): Json {
+  const data: Json = spec.response ? c.schema(spec.response, 'output') : {};
+  const envelope = (d: Json, description: string) => ({
+    type: 'object', description, properties: { data: d }, required: ['data'], additionalProperties: false,
+  });
+  const ref: string | undefined = data.$ref ?? data.items?.$ref;
+  if (!ref || Object.keys(data).length > (data.$ref ? 1 : 2)) return envelope(data, 'The answer');
+  const name = ref.slice(SCHEMAS.length);
+  if (data.$ref) return c.add(`${name}Response`, envelope(data, `One ${name}`));
+  if (spec.list) return c.add(`${name}Page`, envelope(data, `A page of ${name} records, newest first; the next page's URL is in the Link header`));
+  return c.add(`${name}List`, envelope(data, `Every ${name}`));
+}
+
+const sharedResponses = new Map<string, Json>();
+function sharedResponse(name: string, response: Json): Json {
+  const seen = sharedResponses.get(name);
+  if (seen && JSON.stringify(seen) !== JSON.stringify(response)) throw new Error(`Two different responses are named ${name}`);
+  sharedResponses.set(name, response);
+  return { $ref: `#/components/responses/${name}` };
+}
+
+function operation(spec: RouteSpec, c: Components): Json {
+  const auth = spec.auth !== false;
+  const status = String(spec.status ?? 200);
+  const idempotent = auth && spec.method === 'post';
+  const headers: Json = Object.fromEntries([
+    ...(spec.list ? ['Link'] : []),
+    ...(auth ? ['RateLimit-Policy', 'RateLimit'] : []),
+    ...(idempotent ? ['Idempotent-Replayed'] : []),
+    ...(spec.deprecated ? ['Deprecation', 'Sunset'] : []),
+  ].map((h) => [h, headerRef(h)]));
+  const success: Json = {
+    description: spec.list ? 'A page, newest first; the next page is in the Link header' : 'Success',
+    ...(Object.keys(headers).length ? { headers } : {}),
+    content: { 'application/json': { schema: successSchema(spec, c) } },
+  };
+  // A named body with the usual headers is a named response (components.responses), shared by
+  // the operations that answer it; `<Name>Replayable` adds Idempotent-Replayed.
+  const ref: string | undefined = success.content['application/json'].schema.$ref;
+  const responses: Json = {
+    [status]: ref && !spec.deprecated ? sharedResponse(`${ref.slice(SCHEMAS.length)}${idempotent ? 'Replayable' : ''}`, success) : success,
+  };
+  // 403 only where a scope is required, 404 only where the path names something (a location or
+  // a record), 409 only where the route says it can conflict: test/rest/contract.test.ts provokes
+  // every documented status of every operation.
+  const named = /:[A-Za-z]/.test(spec.path);
+  const errs = [400, ...(auth ? [401] : []), ...(spec.scope ? [403] : []), ...(named ? [404] : []),
+    ...(spec.conflict || idempotent ? [409] : []), ...(spec.body ? [413, 415] : []), ...(idempotent ? [410, 422] : []), ...(auth ? [429] : [])];
+  for (const e of errs) responses[String(e)] = errorRef(e);
+  responses.default = errorRef('Default');
+  const scopeText = spec.scope ? `Requires scope \`${spec.scope}\`.` : auth ? 'Any valid token (no scope).' : 'No authentication.';
+  const rules = spec.rules ?? [];
+  // The rule texts are in info.description once ("Rules a schema cannot state"); ids here.
+  const rulesText = rules.length ? `\n\nAlso enforced (400), not expressible in JSON Schema: ${rules.map((r) => `\`${r}\``).join(', ')}.` : '';
+  const sunsetText = spec.deprecated ? `\n\nDeprecated since ${spec.deprecated.since}; works until ${spec.deprecated.sunset}.` : '';
+  const op: Json = {
+    operationId: spec.operationId ?? mechanicalId(spec),
+    summary: spec.summary,
+    description: scopeText + rulesText + sunsetText,
+    ...(spec.deprecated ? { deprecated: true } : {}),
+    ...(spec.body ? { 'x-rules-not-in-schema': rules } : {}),
+    tags: [spec.tag],
+    security: auth ? [{ bearerAuth: spec.scope ? [spec.scope] : [] }] : [],
+    parameters: [...parameters(spec, c), ...(idempotent ? [{ $ref: '#/components/parameters/IdempotencyKey' }] : [])],
+    responses,
+  };
+  if (spec.body) {
+    // A body schema that accepts no body at all (e.g. POST …/test) makes the body optional.
+    const required = !spec.body.safeParse(undefined).success;
+    op.requestBody = { required, content: { 'application/json': { schema: c.schema(spec.body, 'input') } } };
+  }
+  return op;
+}
+
+/** Only for a route that names none (lintRoutes fails the build's tests on it). */
+function mechanicalId(spec: RouteSpec): string {
+  const words = spec.path.split('/').filter((s) => s && !s.startsWith(':')).flatMap((s) => s.split('-'));
+  return [spec.method, ...words].map((w, i) => (i === 0 ? w : w[0].toUpperCase() + w.slice(1))).join('');
+}
+
+/** Problems a route definition has for an SDK generator: no operationId, an unnamed body or response. */
+export function lintRoutes(routes: RouteSpec[]): string[] {
+  const problems: string[] = [];
+  const seen = new Map<string, string>();
+  for (const r of routes) {
+    const name = `${r.method.toUpperCase()} ${r.path}`;
+    if (!r.operationId) problems.push(`${name}: no operationId`);
+    else if (!/^[a-z][A-Za-z0-9]+$/.test(r.operationId)) problems.push(`${name}: operationId ${r.operationId} is not lowerCamelCase`);
+    else if (seen.has(r.operationId)) problems.push(`${name}: operationId ${r.operationId} is also ${seen.get(r.operationId)}`);
+    else seen.set(r.operationId, name);
+    if (!(r.tag in TAGS)) problems.push(`${name}: tag ${r.tag} has no description in src/http/openapi-info.ts TAGS`);
+    const unwrapped = r.response && (r.response as { element?: ZodType }).element;
+    if (r.response && !nameOf(r.response) && !nameOf(unwrapped)) problems.push(`${name}: response schema has no .meta({ id })`);
+    const body = r.body && (nameOf(r.body) ? r.body : (r.body as { unwrap?: () => ZodType }).unwrap?.());
+    if (r.body && !nameOf(body)) problems.push(`${name}: body schema has no .meta({ id })`);
+  }
+  return problems;
+}
+
 export function buildOpenApi(routes: RouteSpec[]): Json {
+  const c = new Components();
+  sharedResponses.clear();
+  c.schema(ErrorEnvelope, 'output');
   const paths: Json = {};
-  for (const spec of routes) {
-    const auth = spec.auth !== false;
-    const status = String(spec.status ?? 200);
-    const dataSchema = spec.response ? schemaOf(spec.response, 'output') : {};
-    const idempotent = auth && spec.method === 'post';
-    const headers: Json = {
-      ...(spec.list ? { Link: { description: '`<…?cursor=…>; rel="next"` when more rows exist', schema: { type: 'string' } } } : {}),
-      ...(auth ? RATE_LIMIT_HEADERS : {}),
-      ...(idempotent ? { 'Idempotent-Replayed': { description: '`true` when this is the stored answer of an earlier request with the same Idempotency-Key', schema: { type: 'string', enum: ['true'] } } } : {}),
-    };
-    const responses: Json = {
-      [status]: {
-        description: spec.list ? 'A page, newest first; the next page is in the Link header' : 'Success',
-        ...(Object.keys(headers).length ? { headers } : {}),
-        content: { 'application/json': { schema: { type: 'object', properties: { data: dataSchema }, required: ['data'], additionalProperties: false } } },
+  for (const spec of routes) (paths[oasPath(spec.path)] ??= {})[spec.method] = operation(spec, c);
+  for (const v of [...voiceOperations, ...toolOperations]) {
+    for (const part of v.parts) c.schema(part, 'input');
+    paths[v.path] = {
+      servers: [{ url: '/api', description: 'Platform webhooks are served under /api, not /api/v1' }],
+      post: {
+        operationId: v.operationId,
+        summary: v.summary,
+        description: v.description,
+        tags: ['Voice platform'],
+        security: [{ voiceSignature: [] }],
+        requestBody: { required: true, content: { 'application/json': { schema: c.schema(v.body, 'input') } } },
+        responses: {
+          200: { description: 'Handled', content: { 'application/json': { schema: c.schema(v.response, 'output') } } },
+          ...Object.fromEntries(v.errors.map((e) => [String(e), errorRef(e)])),
+          default: errorRef('Default'),
+        },
       },
     };
-    // 403 only where a scope is required, 404 only where the path names something (a location or
-    // a record), 409 only where the route says it can conflict: test/rest/contract.test.ts provokes
-    // every documented status of every operation.
-    const named = /:[A-Za-z]/.test(spec.path);
-    const errs = [400, ...(auth ? [401] : []), ...(spec.scope ? [403] : []), ...(named ? [404] : []),
-      ...(spec.conflict || idempotent ? [409] : []), ...(spec.body ? [413, 415] : []), ...(idempotent ? [410, 422] : []), ...(auth ? [429] : [])];
-    for (const e of errs) responses[String(e)] = errorRef(e);
-    responses.default = { $ref: '#/components/responses/ErrorDefault' };
-    const scopeText = spec.scope ? `Requires scope \`${spec.scope}\`.` : auth ? 'Any valid token (no scope).' : 'No authentication.';
-    const rules = spec.rules ?? [];
-    const rulesText = rules.length
-      ? `\n\nAlso enforced (400), not expressible in JSON Schema:\n${rules.map((r) => `- ${RULES[r]}`).join('\n')}`
-      : '';
-    const op: Json = {
-      operationId: operationId(spec),
-      summary: spec.summary,
-      description: scopeText + rulesText,
-      ...(spec.body ? { 'x-rules-not-in-schema': rules } : {}),
-      tags: [spec.tag],
-      'x-required-scope': spec.scope,
-      security: auth ? [{ bearerAuth: [] }] : [],
-      parameters: [...parameters(spec), ...(idempotent ? [IDEMPOTENCY_PARAMETER] : [])],
-      responses,
-    };
-    if (spec.body) {
-      // A body schema that accepts no body at all (e.g. POST …/test) makes the body optional.
-      const required = !spec.body.safeParse(undefined).success;
-      op.requestBody = { required, content: { 'application/json': { schema: schemaOf(spec.body, 'input') } } };
-    }
-    (paths[oasPath(spec.path)] ??= {})[spec.method] = op;
   }
+  const webhooks = webhooksSection(c);
+  const { doc, schemas } = c.finish({ paths, webhooks, responses: Object.fromEntries(sharedResponses) });
+  const usedTags = new Set([...routes.map((r) => r.tag), 'Voice platform', 'Webhook events']);
   return {
     openapi: '3.1.0',
-    info: {
-      title: 'Switchboard API',
-      version: '1.0.0',
-      description: 'Location-scoped token API of the Switchboard AI receptionist. Also served without the /api/v1 prefix.\n\n'
-        + 'Request bodies follow their JSON Schema exactly; rules a schema cannot state are listed in each operation\'s description '
-        + '(ids in `x-rules-not-in-schema`). Every body also obeys:\n' + GENERAL_RULES.map((r) => `- ${r}`).join('\n'),
-    },
-    servers: [{ url: '/api/v1' }],
+    info: INFO,
+    servers: [{ url: '/api/v1', description: 'This server' }],
     security: [{ bearerAuth: [] }],
-    tags: [...new Set(routes.map((r) => r.tag))].map((name) => ({ name })),
-    paths,
-    webhooks: webhooksSection(),
+    tags: Object.entries(TAGS).filter(([name]) => usedTags.has(name)).map(([name, description]) => ({ name, description })),
+    paths: doc.paths,
+    webhooks: doc.webhooks,
     components: {
+      schemas,
       responses: {
         ...Object.fromEntries(Object.entries(ERROR_CODES).map(([status, text]) => [`Error${status}`, errorResponse(text)])),
         ErrorDefault: errorResponse('Any other error (internal_error, unavailable)'),
+        ...Object.fromEntries([...sharedResponses.keys()].sort().map((k) => [k, doc.responses[k]])),
       },
-      securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'UUIDv4', description: 'An API key token (UUIDv4)' } },
-      schemas: {
-        Error: {
-          type: 'object',
-          required: ['error'],
-          additionalProperties: false,
-          properties: {
-            error: {
-              type: 'object',
-              required: ['code', 'message', 'details'],
-              additionalProperties: false,
-              properties: {
-                code: { type: 'string', examples: ['validation_error', 'forbidden', 'not_found'] },
-                message: { type: 'string' },
-                details: {
-                  type: 'object',
-                  description: '{} when empty; validation: { issues: [{ path, message }] }; forbidden: { required_scope }; invalid_transition: { from, to, allowed }; slot_unavailable: { window_start, reason, alternatives: [{ start, end }] }',
-                  properties: {
-                    issues: { type: 'array', items: { type: 'object', properties: { path: { type: 'string' }, message: { type: 'string' } }, required: ['path', 'message'] } },
-                    required_scope: { type: 'string' },
-                  },
-                },
-              },
-            },
-          },
-        },
+      parameters: {
+        ...Object.fromEntries(Object.entries(PAGE_PARAMETERS).map(([name, [component]]) => [component, pageParameter(name as keyof typeof pageQuery)])),
+        IdempotencyKey: IDEMPOTENCY_PARAMETER,
+        LocationId: { name: 'locationId', in: 'path', required: true, description: 'The location\'s UUID or slug', schema: jsonSchemaOf(locationParam, 'input') },
+        ...Object.fromEntries(DELIVERY_HEADERS.map(([name, description, extra]) => [deliveryHeaderName(name),
+          { name, in: 'header', required: true, description, schema: { type: 'string', ...(extra ?? {}) } }])),
       },
+      // Only the headers some operation names (a deprecation header appears with the first deprecated operation).
+      headers: Object.fromEntries(Object.entries(HEADERS).filter(([name]) => JSON.stringify(doc).includes(`"#/components/headers/${name}"`))),
+      securitySchemes: SECURITY_SCHEMES,
     },
   };
 }
@@ -187,20 +268,25 @@ const DELIVERY_HEADERS: Array<[string, string, Json?]> = [
   ['webhook-signature', 'Standard Webhooks: `v1,<base64 HMAC-SHA256("{webhook-id}.{webhook-timestamp}.{raw body}")>` keyed with the base64-decoded secret after `whsec_`; space-separated during a rotation overlap'],
 ];
 
-/** OpenAPI 3.1 `webhooks`: one POST per event type, its body the catalog's JSON Schema. */
-function webhooksSection(): Json {
+/** `svc-event-id` → `DeliverySvcEventId`: the parameter component of a delivery header. */
+const deliveryHeaderName = (h: string) => `Delivery${h.split('-').map((w) => w[0].toUpperCase() + w.slice(1)).join('')}`;
+
+/** `lead.created` → `onLeadCreated`: the operationId of an event's webhook. */
+export const webhookOperationId = (type: string) => `on${type.split(/[._]/).map((w) => w[0].toUpperCase() + w.slice(1)).join('')}`;
+
+/** OpenAPI 3.1 `webhooks`: one POST per event type, its body the catalog's named event schema. */
+function webhooksSection(c: Components): Json {
   return Object.fromEntries(eventCatalog.map((e) => [e.type, {
     post: {
-      operationId: `webhook_${e.type.replace('.', '_')}`,
+      operationId: webhookOperationId(e.type),
       summary: e.type,
       description: e.description,
       tags: ['Webhook events'],
-      parameters: DELIVERY_HEADERS.map(([name, description, extra]) => ({
-        name, in: 'header', required: true, description, schema: { type: 'string', ...(extra ?? {}) },
-      })),
+      security: [],
+      parameters: DELIVERY_HEADERS.map(([name]) => ({ $ref: `#/components/parameters/${deliveryHeaderName(name)}` })),
       requestBody: {
         required: true,
-        content: { 'application/json': { schema: eventJsonSchema(e, true), examples: { example: { value: e.example } } } },
+        content: { 'application/json': { schema: c.schema(e.schema, 'output'), examples: { example: { value: e.example } } } },
       },
       responses: { '2XX': { description: 'Received. Anything else (a redirect included, or no answer within 10 s) is retried.' } },
     },

@@ -6,6 +6,7 @@ import { bearerToken, hashToken } from '../auth/tokens.js';
 import { callFn, callJsonText, callPageText, type PageText } from '../db/pools.js';
 import { callIdempotent, fingerprint, idempotencyKeyOf, REPLAYED_HEADER } from '../idempotency/key.js';
 import { ApiError, fromZod } from './errors.js';
+import { uuid } from './schemas.js';
 import type { RateLimiter } from './rate-limit.js';
 import type { RuleId } from './rules.js';
 
@@ -34,6 +35,13 @@ export interface Ctx<P, Q, B> {
  */
 export interface RouteSpec<P = any, Q = any, B = any> {
   method: Method;
+  /**
+   * The SDK method name: lowerCamelCase verb + resource (`listCalls`, `getCall`, `createLead`,
+   * `updateLead`, `deleteFaq`, `retryWebhookDelivery`). Stable: changing it is a breaking change
+   * (docs/api-contract.md "Compatibility and deprecation"); test/rest/openapi.test.ts fails on a
+   * route without one.
+   */
+  operationId?: string;
   /** Express path relative to the API root, e.g. `/locations/:locationId/leads`. */
   path: string;
   summary: string;
@@ -54,7 +62,25 @@ export interface RouteSpec<P = any, Q = any, B = any> {
   conflict?: boolean;
   /** The SQL result is `{ data, next_cursor }`: data is sent, the cursor becomes a Link header. */
   list?: boolean;
+  /**
+   * Deprecated operation: answers carry `Deprecation` (RFC 9745) and `Sunset` (RFC 8594) headers
+   * and the document marks it `deprecated: true`. Dates are ISO 8601 (YYYY-MM-DD, UTC midnight).
+   */
+  deprecated?: { since: string; sunset: string };
   handler: (ctx: Ctx<P, Q, B>) => Promise<unknown>;
+}
+
+/**
+ * The headers a deprecated operation answers with: `Deprecation: @<unix seconds>` (RFC 9745, a
+ * structured-field Date) and `Sunset: <HTTP-date>` (RFC 8594).
+ */
+export function deprecationHeaders(d: { since: string; sunset: string }): Record<string, string> {
+  const at = (iso: string) => {
+    const t = Date.parse(`${iso}T00:00:00Z`);
+    if (Number.isNaN(t)) throw new Error(`Not a YYYY-MM-DD date: ${iso}`);
+    return t;
+  };
+  return { Deprecation: `@${at(d.since) / 1000}`, Sunset: new Date(at(d.sunset)).toUTCString() };
 }
 
 export function defineRoute<P, Q, B>(spec: RouteSpec<P, Q, B>): RouteSpec<P, Q, B> {
@@ -98,7 +124,9 @@ export function mountRoutes(router: Router, routes: RouteSpec[], pool: pg.Pool, 
     const methods = byPath.get(spec.path) ?? new Set<string>();
     methods.add(spec.method.toUpperCase());
     byPath.set(spec.path, methods);
+    const deprecation = spec.deprecated ? Object.entries(deprecationHeaders(spec.deprecated)) : [];
     router[spec.method](spec.path, async (req: Request, res: Response) => {
+      for (const [name, value] of deprecation) res.setHeader(name, value);
       const token = spec.auth === false ? '' : tokenHashOf(req);
       if (token) await limiter.consume(token, res, req.socket.remoteAddress ?? '');
       const params = spec.params ? spec.params.safeParse(req.params) : { success: true as const, data: req.params };
@@ -184,7 +212,7 @@ function onlyOnce(call: (fn: string, ...args: unknown[]) => Promise<unknown>): (
 
 /** Shared parameter and query pieces. */
 export const locationParam = z.string().min(1).max(100).regex(/^[A-Za-z0-9-]+$/);
-export const uuidParam = z.string().uuid();
+export const uuidParam = uuid;
 export const LocationParams = z.object({ locationId: locationParam });
 /** `{ locationId, <key>: uuid }` path parameters. */
 export const locAnd = <K extends string>(key: K) =>

@@ -36,6 +36,7 @@ export const e164 = z
     return p.number as string;
   })
   .meta({
+    id: 'PhoneNumber',
     pattern: E164_PATTERN,
     examples: ['+13125550100'],
     description: 'E.164 phone number, e.g. +13125550100; it must be a valid number for its country. US national formats such as (312) 555-0100 are also accepted and stored as E.164.',
@@ -79,15 +80,18 @@ export const webUrl = urlOf(
   'http(s):// URL (ASCII host: a DNS name in punycode, an IPv4 address or an [IPv6] literal)',
 );
 
-export const timestamp = z.iso.datetime().describe('ISO 8601 UTC with milliseconds');
+export const timestamp = z.iso.datetime().meta({ id: 'Timestamp', description: 'ISO 8601 UTC with milliseconds' });
+
+/** Every record id. */
+export const uuid = z.string().uuid().meta({ id: 'Uuid' });
 
 /** An IANA time-zone name from the published list (src/http/timezones.ts). */
-export const timezone = z.enum(TIME_ZONES, { error: 'Unknown IANA time zone' }).describe(
+export const timezone = z.enum(TIME_ZONES, { error: 'Unknown IANA time zone' }).meta({ id: 'TimeZone' }).describe(
   'IANA time-zone name (Area/Location, or UTC), exactly as listed',
 );
 
 export const Location = z.object({
-  id: z.string().uuid(),
+  id: uuid,
   slug: z.string(),
   name: z.string(),
   legal_name: z.string().nullable(),
@@ -102,18 +106,18 @@ export const Location = z.object({
   service_phone: z.string().nullable(),
   created_at: timestamp,
   updated_at: timestamp,
-});
+}).meta({ id: 'Location' });
 
 export const ApiKey = z.object({
-  id: z.string().uuid(),
-  location_id: z.string().uuid(),
+  id: uuid,
+  location_id: uuid,
   label: z.string(),
   key_prefix: z.string(),
   scopes: z.array(z.string()),
   created_at: timestamp,
   last_used_at: timestamp.nullable(),
   revoked_at: timestamp.nullable(),
-});
+}).meta({ id: 'ApiKey' });
 
 export const LocationPatch = patchOf({
     name: text(200),
@@ -127,4 +131,4 @@ export const LocationPatch = patchOf({
     service_areas: z.array(text(100)).max(100),
     zip_codes: z.array(z.string().regex(/^[0-9A-Za-z -]{3,10}$/)).max(500),
     travel_radius_miles: z.number().min(0).max(1000).nullable(),
-  });
+  }).meta({ id: 'LocationUpdate' });

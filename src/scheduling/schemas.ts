@@ -18,7 +18,7 @@ export const Scheduling = z.strictObject({
   horizon_days: z.number().int().min(1).max(90).describe('No window starting later than this many days ahead is offered or booked'),
   closed_dates: z.array(isoDate).max(366).describe('Days without any window (location time), YYYY-MM-DD'),
   updated_at: timestamp.nullable().describe('null until the settings are first changed (defaults)'),
-});
+}).meta({ id: 'SchedulingSettings', description: 'How a location cuts its business hours into arrival windows' });
 
 export const SchedulingPatch = patchOf({
   window_minutes: Scheduling.shape.window_minutes,
@@ -26,7 +26,7 @@ export const SchedulingPatch = patchOf({
   lead_time_minutes: Scheduling.shape.lead_time_minutes,
   horizon_days: Scheduling.shape.horizon_days,
   closed_dates: Scheduling.shape.closed_dates,
-});
+}).meta({ id: 'SchedulingSettingsPatch' });
 
 export const Window = z.strictObject({
   start: timestamp,
@@ -35,7 +35,7 @@ export const Window = z.strictObject({
 
 export const AvailabilityWindow = Window.extend({
   remaining: z.number().int().min(1).describe('Bookings the window can still take'),
-});
+}).meta({ id: 'AvailabilityWindow', description: 'An open arrival window' });
 
 export const AvailabilityQuery = z.object({
   from: isoDate.optional().describe('First day (YYYY-MM-DD, location time); default today'),

@@ -11,9 +11,9 @@
 import { z } from 'zod';
 import { bookingStatuses, eventTypes, leadStatuses, type EventType } from '../allowed-values.js';
 import { Booking, CallSummary, Lead } from '../http/routes/records.js';
+import { timestamp, uuid } from '../http/schemas.js';
 
-const uuid = z.uuid();
-const ts = z.iso.datetime().describe('ISO 8601 UTC with milliseconds');
+const ts = timestamp;
 const date = z.iso.date().describe('YYYY-MM-DD');
 const hhmm = z.string().regex(/^([01][0-9]|2[0-3]):[0-5][0-9]$/).describe('HH:MM, location time');
 const maskedPhone = z.string().regex(/^\*\*\*-\*\*\*-[0-9]{4}$/).describe('Masked: ***-***-NNNN');
@@ -21,15 +21,15 @@ const maskedPhone = z.string().regex(/^\*\*\*-\*\*\*-[0-9]{4}$/).describe('Maske
 const EmergencyData = CallSummary.extend({
   reason: z.enum(['urgency', 'warm_transfer']).describe('urgency: urgency level 5; warm_transfer: the agent transferred the caller'),
   lead_id: uuid.nullable().describe('The lead created from the call; null when fired at transfer time, before analysis'),
-});
-const LeadUpdatedData = Lead.extend({ previous_status: z.enum(leadStatuses) });
+}).meta({ id: 'CallEmergencyData' });
+const LeadUpdatedData = Lead.extend({ previous_status: z.enum(leadStatuses) }).meta({ id: 'LeadUpdatedData' });
 const BookingUpdatedData = Booking.extend({
   previous: z.strictObject({
     status: z.enum(bookingStatuses), scheduled_date: date, scheduled_time: hhmm.nullable(),
     window_start: ts.nullable(), window_end: ts.nullable(),
   })
     .describe('The values before the change'),
-});
+}).meta({ id: 'BookingUpdatedData' });
 const ids = z.array(uuid);
 const CustomerErasedData = z.strictObject({
   erasure_id: uuid.describe('The erasure record (GET erasures/{id})'),
@@ -37,13 +37,16 @@ const CustomerErasedData = z.strictObject({
   call_ids: ids,
   lead_ids: ids,
   booking_ids: ids,
-}).describe('Ids only: never the identifier or any personal data (docs/privacy.md "Erasure")');
+}).meta({ id: 'CustomerErasedData', description: 'Ids only: never the identifier or any personal data (docs/privacy.md "Erasure")' });
 const SpamBlockedData = z.strictObject({
   call_id: uuid,
   caller_phone: maskedPhone.nullable(),
   reason: z.enum(['blocklisted']),
   blocked_at: ts,
-});
+}).meta({ id: 'SpamBlockedData' });
+
+/** `lead.created` → `LeadCreatedEvent`: the component name of an event's delivery body. */
+export const eventSchemaName = (type: string) => `${type.split(/[._]/).map((w) => w[0].toUpperCase() + w.slice(1)).join('')}Event`;
 
 /** The delivery body of one event type. */
 function bodyOf<T extends string, D extends z.ZodType>(type: T, data: D) {
@@ -52,7 +55,7 @@ function bodyOf<T extends string, D extends z.ZodType>(type: T, data: D) {
     location_id: uuid,
     created_at: ts.describe('When the event occurred'),
     data,
-  });
+  }).meta({ id: eventSchemaName(type) });
 }
 
 // Realistic example values (one fictional HVAC company and call).
@@ -164,9 +167,13 @@ export const catalogEntry = (type: string): EventTypeEntry | undefined => byType
 
 /** JSON Schema (2020-12) of one event type's delivery body; `$schema` kept unless `bare`. */
 export function eventJsonSchema(entry: EventTypeEntry, bare = false): Record<string, unknown> {
-  const js = z.toJSONSchema(entry.schema, { target: 'draft-2020-12', io: 'output', unrepresentable: 'any' }) as Record<string, unknown>;
-  if (bare) delete js.$schema;
-  return { ...js, title: entry.type, description: entry.description };
+  const js = z.toJSONSchema(entry.schema, { target: 'draft-2020-12', io: 'output', unrepresentable: 'any' }) as Record<string, any>;
+  // The body schema is named (a component of the OpenAPI document), so zod answers `$ref` to its
+  // `$defs` entry: the published schema is that entry itself, the shared records staying in `$defs`.
+  const { [eventSchemaName(entry.type)]: root, ...defs } = (js.$defs ?? {}) as Record<string, Record<string, unknown>>;
+  const schema: Record<string, unknown> = root ? { ...(bare ? {} : { $schema: js.$schema }), ...root, $defs: defs } : js;
+  if (bare) delete schema.$schema;
+  return { ...schema, title: entry.type, description: entry.description };
 }
 
 /** What GET /event-types answers (built once). */

@@ -183,7 +183,7 @@ describe('every operation answers its documented errors in the error envelope', 
       const method = op.method.toUpperCase();
       if (op.responses['401']) await expectStatus(401, method, concrete(op.template), undefined, '');
       if (op.responses['403']) {
-        const scope = openApiDocument.paths[op.template][op.method]['x-required-scope'] as string;
+        const scope = (openApiDocument.paths[op.template][op.method].security[0].bearerAuth as string[])[0];
         const other = scope === 'members:read' ? 'calls:read' : 'members:read';
         const { token: narrow } = await mintKey(t.owner, A.id, [other]);
         await expectStatus(403, method, concrete(op.template), undefined, narrow);

@@ -14,6 +14,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import { dereference } from '@readme/openapi-parser';
 import { generate } from 'json-schema-faker';
 import { parsePhoneNumberFromString } from 'libphonenumber-js';
 import { MAX_JSON_DEPTH, jsonDepth } from '../../src/http/body.js';
@@ -57,7 +58,8 @@ beforeAll(async () => {
   const { rows } = await t.owner.query(
     `insert into app.bookings (location_id, status, scheduled_date) values ($1, 'scheduled', current_date + 1) returning id`, [loc.id]);
   ids.bookingId = rows[0].id;
-  doc = (await request(t.baseUrl, 'GET', '/api/v1/openapi.json')).body;
+  // Named components resolved in place: the generator and the predicates read plain schemas.
+  doc = JSON.parse(JSON.stringify(await dereference((await request(t.baseUrl, 'GET', '/api/v1/openapi.json')).body)));
   dbZones = new Set((await t.owner.query('select name from pg_timezone_names')).rows.map((r) => r.name));
 });
 afterAll(() => t.close());
@@ -136,6 +138,8 @@ interface Op {
 function writeOperations(): Op[] {
   const out: Op[] = [];
   for (const [p, item] of Object.entries<Json>(doc.paths)) {
+    // Path items with their own servers are the voice platform's signed webhooks, not the token API.
+    if (item.servers) continue;
     for (const method of ['post', 'put', 'patch']) if (item[method]) out.push({ method, path: p, op: item[method] });
   }
   return out;
@@ -150,7 +154,8 @@ test('the document publishes the rules it cannot express, and knows every one of
     expect([method, p, Array.isArray(listed)]).toEqual([method, p, true]);
     for (const id of listed) {
       expect(Object.keys(RULES)).toContain(id);
-      expect(op.description).toContain(RULES[id as RuleId]);
+      expect(op.description).toContain(`\`${id}\``);
+      expect(doc.info.description).toContain(RULES[id as RuleId]);
     }
   }
   expect(doc.info.description).toContain('JSON nests at most 32 levels');

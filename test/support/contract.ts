@@ -26,7 +26,6 @@ const PREFIX = '/api/v1';
 
 const ajv = new Ajv2020({ strict: true, allErrors: true });
 addFormats(ajv);
-ajv.addSchema({ $id: COMPONENTS, $defs: openApiDocument.components.schemas });
 
 /** `#/components/schemas/X` → the components document registered above; other nodes copied. */
 function rebase(node: unknown): unknown {
@@ -40,6 +39,8 @@ function rebase(node: unknown): unknown {
   }
   return out;
 }
+
+ajv.addSchema({ $id: COMPONENTS, $defs: rebase(openApiDocument.components.schemas) as Json });
 
 /** A response object, following `#/components/responses/…`. */
 function resolveResponse(r: Json): Json {
@@ -57,7 +58,8 @@ export interface Operation {
   responses: Json;
 }
 
-export const operations: Operation[] = Object.entries<Json>(openApiDocument.paths).flatMap(([template, item]) =>
+// Path items with their own `servers` (the voice platform's webhooks under /api) are not token operations.
+export const operations: Operation[] = Object.entries<Json>(openApiDocument.paths).filter(([, item]) => !item.servers).flatMap(([template, item]) =>
   METHODS.filter((m) => item[m]).map((method) => ({
     method,
     template,

@@ -7,6 +7,7 @@
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { eventTypes } from '../../src/allowed-values.js';
+import { eventSchemaName } from '../../src/webhooks/events.js';
 import finalizeCall from '../../tasks/finalize_call.js';
 import { createLocation, mintKey, request, startTestApi, testLog, type TestApi } from '../support/harness.js';
 import { makePki, startHttpsReceiver, type HttpsReceiver, type TestPki } from '../support/https.js';
@@ -75,10 +76,19 @@ test('the OpenAPI document carries the same schemas under `webhooks`', async () 
   expect(Object.keys(doc.webhooks)).toEqual(TYPES);
   for (const e of catalog) {
     const media = doc.webhooks[e.type].post.requestBody.content['application/json'];
-    const { $schema: _s, ...bare } = e.schema;
-    expect(media.schema).toEqual(bare);
+    // The document names the body (a component); the catalog publishes it self-contained, its
+    // shared records in $defs: the same schema with the references pointing at either place.
+    const name = eventSchemaName(e.type);
+    expect(media.schema).toEqual({ $ref: `#/components/schemas/${name}` });
+    const asDefs = JSON.parse(JSON.stringify(doc.components.schemas[name]).replaceAll('#/components/schemas/', '#/$defs/'));
+    const { $schema: _s, $defs, title: _t, description: _d, ...root } = e.schema as Record<string, any>;
+    expect(asDefs).toEqual(root);
+    for (const [def, schema] of Object.entries($defs ?? {})) {
+      expect(JSON.parse(JSON.stringify(doc.components.schemas[def]).replaceAll('#/components/schemas/', '#/$defs/'))).toEqual(schema);
+    }
     expect(media.examples.example.value).toEqual(e.example);
-    expect(doc.webhooks[e.type].post.parameters.map((p: { name: string }) => p.name)).toEqual(
+    const param = (p: { name?: string; $ref?: string }) => p.name ?? doc.components.parameters[p.$ref!.split('/').pop()!].name;
+    expect(doc.webhooks[e.type].post.parameters.map(param)).toEqual(
       expect.arrayContaining(['svc-signature', 'webhook-id', 'webhook-timestamp', 'webhook-signature']));
   }
   // The test route's body is optional.

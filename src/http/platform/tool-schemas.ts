@@ -101,5 +101,25 @@ export function toolDefinitions(baseUrl: string) {
   });
 }
 
+/** What every tool answers (200): `ok`, a sentence for the agent, and the tool's own fields. */
+export const ToolAnswer = z.object({
+  ok: z.boolean().describe('false when the tool could not do it (arguments, a full window, an unknown booking); message says why'),
+  message: z.string().max(15000).describe('A short sentence the agent can say, in the location\'s time zone'),
+}).catchall(z.unknown()).meta({ id: 'VoiceToolAnswer', description: 'A live call tool\'s answer: windows, booking, bookings, alternatives or number besides ok and message' });
+
+const camel = (name: string) => name.split('_').map((w) => w[0].toUpperCase() + w.slice(1)).join('');
+
+/** The tools as the OpenAPI document lists them: one operation per tool, its arguments in the body. */
+export const toolOperations = TOOL_NAMES.map((name) => ({
+  path: `/voice/tools/${name}`,
+  operationId: `callTool${camel(name)}`,
+  summary: `Live call tool ${name}`,
+  description: `${TOOLS[name].description} Retell's custom-function request, signed like the post-call webhook; invalid arguments answer 200 with ok false naming the field.`,
+  body: ToolRequest.extend({ args: TOOLS[name].args }).meta({ id: `VoiceTool${camel(name)}Request` }),
+  response: ToolAnswer,
+  errors: [400, 401, 413, 503],
+  parts: [],
+}));
+
 /** A phone an agent transcribed ("512-555-0100") as E.164, or null. */
 export const toolPhone = (v: string | undefined | null) => looseE164(v ?? null);

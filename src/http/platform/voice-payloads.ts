@@ -91,7 +91,7 @@ export const CustomAnalysisData = z.object({
   caller_email: email,
   appointment_date: isoDate,
   appointment_time: hhmm,
-});
+}).meta({ id: 'VoiceCustomAnalysisData', description: 'What the agent extracted; a value that cannot be used is dropped, not refused' });
 
 export const CallAnalysis = z.object({
   call_summary: text(20000),
@@ -101,8 +101,8 @@ export const CallAnalysis = z.object({
   custom_analysis_data: lenient((v) => {
     const r = CustomAnalysisData.safeParse(v && typeof v === 'object' && !Array.isArray(v) ? v : {});
     return r.success ? r.data : undefined;
-  }),
-});
+  }).meta({ $ref: '#/$defs/VoiceCustomAnalysisData', description: 'Fields of VoiceCustomAnalysisData; a value that cannot be used is dropped' }),
+}).meta({ id: 'VoiceCallAnalysis' });
 
 const ms = z.number().int().nonnegative().nullish();
 
@@ -143,7 +143,7 @@ export const TranscriptTurn = z.object({
   role: z.string().max(50),
   content: z.string().max(100000),
   words: z.array(z.object({ word: z.string(), start: z.number().optional(), end: z.number().optional() })).optional(),
-});
+}).meta({ id: 'VoiceTranscriptTurn' });
 
 export const VoiceCall = z.object({
   call_id: z.string().min(1).max(200),
@@ -163,7 +163,7 @@ export const VoiceCall = z.object({
   public_log_url: z.string().max(4096).nullish(),
   metadata: z.record(z.string(), z.unknown()).nullish(),
   call_analysis: CallAnalysis.nullish(),
-}).transform((call) => plausibleTimes(call, Date.now()));
+}).transform((call) => plausibleTimes(call, Date.now())).meta({ id: 'VoiceCall', description: 'The voice platform\'s call object (Retell format)' });
 
 export const TRANSFER_EVENTS = ['transfer_started', 'transfer_bridged', 'transfer_cancelled', 'transfer_ended'] as const;
 export const POST_CALL_EVENTS = ['call_started', 'call_ended', 'call_analyzed', ...TRANSFER_EVENTS] as const;
@@ -187,7 +187,7 @@ export const PostCallWebhook = z.object({
   timestamp: z.number().int().nonnegative().optional(),
   transfer_destination: transferDestination,
   transfer_option: transferOption,
-});
+}).meta({ id: 'VoicePostCallWebhook' });
 export type PostCallWebhook = z.infer<typeof PostCallWebhook>;
 
 export const InboundWebhook = z.object({
@@ -205,5 +205,42 @@ export const InboundWebhook = z.object({
       return p;
     }),
   }),
-});
+}).meta({ id: 'VoiceInboundWebhook' });
 export type InboundWebhook = z.infer<typeof InboundWebhook>;
+
+/** The answer to an inbound call: the agent's dynamic variables (all strings) and the metadata copied into later webhooks. */
+export const VoiceInboundResponse = z.strictObject({
+  call_inbound: z.strictObject({
+    dynamic_variables: z.record(z.string(), z.string()).describe(
+      'business_name, timezone, is_open_now, business_hours, service_areas, faqs, pricebook, transfer_number, emergency_keywords, caller_name, '
+      + 'is_returning_customer; only reject_call = "true" for a blocked caller'),
+    metadata: z.looseObject({ location_id: z.string().uuid(), call_row_id: z.string().uuid().optional() }),
+  }),
+}).meta({ id: 'VoiceInboundResponse' });
+
+/** The answer to a post-call webhook: what was recorded, or `ignored` for another event type. */
+export const VoicePostCallResponse = z.strictObject({
+  data: z.union([
+    z.strictObject({ status: z.literal('ignored'), event: z.string().optional() }),
+    z.strictObject({
+      call_id: z.string().uuid(), platform_call_id: z.string(), platform_status: z.string().nullable(),
+      outcome: z.string().nullable(), finalized: z.boolean(),
+    }),
+  ]),
+}).meta({ id: 'VoicePostCallResponse' });
+
+/** The voice platform's routes as the OpenAPI document lists them (under /api, signed, not token-authenticated). */
+export const voiceOperations = [
+  {
+    path: '/voice/inbound', operationId: 'receiveInboundCall', summary: 'Pre-call: the platform asks how to answer an inbound call',
+    description: 'The location is the one whose service_phone is to_number (unknown number: 404). A blocked caller gets reject_call = "true".',
+    body: InboundWebhook, response: VoiceInboundResponse, errors: [400, 401, 404, 413, 503], parts: [],
+  },
+  {
+    path: '/voice/post-call', operationId: 'receivePostCallEvent', summary: 'Post-call: call_started, call_ended, call_analyzed and the transfer events',
+    description: 'Idempotent on call.call_id (the platform retries); transfer_started, transfer_bridged, transfer_cancelled and transfer_ended are recorded once per event, call and timestamp. Other event types are acknowledged as ignored.',
+    body: PostCallWebhook, response: VoicePostCallResponse, errors: [400, 401, 413, 503],
+    // custom_analysis_data is read leniently (any value), so its schema is referred to by name.
+    parts: [CustomAnalysisData],
+  },
+] as const;

@@ -14,7 +14,7 @@ export const BookingCreate = z.strictObject({
   address: text(500).optional(),
   service_type: text(200).optional(),
   notes: z.string().max(10000).optional(),
-});
+}).meta({ id: 'BookingCreate' });
 
 export const BookingPatch = patchOf({
   status: z.enum(bookingStatuses).describe(
@@ -25,29 +25,29 @@ export const BookingPatch = patchOf({
   service_type: text(200).nullable(),
   address: text(500).nullable(),
   notes: z.string().max(10000).nullable(),
-});
+}).meta({ id: 'BookingUpdate' });
 
 export const bookingRoutes: RouteSpec[] = [
   defineRoute({
-    method: 'get', path: '/locations/:locationId/bookings', tag: 'Bookings', scope: 'bookings:read', list: true,
+    operationId: 'listBookings', method: 'get', path: '/locations/:locationId/bookings', tag: 'Bookings', scope: 'bookings:read', list: true,
     summary: 'Bookings, newest first', params: LocationParams,
     query: z.object({ ...pageQuery, status: z.enum(bookingStatuses).optional() }),
     response: z.array(Booking),
     handler: ({ call, token, params, query }) => call('api.bookings_list', token, params.locationId, query.status, page(query)),
   }),
   defineRoute({
-    method: 'post', path: '/locations/:locationId/bookings', tag: 'Bookings', scope: 'bookings:write', status: 201,
+    operationId: 'createBooking', method: 'post', path: '/locations/:locationId/bookings', tag: 'Bookings', scope: 'bookings:write', status: 201,
     summary: 'Book an arrival window (409 slot_unavailable with the next three open windows; fires booking.created)',
     params: LocationParams, body: BookingCreate, response: Booking, conflict: true, rules: ['phone_valid'],
     handler: ({ call, token, params, body }) => call('api.booking_create', token, params.locationId, body),
   }),
   defineRoute({
-    method: 'get', path: '/locations/:locationId/bookings/:bookingId', tag: 'Bookings', scope: 'bookings:read',
+    operationId: 'getBooking', method: 'get', path: '/locations/:locationId/bookings/:bookingId', tag: 'Bookings', scope: 'bookings:read',
     summary: 'One booking', params: locAnd('bookingId'), response: Booking,
     handler: ({ call, token, params }) => call('api.booking_get', token, params.locationId, params.bookingId),
   }),
   defineRoute({
-    method: 'patch', path: '/locations/:locationId/bookings/:bookingId', tag: 'Bookings', scope: 'bookings:write',
+    operationId: 'updateBooking', method: 'patch', path: '/locations/:locationId/bookings/:bookingId', tag: 'Bookings', scope: 'bookings:write',
     summary: 'Change a booking (status, window, date, time; fires booking.updated)',
     params: locAnd('bookingId'), body: BookingPatch, response: Booking, conflict: true,
     handler: ({ call, token, params, body }) => call('api.booking_patch', token, params.locationId, params.bookingId, body),

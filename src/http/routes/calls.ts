@@ -8,7 +8,7 @@ export const TranscriptTurn = z.object({
   role: z.string(),
   content: z.string(),
   words: z.array(z.object({ word: z.string(), start: z.number(), end: z.number() })).optional(),
-});
+}).meta({ id: 'TranscriptTurn' });
 
 export const CallDetail = CallSummary.extend({
   recording_url: z.string().nullable().describe('null unless the token has recordings:read'),
@@ -25,7 +25,7 @@ export const CallDetail = CallSummary.extend({
     status: z.enum(transferStatuses),
     at: ts.describe('When the voice platform reported it'),
   })).describe('Transfer attempts of the call, oldest first (voice platform transfer_* events)'),
-});
+}).meta({ id: 'Call', description: 'A call in detail: the summary plus transcript, recording and analysis' });
 
 const CallsQuery = z.object({
   ...pageQuery,
@@ -37,14 +37,14 @@ const CallsQuery = z.object({
 
 export const callRoutes: RouteSpec[] = [
   defineRoute({
-    method: 'get', path: '/locations/:locationId/calls', tag: 'Calls', scope: 'calls:read', list: true,
+    operationId: 'listCalls', method: 'get', path: '/locations/:locationId/calls', tag: 'Calls', scope: 'calls:read', list: true,
     summary: 'Calls (summaries), newest first', params: LocationParams, query: CallsQuery, response: z.array(CallSummary),
     handler: ({ call, token, params, query }) =>
       call('api.calls_list', token, params.locationId,
         { outcome: query.outcome, from: query.from, to: query.to, is_emergency: query.is_emergency }, page(query)),
   }),
   defineRoute({
-    method: 'get', path: '/locations/:locationId/calls/:callId', tag: 'Calls', scope: 'calls:read',
+    operationId: 'getCall', method: 'get', path: '/locations/:locationId/calls/:callId', tag: 'Calls', scope: 'calls:read',
     summary: 'Call detail (transcript needs transcripts:read, recording needs recordings:read)',
     params: locAnd('callId'), response: CallDetail,
     handler: ({ call, token, params }) => call('api.call_get', token, params.locationId, params.callId),

@@ -5,9 +5,9 @@ import { defineRoute, JsonText, LocationParams, page, pageQuery, type RouteSpec 
 
 export const coreRoutes: RouteSpec[] = [
   defineRoute({
-    method: 'get', path: '/me', tag: 'Me', scope: null,
+    operationId: 'getMe', method: 'get', path: '/me', tag: 'Me', scope: null,
     summary: 'The calling API key, its location and scopes',
-    response: z.object({ api_key: ApiKey, location: Location, scopes: z.array(z.string()) }),
+    response: z.object({ api_key: ApiKey, location: Location, scopes: z.array(z.string()) }).meta({ id: 'Me' }),
     // Answered from the process's auth cache when it holds a fresh entry (src/auth/cache.ts).
     handler: async ({ call, token, authCache }) => {
       if (!authCache) return call('api.me', token);
@@ -16,19 +16,19 @@ export const coreRoutes: RouteSpec[] = [
     },
   }),
   defineRoute({
-    method: 'get', path: '/locations', tag: 'Locations', scope: 'locations:read', list: true,
+    operationId: 'listLocations', method: 'get', path: '/locations', tag: 'Locations', scope: 'locations:read', list: true,
     summary: 'Locations the token can access (its own)',
     query: z.object(pageQuery),
     response: z.array(Location),
     handler: ({ call, token, query }) => call('api.locations_list', token, page(query)),
   }),
   defineRoute({
-    method: 'get', path: '/locations/:locationId', tag: 'Locations', scope: 'locations:read',
+    operationId: 'getLocation', method: 'get', path: '/locations/:locationId', tag: 'Locations', scope: 'locations:read',
     summary: 'Location profile', params: LocationParams, response: Location,
     handler: ({ call, token, params }) => call('api.location_get', token, params.locationId),
   }),
   defineRoute({
-    method: 'patch', path: '/locations/:locationId', tag: 'Locations', scope: 'locations:write',
+    operationId: 'updateLocation', method: 'patch', path: '/locations/:locationId', tag: 'Locations', scope: 'locations:write',
     summary: 'Update the location profile', params: LocationParams, body: LocationPatch, conflict: true,
     rules: ['phone_valid', 'timezone_known', 'ipv6_literal'], response: Location,
     handler: async ({ call, token, params, body, authCache }) => {
@@ -39,7 +39,7 @@ export const coreRoutes: RouteSpec[] = [
     },
   }),
   defineRoute({
-    method: 'get', path: '/locations/:locationId/api-keys', tag: 'API keys', scope: 'api_keys:read', list: true,
+    operationId: 'listApiKeys', method: 'get', path: '/locations/:locationId/api-keys', tag: 'API keys', scope: 'api_keys:read', list: true,
     summary: 'API keys of the location (listing records; never the token)',
     params: LocationParams, query: z.object(pageQuery), response: z.array(ApiKey),
     handler: ({ call, token, params, query }) => call('api.api_keys_list', token, params.locationId, page(query)),

@@ -25,11 +25,11 @@ export const Insights = z.object({
   per_day: z.array(z.object({ date: z.string(), calls: z.number().int(), revenue: z.number() })),
   per_hour: z.array(z.object({ hour: z.number().int().min(0).max(23), share: z.number().min(0).max(1) })),
   services: z.array(z.object({ service: z.string(), pct: z.number() })),
-});
+}).meta({ id: 'InsightsSummary' });
 
 export const insightRoutes: RouteSpec[] = [
   defineRoute({
-    method: 'get', path: '/locations/:locationId/insights', tag: 'Insights', scope: 'insights:read',
+    operationId: 'getInsights', method: 'get', path: '/locations/:locationId/insights', tag: 'Insights', scope: 'insights:read',
     summary: 'Call insights over the last N days in the location timezone',
     params: LocationParams, query: InsightsQuery, response: Insights,
     handler: ({ call, token, params, query }) => call('api.insights', token, params.locationId, query.days),

@@ -19,7 +19,7 @@ export const Integration = z.object({
   last_error: z.string().nullable(),
   created_at: ts,
   updated_at: ts,
-});
+}).meta({ id: 'Integration' });
 
 /**
  * OAuth providers get their own error code (oauth_required), so the provider is checked by a
@@ -42,17 +42,17 @@ export const IntegrationCreate = z.strictObject({
   webhook_url: httpsUrl,
   label: z.string().trim().max(200).optional(),
   config: z.record(z.string(), z.unknown()).optional(),
-});
+}).meta({ id: 'IntegrationCreate' });
 
 export const integrationRoutes: RouteSpec[] = [
   defineRoute({
-    method: 'get', path: '/locations/:locationId/integrations', tag: 'Integrations', scope: 'integrations:read', list: true,
+    operationId: 'listIntegrations', method: 'get', path: '/locations/:locationId/integrations', tag: 'Integrations', scope: 'integrations:read', list: true,
     summary: 'Integrations, newest first (tokens never returned)', params: LocationParams, query: z.object(pageQuery),
     response: z.array(Integration),
     handler: ({ call, token, params, query }) => call('api.integrations_list', token, params.locationId, page(query)),
   }),
   defineRoute({
-    method: 'post', path: '/locations/:locationId/integrations', tag: 'Integrations', scope: 'integrations:write', status: 201,
+    operationId: 'createIntegration', method: 'post', path: '/locations/:locationId/integrations', tag: 'Integrations', scope: 'integrations:write', status: 201,
     summary: 'Connect a webhook-style integration (slack, zapier, make, n8n, calcom)',
     params: LocationParams, body: IntegrationCreate, response: Integration, conflict: true, rules: ['ipv6_literal', 'public_target'],
     handler: async ({ call, token, params, body, req }) => {
@@ -62,7 +62,7 @@ export const integrationRoutes: RouteSpec[] = [
     },
   }),
   defineRoute({
-    method: 'delete', path: '/locations/:locationId/integrations/:provider', tag: 'Integrations', scope: 'integrations:write',
+    operationId: 'deleteIntegration', method: 'delete', path: '/locations/:locationId/integrations/:provider', tag: 'Integrations', scope: 'integrations:write',
     summary: 'Disconnect the provider (returns the disconnected record)',
     params: z.object({ locationId: locationParam, provider: z.enum(integrationProviders) }), response: Integration,
     handler: ({ call, token, params }) => call('api.integration_delete', token, params.locationId, params.provider),

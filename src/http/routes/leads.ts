@@ -26,35 +26,35 @@ export const LeadCreate = z.strictObject({
   estimated_value: fields.estimated_value.optional(),
   notes: fields.notes.optional(),
   assigned_to: fields.assigned_to.optional(),
-});
+}).meta({ id: 'LeadCreate' });
 
 export const LeadPatch = patchOf({
   ...fields,
   status: z.enum(leadStatuses).describe(
     'Allowed moves: new→contacted|booked|closed|lost, contacted→booked|closed|lost, booked→closed|lost, lost→new|contacted; closed is final (else 409 invalid_transition)'),
-});
+}).meta({ id: 'LeadUpdate' });
 
 export const leadRoutes: RouteSpec[] = [
   defineRoute({
-    method: 'get', path: '/locations/:locationId/leads', tag: 'Leads', scope: 'leads:read', list: true,
+    operationId: 'listLeads', method: 'get', path: '/locations/:locationId/leads', tag: 'Leads', scope: 'leads:read', list: true,
     summary: 'Leads, newest first', params: LocationParams,
     query: z.object({ ...pageQuery, status: z.enum(leadStatuses).optional() }),
     response: z.array(Lead),
     handler: ({ call, token, params, query }) => call('api.leads_list', token, params.locationId, query.status, page(query)),
   }),
   defineRoute({
-    method: 'post', path: '/locations/:locationId/leads', tag: 'Leads', scope: 'leads:write', status: 201,
+    operationId: 'createLead', method: 'post', path: '/locations/:locationId/leads', tag: 'Leads', scope: 'leads:write', status: 201,
     summary: 'Create a lead (fires lead.created; call_id null)', params: LocationParams, body: LeadCreate,
     rules: ['phone_valid', 'member_reference'], response: Lead,
     handler: ({ call, token, params, body }) => call('api.lead_create', token, params.locationId, body),
   }),
   defineRoute({
-    method: 'get', path: '/locations/:locationId/leads/:leadId', tag: 'Leads', scope: 'leads:read',
+    operationId: 'getLead', method: 'get', path: '/locations/:locationId/leads/:leadId', tag: 'Leads', scope: 'leads:read',
     summary: 'One lead', params: locAnd('leadId'), response: Lead,
     handler: ({ call, token, params }) => call('api.lead_get', token, params.locationId, params.leadId),
   }),
   defineRoute({
-    method: 'patch', path: '/locations/:locationId/leads/:leadId', tag: 'Leads', scope: 'leads:write',
+    operationId: 'updateLead', method: 'patch', path: '/locations/:locationId/leads/:leadId', tag: 'Leads', scope: 'leads:write',
     summary: 'Update a lead or move its status (fires lead.updated on a move)',
     params: locAnd('leadId'), body: LeadPatch, response: Lead, conflict: true, rules: ['phone_valid', 'member_reference'],
     handler: ({ call, token, params, body }) => call('api.lead_patch', token, params.locationId, params.leadId, body),

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { defineRoute, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
-import { e164, patchOf, timestamp } from '../schemas.js';
+import { e164, patchOf, timestamp, uuid } from '../schemas.js';
 
 import { notificationChannels, notificationProviders, notificationStatuses, notificationTypes } from '../../allowed-values.js';
 
@@ -9,7 +9,7 @@ const ChannelList = z
   .array(Channel)
   .max(notificationChannels.length)
   .refine((l) => new Set(l).size === l.length, 'Channels must not repeat')
-  .meta({ uniqueItems: true });
+  .meta({ id: 'NotificationChannels', uniqueItems: true });
 
 const routesShape = Object.fromEntries(notificationTypes.map((t) => [t, ChannelList])) as Record<
   (typeof notificationTypes)[number],
@@ -17,12 +17,12 @@ const routesShape = Object.fromEntries(notificationTypes.map((t) => [t, ChannelL
 >;
 
 export const NotificationSettings = z.object({
-  location_id: z.string().uuid(),
+  location_id: uuid,
   routes: z.object(routesShape).describe('{ type: [channels] } for every event type and the operational types webhook_endpoint.failing / webhook_endpoint.disabled; an empty list sends nothing'),
   sms_recipients: z.array(z.string()).describe('E.164 numbers texted besides the owner cell'),
   email_recipients: z.array(z.string()).describe('Addresses e-mailed besides owner and admin members'),
   updated_at: timestamp,
-});
+}).meta({ id: 'NotificationSettings' });
 
 const distinct = <T>(l: T[]) => new Set(l.map((x) => String(x).toLowerCase())).size === l.length;
 
@@ -31,19 +31,19 @@ export const NotificationSettingsPatch = patchOf({
     sms_recipients: z.array(e164).max(20).refine(distinct, 'Numbers must not repeat').meta({ uniqueItems: true }),
     email_recipients: z.array(z.email().max(320)).max(20).refine(distinct, 'Addresses must not repeat (ignoring case)')
       .meta({ uniqueItems: true }),
-  });
+  }).meta({ id: 'NotificationSettingsUpdate' });
 
 const LogEntry = z.object({
   at: timestamp,
   status: z.enum(notificationStatuses),
   detail: z.string().nullable(),
   response_status: z.number().int().nullable(),
-});
+}).meta({ id: 'NotificationAttempt' });
 
 export const Notification = z.object({
-  id: z.string().uuid(),
-  location_id: z.string().uuid(),
-  event_id: z.string().uuid().nullable().describe('The event notified about; null for an operational notification'),
+  id: uuid,
+  location_id: uuid,
+  event_id: uuid.nullable().describe('The event notified about; null for an operational notification'),
   event: z.enum(notificationTypes).describe('The event type, or an operational type (webhook_endpoint.failing, webhook_endpoint.disabled)'),
   channel: Channel,
   provider: z.enum(notificationProviders),
@@ -53,7 +53,7 @@ export const Notification = z.object({
   created_at: timestamp,
   updated_at: timestamp,
   log: z.array(LogEntry).optional().describe('Only with include=log: each try, oldest first'),
-});
+}).meta({ id: 'Notification' });
 
 const NotificationsQuery = z.object({
   ...pageQuery,
@@ -62,20 +62,20 @@ const NotificationsQuery = z.object({
 
 export const notificationRoutes: RouteSpec[] = [
   defineRoute({
-    method: 'get', path: '/locations/:locationId/notification-settings', tag: 'Notifications', scope: 'settings:read',
+    operationId: 'getNotificationSettings', method: 'get', path: '/locations/:locationId/notification-settings', tag: 'Notifications', scope: 'settings:read',
     summary: 'Which events notify which channels, and the extra recipients',
     params: LocationParams, response: NotificationSettings,
     handler: ({ call, token, params }) => call('api.notification_settings_get', token, params.locationId),
   }),
   defineRoute({
-    method: 'patch', path: '/locations/:locationId/notification-settings', tag: 'Notifications', scope: 'settings:write',
+    operationId: 'updateNotificationSettings', method: 'patch', path: '/locations/:locationId/notification-settings', tag: 'Notifications', scope: 'settings:write',
     summary: 'Change notification routing or recipients',
     params: LocationParams, body: NotificationSettingsPatch, response: NotificationSettings,
     rules: ['phone_valid', 'emails_distinct'],
     handler: ({ call, token, params, body }) => call('api.notification_settings_patch', token, params.locationId, body),
   }),
   defineRoute({
-    method: 'get', path: '/locations/:locationId/notifications', tag: 'Notifications', scope: 'notifications:read', list: true,
+    operationId: 'listNotifications', method: 'get', path: '/locations/:locationId/notifications', tag: 'Notifications', scope: 'notifications:read', list: true,
     summary: 'Notifications sent (or skipped) for this location, newest first; include=log adds each one\'s tries',
     params: LocationParams, query: NotificationsQuery, response: z.array(Notification),
     handler: ({ call, token, params, query }) =>

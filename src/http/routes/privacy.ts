@@ -22,12 +22,12 @@ export const DataRetention = z.object({
   content_retention_days: days.nullable().describe('Days after which a call\'s transcript, turns, recording and log URLs are cleared; null keeps them'),
   personal_data_retention_days: days.nullable().describe('Days after which caller personal data (names, phones, e-mails, addresses, notes, summaries) is anonymised; null keeps it'),
   updated_at: ts,
-});
+}).meta({ id: 'DataRetention' });
 export const DataRetentionPatch = patchOf({
   redact_sensitive_data: z.boolean(),
   content_retention_days: days.nullable(),
   personal_data_retention_days: days.nullable(),
-});
+}).meta({ id: 'DataRetentionUpdate' });
 
 const email = z.email().max(320);
 const identifiers = {
@@ -42,14 +42,13 @@ const ONE_IDENTIFIER = { message: 'Give a phone, an email or a customer_id', pat
 export const ErasureCreate = z
   .strictObject(identifiers)
   .refine(oneIdentifier, ONE_IDENTIFIER)
-  .meta({ minProperties: 1 })
-  .describe('The caller to erase: a phone and/or an e-mail, or a customer id (any combination erases the union)');
+  .meta({ id: 'ErasureCreate', minProperties: 1, description: 'The caller to erase: a phone and/or an e-mail, or a customer id (any combination erases the union)' });
 
 const count = z.number().int().min(0);
 const Matched = z.strictObject({
   customers: count, calls: count, leads: count, bookings: count, notifications: count, webhook_attempts: count, events: count,
   idempotency_answers: count.describe('Stored Idempotency-Key answers that held the caller\'s data, cleared (a replay answers 410)'),
-}).describe('Rows cleared per kind');
+}).meta({ id: 'ErasureMatches', description: 'Rows cleared per kind' });
 const PlatformCall = z.strictObject({
   call_id: uuid.nullable(),
   platform_call_id: z.string(),
@@ -58,7 +57,7 @@ const PlatformCall = z.strictObject({
   response_status: z.number().int().nullable(),
   last_error: z.string().nullable(),
   updated_at: ts,
-});
+}).meta({ id: 'PlatformCallDeletion' });
 const erasureFields = {
   id: uuid,
   location_id: uuid,
@@ -72,8 +71,9 @@ const erasureFields = {
   created_at: ts,
   completed_at: tsNull,
 };
-export const ErasureSummary = z.strictObject(erasureFields);
-export const Erasure = z.strictObject({ ...erasureFields, platform_calls: z.array(PlatformCall).describe('Each matched call\'s deletion at the voice platform (empty when no VOICE_API_KEY)') });
+export const ErasureSummary = z.strictObject(erasureFields).meta({ id: 'ErasureSummary' });
+export const Erasure = z.strictObject({ ...erasureFields, platform_calls: z.array(PlatformCall).describe('Each matched call\'s deletion at the voice platform (empty when no VOICE_API_KEY)') })
+  .meta({ id: 'Erasure' });
 
 const CallerDataQuery = z
   .object(identifiers)
@@ -91,7 +91,7 @@ const Customer = z.strictObject({
   created_at: ts,
   updated_at: ts,
   anonymised_at: tsNull,
-});
+}).meta({ id: 'Customer' });
 export const CallerData = z.strictObject({
   location_id: uuid,
   generated_at: ts,
@@ -99,43 +99,43 @@ export const CallerData = z.strictObject({
   calls: z.array(CallDetail).describe('Call detail; transcripts need transcripts:read, recordings recordings:read'),
   leads: z.array(Lead),
   bookings: z.array(Booking),
-  events: z.array(z.strictObject({ id: uuid, type: z.string(), created_at: ts, data: z.record(z.string(), z.unknown()) })),
+  events: z.array(z.strictObject({ id: uuid, type: z.string(), created_at: ts, data: z.record(z.string(), z.unknown()) }).meta({ id: 'CallerEvent' })),
   notifications: z.array(Notification),
-});
+}).meta({ id: 'CallerData' });
 
 /** Whether erasures also delete calls at the voice platform (a key is configured). */
 const platformOn = (cfg: Config) => cfg.VOICE_API_KEY !== undefined;
 
 export const privacyRoutes: RouteSpec[] = [
   defineRoute({
-    method: 'get', path: '/locations/:locationId/data-retention', tag: 'Privacy', scope: 'settings:read',
+    operationId: 'getDataRetention', method: 'get', path: '/locations/:locationId/data-retention', tag: 'Privacy', scope: 'settings:read',
     summary: 'Redaction switch and retention windows', params: LocationParams, response: DataRetention,
     handler: ({ call, token, params }) => call('api.data_retention_get', token, params.locationId),
   }),
   defineRoute({
-    method: 'patch', path: '/locations/:locationId/data-retention', tag: 'Privacy', scope: 'settings:write',
+    operationId: 'updateDataRetention', method: 'patch', path: '/locations/:locationId/data-retention', tag: 'Privacy', scope: 'settings:write',
     summary: 'Change redaction and retention (null keeps data until erased)', params: LocationParams, body: DataRetentionPatch, response: DataRetention,
     handler: ({ call, token, params, body }) => call('api.data_retention_patch', token, params.locationId, body),
   }),
   defineRoute({
-    method: 'post', path: '/locations/:locationId/erasures', tag: 'Privacy', scope: 'privacy:write', status: 202,
+    operationId: 'createErasure', method: 'post', path: '/locations/:locationId/erasures', tag: 'Privacy', scope: 'privacy:write', status: 202,
     summary: 'Erase one caller\'s personal data in this location', params: LocationParams, body: ErasureCreate,
     rules: ['phone_valid'], response: Erasure,
     handler: ({ call, token, params, body, req }) =>
       call('api.erasure_create', token, params.locationId, body, platformOn(req.app.locals.cfg as Config)),
   }),
   defineRoute({
-    method: 'get', path: '/locations/:locationId/erasures', tag: 'Privacy', scope: 'privacy:read', list: true,
+    operationId: 'listErasures', method: 'get', path: '/locations/:locationId/erasures', tag: 'Privacy', scope: 'privacy:read', list: true,
     summary: 'Erasures, newest first', params: LocationParams, query: z.object(pageQuery), response: z.array(ErasureSummary),
     handler: ({ call, token, params, query }) => call('api.erasures_list', token, params.locationId, page(query)),
   }),
   defineRoute({
-    method: 'get', path: '/locations/:locationId/erasures/:erasureId', tag: 'Privacy', scope: 'privacy:read',
+    operationId: 'getErasure', method: 'get', path: '/locations/:locationId/erasures/:erasureId', tag: 'Privacy', scope: 'privacy:read',
     summary: 'One erasure: matches per kind and each voice-platform deletion', params: locAnd('erasureId'), response: Erasure,
     handler: ({ call, token, params }) => call('api.erasure_get', token, params.locationId, params.erasureId),
   }),
   defineRoute({
-    method: 'get', path: '/locations/:locationId/caller-data', tag: 'Privacy', scope: 'privacy:read',
+    operationId: 'getCallerData', method: 'get', path: '/locations/:locationId/caller-data', tag: 'Privacy', scope: 'privacy:read',
     summary: 'Everything held about one caller in this location (right to know)', params: LocationParams,
     query: CallerDataQuery, response: CallerData,
     handler: ({ call, token, params, query }) =>

@@ -40,7 +40,7 @@ export const CallSummary = z.strictObject({
   appointment_time: z.string().nullable().describe('As the voice agent captured it, e.g. 10:00'),
   disconnection_reason: z.string().nullable(),
   created_at: ts,
-});
+}).meta({ id: 'CallSummary', description: 'A call without transcript, recording or cost; the caller\'s phone masked' });
 
 export const Lead = z.strictObject({
   id: uuid,
@@ -60,7 +60,7 @@ export const Lead = z.strictObject({
   notes: z.string().max(10000).nullable(),
   created_at: ts,
   updated_at: ts,
-});
+}).meta({ id: 'Lead' });
 
 export const Booking = z.strictObject({
   id: uuid,
@@ -79,4 +79,4 @@ export const Booking = z.strictObject({
   window_start: tsNull.describe('Start of the arrival window the booking holds; null for a booking without a window'),
   window_end: tsNull.describe('End of the arrival window'),
   source: z.enum(bookingSources).describe('call: from the post-call analysis; agent_tool: booked by the agent during the call; api: through this API'),
-});
+}).meta({ id: 'Booking' });

@@ -4,13 +4,13 @@ import { z } from 'zod';
 import type { Config } from '../../config.js';
 import { assertTarget, SsrfError } from '../../net/ssrf.js';
 import { ApiError } from '../errors.js';
-import { text, timestamp } from '../schemas.js';
+import { text, timestamp, uuid } from '../schemas.js';
 
 export { text };
 export const hhmm = z.string().regex(/^([01][0-9]|2[0-3]):[0-5][0-9]$/, 'Expected HH:MM (24 h)');
 export const urgency = z.number().int().min(0).max(5);
 export const money = z.number().min(0).max(100_000_000);
-export const uuid = z.string().uuid();
+export { uuid };
 export const ts = timestamp;
 export const tsNull = timestamp.nullable();
 

@@ -5,17 +5,17 @@ import { AvailabilityQuery, AvailabilityWindow, Scheduling, SchedulingPatch } fr
 
 export const schedulingRoutes: RouteSpec[] = [
   defineRoute({
-    method: 'get', path: '/locations/:locationId/scheduling', tag: 'Scheduling', scope: 'settings:read',
+    operationId: 'getScheduling', method: 'get', path: '/locations/:locationId/scheduling', tag: 'Scheduling', scope: 'settings:read',
     summary: 'Arrival windows: length, capacity, lead time, horizon, closed dates', params: LocationParams, response: Scheduling,
     handler: ({ call, token, params }) => call('api.scheduling_get', token, params.locationId),
   }),
   defineRoute({
-    method: 'patch', path: '/locations/:locationId/scheduling', tag: 'Scheduling', scope: 'settings:write',
+    operationId: 'updateScheduling', method: 'patch', path: '/locations/:locationId/scheduling', tag: 'Scheduling', scope: 'settings:write',
     summary: 'Change the arrival windows (bookings already made keep theirs)', params: LocationParams, body: SchedulingPatch, response: Scheduling,
     handler: ({ call, token, params, body }) => call('api.scheduling_patch', token, params.locationId, body),
   }),
   defineRoute({
-    method: 'get', path: '/locations/:locationId/availability', tag: 'Scheduling', scope: 'bookings:read',
+    operationId: 'listAvailability', method: 'get', path: '/locations/:locationId/availability', tag: 'Scheduling', scope: 'bookings:read',
     summary: 'Open windows (room left), oldest first', params: LocationParams, query: AvailabilityQuery,
     response: z.array(AvailabilityWindow),
     handler: ({ call, token, params, query }) => call('api.availability', token, params.locationId, query.from ?? null, query.days ?? null),

@@ -8,7 +8,7 @@ import type { Config } from '../../config.js';
 import { deliveryEventTypes, deliveryStatuses, eventTypes } from '../../allowed-values.js';
 import { catalogEntry, publishedCatalog } from '../../webhooks/events.js';
 import { defineRoute, locAnd, LocationParams, page, pageQuery, type RouteSpec, uuidParam } from '../route.js';
-import { httpsUrl, patchOf, timestamp } from '../schemas.js';
+import { httpsUrl, patchOf, timestamp, uuid } from '../schemas.js';
 import { assertTargetField } from './rest-common.js';
 
 /**
@@ -21,8 +21,8 @@ import { assertTargetField } from './rest-common.js';
 export const RECOVER_MAX_EVENTS = 10_000;
 
 export const WebhookEndpoint = z.object({
-  id: z.string().uuid(),
-  location_id: z.string().uuid(),
+  id: uuid,
+  location_id: uuid,
   label: z.string().nullable(),
   url: z.string(),
   events: z.array(z.enum(eventTypes)),
@@ -35,15 +35,15 @@ export const WebhookEndpoint = z.object({
   disabled_reason: z.string().nullable().describe('Why it was disabled; null while enabled'),
   created_at: timestamp,
   updated_at: timestamp,
-});
+}).meta({ id: 'WebhookEndpoint' });
 export const WebhookEndpointWithSecret = WebhookEndpoint.extend({
   secret: z.string().describe('whsec_ + 32 random bytes in standard base64 (the Standard Webhooks form). Shown only here.'),
-});
+}).meta({ id: 'WebhookEndpointWithSecret', description: 'A webhook endpoint and its signing secret (only in the answers that create or rotate it)' });
 
 export const WebhookDelivery = z.object({
-  id: z.string().uuid().describe('The svc-delivery-id header of this attempt'),
-  event_id: z.string().uuid().describe('The svc-event-id header; the same for every attempt'),
-  endpoint_id: z.string().uuid().nullable(),
+  id: uuid.describe('The svc-delivery-id header of this attempt'),
+  event_id: uuid.describe('The svc-event-id header; the same for every attempt'),
+  endpoint_id: uuid.nullable(),
   event: z.enum(deliveryEventTypes),
   attempt: z.number().int(),
   status: z.enum(deliveryStatuses),
@@ -55,7 +55,7 @@ export const WebhookDelivery = z.object({
   created_at: timestamp,
   attempted_at: timestamp.nullable(),
   next_attempt_at: timestamp.nullable(),
-});
+}).meta({ id: 'WebhookDelivery', description: 'One delivery attempt of an event to an endpoint' });
 
 const events = z.array(z.enum(eventTypes)).min(1).max(eventTypes.length * 2);
 const label = z.string().trim().max(200).nullable();
@@ -65,8 +65,8 @@ const EndpointCreate = z.strictObject({
   url: httpsUrl,
   events,
   active: z.boolean().optional(),
-});
-const EndpointPatch = patchOf({ label, url: httpsUrl, events, active: z.boolean() });
+}).meta({ id: 'WebhookEndpointCreate' });
+const EndpointPatch = patchOf({ label, url: httpsUrl, events, active: z.boolean() }).meta({ id: 'WebhookEndpointUpdate' });
 
 const EndpointParams = z.object({ id: uuidParam });
 const LocEndpointParams = locAnd('id');
@@ -74,45 +74,46 @@ const DeliveryParams = locAnd('id');
 
 const DeliveriesQuery = z.strictObject({
   ...pageQuery,
-  endpoint_id: z.string().uuid().optional(),
-  event_id: z.string().uuid().optional(),
+  endpoint_id: uuid.optional(),
+  event_id: uuid.optional(),
   event: z.enum(deliveryEventTypes).optional().describe('Event type'),
   status: z.enum(deliveryStatuses).optional(),
 });
 
 const TestBody = z.strictObject({
   event_type: z.enum(eventTypes).optional().describe('Send this type\'s catalog example instead of webhook.test'),
-}).optional();
+}).meta({ id: 'WebhookTestRequest' }).optional();
 
 const RecoverBody = z.strictObject({
   since: z.iso.datetime({ offset: true }).describe('Re-send events created at or after this instant (within DELIVERY_RETENTION_DAYS, not in the future)'),
-});
+}).meta({ id: 'WebhookRecoverRequest' });
 const RecoverResult = z.object({
   queued: z.number().int().min(0).describe('New first attempts queued'),
   has_more: z.boolean().describe(`More missed events remain (at most ${RECOVER_MAX_EVENTS} per call): call again with the same since`),
-});
+}).meta({ id: 'WebhookRecoverResult' });
 
 export const EventTypeInfo = z.object({
   type: z.enum(eventTypes),
   description: z.string(),
   schema: z.record(z.string(), z.unknown()).describe('JSON Schema (2020-12) of the whole delivery body'),
   example: z.object({ event: z.string(), location_id: z.string(), created_at: z.string(), data: z.record(z.string(), z.unknown()) }),
-});
+}).meta({ id: 'EventType', description: 'One webhook event type of the catalog' });
 
 /** The same operation under /webhook-endpoints/{id} (token's location) and /locations/{loc}/webhook-endpoints/{id}. */
+/** The short form's operationId is the location form's plus `ForKey` (the API key's own location). */
 function both<B>(
-  spec: Omit<RouteSpec<{ locationId?: string; id: string }, unknown, B>, 'path' | 'params'> & { suffix?: string },
+  spec: Omit<RouteSpec<{ locationId?: string; id: string }, unknown, B>, 'path' | 'params'> & { suffix?: string; operationId: string },
 ): RouteSpec[] {
-  const { suffix = '', ...rest } = spec;
+  const { suffix = '', operationId, ...rest } = spec;
   return [
-    { ...rest, path: `/webhook-endpoints/:id${suffix}`, params: EndpointParams } as RouteSpec,
-    { ...rest, path: `/locations/:locationId/webhook-endpoints/:id${suffix}`, params: LocEndpointParams } as RouteSpec,
+    { ...rest, operationId: `${operationId}ForKey`, path: `/webhook-endpoints/:id${suffix}`, params: EndpointParams } as RouteSpec,
+    { ...rest, operationId, path: `/locations/:locationId/webhook-endpoints/:id${suffix}`, params: LocEndpointParams } as RouteSpec,
   ];
 }
 
 export const webhookRoutes: RouteSpec[] = [
   defineRoute({
-    method: 'post', path: '/locations/:locationId/webhook-endpoints', tag: 'Webhooks', scope: 'webhooks:write', status: 201,
+    operationId: 'createWebhookEndpoint', method: 'post', path: '/locations/:locationId/webhook-endpoints', tag: 'Webhooks', scope: 'webhooks:write', status: 201,
     summary: 'Register a webhook endpoint (the response is the only one that shows its secret)',
     params: LocationParams, body: EndpointCreate, response: WebhookEndpointWithSecret, rules: ['ipv6_literal', 'public_target'],
     handler: async ({ call, token, params, body, req }) => {
@@ -121,17 +122,17 @@ export const webhookRoutes: RouteSpec[] = [
     },
   }),
   defineRoute({
-    method: 'get', path: '/locations/:locationId/webhook-endpoints', tag: 'Webhooks', scope: 'webhooks:read', list: true,
+    operationId: 'listWebhookEndpoints', method: 'get', path: '/locations/:locationId/webhook-endpoints', tag: 'Webhooks', scope: 'webhooks:read', list: true,
     summary: 'Webhook endpoints of the location (never the secret)',
     params: LocationParams, query: z.object(pageQuery), response: z.array(WebhookEndpoint),
     handler: ({ call, token, params, query }) => call('api.webhook_endpoints_list', token, params.locationId, page(query)),
   }),
   ...both({
-    method: 'get', tag: 'Webhooks', scope: 'webhooks:read', summary: 'One webhook endpoint', response: WebhookEndpoint,
+    operationId: 'getWebhookEndpoint', method: 'get', tag: 'Webhooks', scope: 'webhooks:read', summary: 'One webhook endpoint', response: WebhookEndpoint,
     handler: ({ call, token, params }) => call('api.webhook_endpoint_get', token, params.locationId ?? null, params.id),
   }),
   ...both({
-    method: 'patch', tag: 'Webhooks', scope: 'webhooks:write',
+    operationId: 'updateWebhookEndpoint', method: 'patch', tag: 'Webhooks', scope: 'webhooks:write',
     summary: 'Update an endpoint; active=false pauses it (pending retries held), active=true resumes or re-enables it (clears disabled_at, disabled_reason, failure_count)',
     body: EndpointPatch, response: WebhookEndpoint, rules: ['ipv6_literal', 'public_target'],
     handler: async ({ call, token, params, body, req }) => {
@@ -140,12 +141,12 @@ export const webhookRoutes: RouteSpec[] = [
     },
   }),
   ...both({
-    method: 'delete', tag: 'Webhooks', scope: 'webhooks:write',
+    operationId: 'deleteWebhookEndpoint', method: 'delete', tag: 'Webhooks', scope: 'webhooks:write',
     summary: 'Delete an endpoint; its pending deliveries are discarded', response: WebhookEndpoint,
     handler: ({ call, token, params }) => call('api.webhook_endpoint_delete', token, params.locationId ?? null, params.id),
   }),
   ...both({
-    method: 'post', suffix: '/test', tag: 'Webhooks', scope: 'webhooks:write', status: 202,
+    operationId: 'testWebhookEndpoint', method: 'post', suffix: '/test', tag: 'Webhooks', scope: 'webhooks:write', status: 202,
     summary: 'Send a signed test to this endpoint only (svc-test: true): webhook.test, or with event_type that type\'s catalog example; returns the queued attempt',
     body: TestBody, response: WebhookDelivery,
     handler: ({ call, token, params, body }) => {
@@ -155,7 +156,7 @@ export const webhookRoutes: RouteSpec[] = [
     },
   }),
   ...both({
-    method: 'post', suffix: '/recover', tag: 'Webhooks', scope: 'webhooks:write', status: 202,
+    operationId: 'recoverWebhookEndpoint', method: 'post', suffix: '/recover', tag: 'Webhooks', scope: 'webhooks:write', status: 202,
     summary: 'Re-send every subscribed event since `since` that has no delivered or pending attempt to this endpoint (paused and disabled periods included)',
     body: RecoverBody, response: RecoverResult, conflict: true,
     handler: ({ call, token, params, body, req }) => {
@@ -166,13 +167,13 @@ export const webhookRoutes: RouteSpec[] = [
     },
   }),
   ...both({
-    method: 'post', suffix: '/rotate-secret', tag: 'Webhooks', scope: 'webhooks:write',
+    operationId: 'rotateWebhookEndpointSecret', method: 'post', suffix: '/rotate-secret', tag: 'Webhooks', scope: 'webhooks:write',
     summary: 'Replace the signing secret (shown once); the old one also signs for 24 h',
     response: WebhookEndpointWithSecret,
     handler: ({ call, token, params }) => call('api.webhook_endpoint_rotate_secret', token, params.locationId ?? null, params.id),
   }),
   defineRoute({
-    method: 'get', path: '/locations/:locationId/webhook-deliveries', tag: 'Webhooks', scope: 'webhooks:read', list: true,
+    operationId: 'listWebhookDeliveries', method: 'get', path: '/locations/:locationId/webhook-deliveries', tag: 'Webhooks', scope: 'webhooks:read', list: true,
     summary: 'Delivery attempts, most recent first (filters endpoint_id, event_id, event, status)',
     params: LocationParams, query: DeliveriesQuery, response: z.array(WebhookDelivery),
     handler: ({ call, token, params, query }) =>
@@ -180,13 +181,13 @@ export const webhookRoutes: RouteSpec[] = [
         { endpoint_id: query.endpoint_id, event_id: query.event_id, event: query.event, status: query.status }, page(query)),
   }),
   defineRoute({
-    method: 'post', path: '/locations/:locationId/webhook-deliveries/:id/retry', tag: 'Webhooks', scope: 'webhooks:write', status: 202,
+    operationId: 'retryWebhookDelivery', method: 'post', path: '/locations/:locationId/webhook-deliveries/:id/retry', tag: 'Webhooks', scope: 'webhooks:write', status: 202,
     summary: 'Re-send a failed or dead delivery as a new attempt (new id, same event id)',
     params: DeliveryParams, response: WebhookDelivery, conflict: true,
     handler: ({ call, token, params }) => call('api.webhook_delivery_retry', token, params.locationId, params.id),
   }),
   defineRoute({
-    method: 'get', path: '/event-types', tag: 'Webhooks', scope: null,
+    operationId: 'listEventTypes', method: 'get', path: '/event-types', tag: 'Webhooks', scope: null,
     summary: 'The event catalog: each webhook event type with a description, the JSON Schema of its delivery body and an example',
     response: z.array(EventTypeInfo),
     handler: async ({ call, token }) => {

@@ -1,0 +1,116 @@
+/**
+ * Named components of the OpenAPI document, made by zod itself: a schema given a name with
+ * `.meta({ id: 'Lead' })` (zod's global registry) is pulled out by `z.toJSONSchema` into `$defs`
+ * wherever it is used, and this collector moves those definitions to `components.schemas` and
+ * points the `$ref`s there. Nothing here describes a resource by hand: the zod schemas the routes
+ * validate with are the only source.
+ *
+ * A request reads a schema's input side and a response its output side. Most named schemas look
+ * the same both ways and get one component; one whose input differs (a transform, a default, a
+ * field a request may leave out) gets a second component `<Name>Input` for the request side.
+ */
+import { isDeepStrictEqual } from 'node:util';
+import { z, type ZodType } from 'zod';
+
+type Json = Record<string, any>;
+type Io = 'input' | 'output';
+
+const DEFS = '#/$defs/';
+/** Input-side references stay in this form until `finish` knows whether they need `<Name>Input`. */
+const INPUT_REF = '#/$input/';
+export const SCHEMAS = '#/components/schemas/';
+
+/** `z.toJSONSchema` as the document uses it: JSON Schema 2020-12 (the OpenAPI 3.1 dialect). */
+export function jsonSchemaOf(s: ZodType, io: Io): Json {
+  const { $schema: _drop, ...rest } = z.toJSONSchema(s, { io, unrepresentable: 'any', target: 'draft-2020-12' }) as Json;
+  return rest;
+}
+
+function mapRefs(node: unknown, fn: (ref: string) => string): any {
+  if (Array.isArray(node)) return node.map((n) => mapRefs(n, fn));
+  if (!node || typeof node !== 'object') return node;
+  const out: Json = {};
+  for (const [k, v] of Object.entries(node)) out[k] = k === '$ref' && typeof v === 'string' ? fn(v) : mapRefs(v, fn);
+  return out;
+}
+
+const refsIn = (node: unknown, prefix: string, into = new Set<string>()): Set<string> => {
+  mapRefs(node, (r) => {
+    if (r.startsWith(prefix)) into.add(r.slice(prefix.length));
+    return r;
+  });
+  return into;
+};
+
+/** The zod id a schema was named with, if any (`.meta({ id })`). */
+export const nameOf = (s: ZodType | undefined): string | undefined =>
+  s ? (z.globalRegistry.get(s) as { id?: string } | undefined)?.id : undefined;
+
+export class Components {
+  private readonly defs: Record<Io, Map<string, Json>> = { input: new Map(), output: new Map() };
+  /** Components the document adds around the zod ones (envelopes, the list pages). */
+  private readonly extra = new Map<string, Json>();
+
+  /** The JSON Schema of `s`, its named parts moved to components; a named root becomes a `$ref`. */
+  schema(s: ZodType, io: Io): Json {
+    const { $defs, ...root } = jsonSchemaOf(s, io);
+    const id = nameOf(s);
+    const target = io === 'output' ? SCHEMAS : INPUT_REF;
+    const defs: Json = { ...($defs ?? {}) };
+    // zod answers a named root as a `$ref` to its own entry in `$defs`, or inline.
+    if (id && !defs[id]) defs[id] = root;
+    for (const [name, def] of Object.entries<Json>(defs)) {
+      const moved = mapRefs(def, (r) => (r.startsWith(DEFS) ? target + r.slice(DEFS.length) : r));
+      const seen = this.defs[io].get(name);
+      if (seen && !isDeepStrictEqual(seen, moved)) throw new Error(`Two different zod schemas are named ${name}`);
+      this.defs[io].set(name, moved);
+    }
+    if (id) return { $ref: target + id };
+    return mapRefs(root, (r) => (r.startsWith(DEFS) ? target + r.slice(DEFS.length) : r));
+  }
+
+  /** A component built by the document itself (an envelope); the same name must mean the same shape. */
+  add(name: string, schema: Json): Json {
+    const seen = this.extra.get(name);
+    if (seen && !isDeepStrictEqual(seen, schema)) throw new Error(`Two different shapes are named ${name}`);
+    if (this.defs.output.has(name) || this.defs.input.has(name)) throw new Error(`${name} is already a zod schema's name`);
+    this.extra.set(name, schema);
+    return { $ref: SCHEMAS + name };
+  }
+
+  /**
+   * Resolves input-side names (`<Name>` when its input equals its output, else `<Name>Input`),
+   * rewrites every pending reference in `doc` and returns `components.schemas`, sorted by name.
+   */
+  finish(doc: Json): { doc: Json; schemas: Json } {
+    const { input, output } = this.defs;
+    const needsOwn = new Set<string>();
+    const differs = (name: string) => {
+      const out = output.get(name);
+      if (!out) return true;
+      const asOutput = mapRefs(input.get(name), (r) => (r.startsWith(INPUT_REF) ? SCHEMAS + r.slice(INPUT_REF.length) : r));
+      return !isDeepStrictEqual(asOutput, out);
+    };
+    for (const name of input.keys()) if (differs(name)) needsOwn.add(name);
+    // A schema that refers to one with its own input component needs one too.
+    for (let changed = true; changed;) {
+      changed = false;
+      for (const [name, def] of input) {
+        if (needsOwn.has(name)) continue;
+        if ([...refsIn(def, INPUT_REF)].some((r) => needsOwn.has(r) && output.has(r))) {
+          needsOwn.add(name);
+          changed = true;
+        }
+      }
+    }
+    const inputName = (name: string) => (needsOwn.has(name) && output.has(name) ? `${name}Input` : name);
+    const resolve = (node: unknown) =>
+      mapRefs(node, (r) => (r.startsWith(INPUT_REF) ? SCHEMAS + inputName(r.slice(INPUT_REF.length)) : r));
+    const schemas: Json = {};
+    for (const [name, def] of output) schemas[name] = def;
+    for (const [name, def] of input) if (needsOwn.has(name)) schemas[inputName(name)] = resolve(def);
+    for (const [name, def] of this.extra) schemas[name] = def;
+    const sorted = Object.fromEntries(Object.keys(schemas).sort().map((k) => [k, schemas[k]]));
+    return { doc: resolve(doc), schemas: sorted };
+  }
+}

@@ -1,0 +1,63 @@
+/**
+ * The prose of the OpenAPI document: `info`, the tags (one per area, each described) and the
+ * security schemes. A route's `tag` must be one of TAGS (test/rest/openapi.test.ts).
+ */
+import { GENERAL_RULES, RULES } from './rules.js';
+
+type Json = Record<string, any>;
+
+/** The version of the document; bumped on every change of the contract (docs/api-contract.md "Compatibility"). */
+export const API_VERSION = '1.1.0';
+
+export const INFO: Json = {
+  title: 'Switchboard API',
+  version: API_VERSION,
+  summary: 'Location-scoped token API of the Switchboard AI receptionist for home-services contractors.',
+  description: 'Location-scoped token API of the Switchboard AI receptionist. Also served without the /api/v1 prefix.\n\n'
+    + 'Request bodies follow their JSON Schema exactly; rules a schema cannot state are listed in each operation\'s description '
+    + '(ids in `x-rules-not-in-schema`), each one stated here:\n' + Object.entries(RULES).map(([id, text]) => `- \`${id}\`: ${text}`).join('\n')
+    + '\n\nEvery body also obeys:\n' + GENERAL_RULES.map((r) => `- ${r}`).join('\n')
+    + '\n\nCompatibility: within a major version nothing breaks without notice. A deprecated operation or field is marked '
+    + '`deprecated: true` here and answers with `Deprecation` (RFC 9745) and `Sunset` (RFC 8594) headers for at least 6 months '
+    + 'before it goes (docs/api-contract.md "Compatibility and deprecation").',
+  contact: { name: 'Switchboard API support', email: 'api@switchboard.invalid', url: 'https://switchboard.invalid/support' },
+  license: { name: 'Proprietary', url: 'https://switchboard.invalid/terms' },
+};
+
+/** Every tag in documentation order, with its description. */
+export const TAGS: Record<string, string> = {
+  Me: 'The calling API key: its location and scopes.',
+  Locations: 'The business profile of the token\'s location.',
+  'API keys': 'Listing records of the location\'s API keys (never the token).',
+  Calls: 'Calls the AI receptionist answered: summaries, and the detail with transcript and recording when the scopes allow.',
+  Leads: 'Leads captured from calls or created through the API, and their status moves.',
+  Bookings: 'Appointments booked by the voice agent or through the API.',
+  Scheduling: 'Arrival windows: their length, capacity, lead time, horizon and closed dates, and the windows still open.',
+  FAQs: 'Questions and answers the voice agent uses.',
+  Pricebook: 'Services and price ranges the voice agent may quote.',
+  Settings: 'Call forwarding, business hours and agent settings.',
+  Integrations: 'Connections to other tools (webhook-style providers here; OAuth providers through their own flow).',
+  Members: 'People with access to the location.',
+  Insights: 'Call statistics over a window of days.',
+  Webhooks: 'Signed webhook endpoints, their delivery attempts, recovery and the event catalog.',
+  Notifications: 'Which events notify which channels, and the notifications sent.',
+  Privacy: 'Retention settings, erasure of a caller\'s personal data and the export of what is held about a caller.',
+  'Voice platform': 'Webhooks the voice platform (Retell-compatible) calls: signed with x-retell-signature, not with an API key.',
+  'Webhook events': 'Events Switchboard POSTs to your webhook endpoints (the `webhooks` section): one operation per event type.',
+};
+
+export const SECURITY_SCHEMES: Json = {
+  bearerAuth: {
+    type: 'http',
+    scheme: 'bearer',
+    bearerFormat: 'UUIDv4',
+    description: 'An API key token (UUIDv4) minted for one location with a set of scopes. Each operation lists the scope it needs '
+      + 'in its security requirement (empty: any valid token); a token without it gets 403 forbidden with details.required_scope.',
+  },
+  voiceSignature: {
+    type: 'apiKey',
+    in: 'header',
+    name: 'x-retell-signature',
+    description: '`v=<unix ms>,d=<hex HMAC-SHA256>` of the raw body with VOICE_WEBHOOK_SECRET (the retell-sdk `verify` format), 5-minute window.',
+  },
+};
