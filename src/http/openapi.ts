@@ -146,7 +146,7 @@ function operation(spec: RouteSpec, c: Components): Json {
   // every documented status of every operation.
   const named = /:[A-Za-z]/.test(spec.path);
   const errs = [400, ...(auth ? [401] : []), ...(spec.scope ? [403] : []), ...(named ? [404] : []),
-    ...(spec.conflict || idempotent ? [409] : []), ...(spec.body ? [413, 415] : []), ...(idempotent ? [410, 422] : []), ...(auth ? [429] : [])];
+    ...(spec.conflict || idempotent ? [409] : []), ...(spec.body ? [413, 415] : []), ...(idempotent && spec.callerData ? [410] : []), ...(idempotent ? [422] : []), ...(auth ? [429] : [])];
   for (const e of errs) responses[String(e)] = errorRef(e);
   responses.default = errorRef('Default');
   const scopeText = spec.scope ? `Requires scope \`${spec.scope}\`.` : auth ? 'Any valid token (no scope).' : 'No authentication.';

@@ -60,6 +60,8 @@ export interface RouteSpec<P = any, Q = any, B = any> {
   rules?: RuleId[];
   /** The operation can answer 409 (a status move not allowed, a unique value taken, a record in the wrong state). */
   conflict?: boolean;
+  /** Its answer holds a caller's data: a replay of its Idempotency-Key after an erasure answers 410. */
+  callerData?: boolean;
   /** The SQL result is `{ data, next_cursor }`: data is sent, the cursor becomes a Link header. */
   list?: boolean;
   /**

@@ -20,12 +20,9 @@ import type { Logger } from '../log.js';
 import { StaffAuthCache, type StaffMember } from './cache.js';
 import { sha256Hex, summarizeOperation, type OperationSummary } from './operation.js';
 import type { Settled, StaffPluginHooks } from './plugin.js';
-import { DEFAULT_STAFF_BOUNDS, type StaffBounds } from './config.js';
+import { DEFAULT_STAFF_BOUNDS, type StaffLimits } from './config.js';
 
-export interface StaffLimits extends StaffBounds {
-  /** statement_timeout of every staff transaction (STAFF_STATEMENT_TIMEOUT_MS). */
-  statementTimeoutMs: number;
-}
+export type { StaffLimits };
 
 export const DEFAULT_STAFF_LIMITS: StaffLimits = { statementTimeoutMs: 15000, ...DEFAULT_STAFF_BOUNDS };
 

@@ -1,6 +1,5 @@
 /** The staff GraphQL's limits from the configuration (docs/api-contract.md §3). */
 import type { Config } from '../config.js';
-import type { StaffLimits } from './access.js';
 
 /** What one request may ask for and answer (src/staff/bounds.ts, docs/staff.md "Timeouts and bounds"). */
 export interface StaffBounds {
@@ -16,6 +15,12 @@ export interface StaffBounds {
 export const DEFAULT_STAFF_BOUNDS: StaffBounds = {
   maxDepth: 10, maxCost: 5000, maxAliases: 20, maxRows: 1000, maxGroups: 1000, maxAnswerBytes: 2_000_000, maxDocumentBytes: 100_000,
 };
+
+/** The bounds and the statement timeout of every staff request. */
+export interface StaffLimits extends StaffBounds {
+  /** statement_timeout of every staff transaction (STAFF_STATEMENT_TIMEOUT_MS). */
+  statementTimeoutMs: number;
+}
 
 type StaffConfig = Pick<Config, 'STAFF_STATEMENT_TIMEOUT_MS' | 'STAFF_MAX_DEPTH' | 'STAFF_MAX_COST' | 'STAFF_MAX_ALIASES' | 'STAFF_MAX_ROWS'
   | 'STAFF_MAX_GROUPS' | 'STAFF_MAX_ANSWER_BYTES' | 'STAFF_MAX_DOCUMENT_BYTES'>;

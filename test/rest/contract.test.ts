@@ -250,6 +250,18 @@ describe('every operation answers its documented errors in the error envelope', 
       await holder.query('rollback');
       holder.release();
     }
+    // 410 where the answer holds a caller's data: the replay of a key whose answer an erasure cleared.
+    for (const op of ops()) {
+      if (!op.responses['410']) continue;
+      const body = goodBodies.get(`${op.method} ${op.template}`) as { phone?: string } | undefined;
+      const key = randomUUID();
+      const made = await request(t.baseUrl, 'POST', concrete(op.template), { token, body, headers: { 'idempotency-key': key } });
+      expect([op.template, made.status]).toEqual([op.template, 201]);
+      const erased = await request(t.baseUrl, 'POST', `${L()}/erasures`, { token, body: { phone: body?.phone } });
+      expect(erased.status).toBe(202);
+      const replay = await request(t.baseUrl, 'POST', concrete(op.template), { token, body, headers: { 'idempotency-key': key } });
+      expect([op.template, replay.status, replay.body.error?.code]).toEqual([op.template, 410, 'idempotency_answer_erased']);
+    }
   });
 
   test('429 once the key has used its minute (a second server on the same database, limit 1)', async () => {

@@ -45,7 +45,7 @@ export const leadRoutes: RouteSpec[] = [
   defineRoute({
     operationId: 'createLead', method: 'post', path: '/locations/:locationId/leads', tag: 'Leads', scope: 'leads:write', status: 201,
     summary: 'Create a lead (fires lead.created; call_id null)', params: LocationParams, body: LeadCreate,
-    rules: ['phone_valid', 'member_reference'], response: Lead,
+    rules: ['phone_valid', 'member_reference'], response: Lead, callerData: true,
     handler: ({ call, token, params, body }) => call('api.lead_create', token, params.locationId, body),
   }),
   defineRoute({
