@@ -38,7 +38,7 @@ export const bookingRoutes: RouteSpec[] = [
   defineRoute({
     operationId: 'createBooking', method: 'post', path: '/locations/:locationId/bookings', tag: 'Bookings', scope: 'bookings:write', status: 201,
     summary: 'Book an arrival window (409 slot_unavailable with the next three open windows; fires booking.created)',
-    params: LocationParams, body: BookingCreate, response: Booking, conflict: true, rules: ['phone_valid'],
+    params: LocationParams, body: BookingCreate, response: Booking, conflict: true, rules: ['phone_valid'], callerData: true,
     handler: ({ call, token, params, body }) => call('api.booking_create', token, params.locationId, body),
   }),
   defineRoute({
