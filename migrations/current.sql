@@ -80,3 +80,79 @@ $function$;
 alter function admin.demo_seed_finish(text) owner to switchboard_system;
 comment on function admin.demo_seed_finish(text) is E'Demo seed, step 3: customer call statistics (customers no call picked are deleted), then leads and bookings from the seeded calls; statistics are refreshed first (app_private.demo_seed_analyze).';
 revoke execute on function admin.demo_seed_finish(text) from public;
+
+-- Retention's deletes have the same plan shape: deleting an event runs the `on delete cascade`
+-- actions of webhook_deliveries and notifications (`… where $1 = location_id and $2 = event_id`),
+-- deleting a notification that of notification_log. For a location the statistics do not know,
+-- the custom plan of each action walks the location's rows through a location-led index, per
+-- deleted row. The generic plan estimates from n_distinct and takes the foreign key's own index,
+-- whatever the statistics say about one location; the two deletes run with it.
+create or replace function app.retention_prune(kind text, retention_days integer, batch_size integer)
+ returns integer
+ language plpgsql
+ security definer
+ set search_path to pg_catalog, public, pg_temp
+as $function$
+declare
+  cutoff timestamptz := now() - make_interval(days => retention_days);
+  n int;
+  plan_mode text := current_setting('plan_cache_mode');
+begin
+  if retention_days < 1 or batch_size < 1 then
+    perform app.raise('SB400', 'retention_days and batch_size must be positive');
+  end if;
+  if kind = 'deliveries' then
+    delete from app.webhook_deliveries w using (
+      select x.id from app.locations l cross join lateral (
+        select d.id from app.webhook_deliveries d
+         where d.location_id = l.id and d.created_at < cutoff and d.status <> 'pending'
+         order by d.created_at, d.id limit batch_size
+           for update of d skip locked) x
+       limit batch_size) s
+     where w.id = s.id;
+  elsif kind = 'notifications' then
+    -- Generic plans for the cascade to notification_log (above); back to the caller's mode after.
+    perform set_config('plan_cache_mode', 'force_generic_plan', true);
+    delete from app.notifications t using (
+      select x.id from app.locations l cross join lateral (
+        select n.id from app.notifications n
+         where n.location_id = l.id and n.created_at < cutoff and n.status <> 'pending'
+         order by n.created_at, n.id limit batch_size
+           for update of n skip locked) x
+       limit batch_size) s
+     where t.id = s.id;
+    get diagnostics n = row_count;
+    perform set_config('plan_cache_mode', plan_mode, true);
+    return n;
+  elsif kind = 'events' then
+    -- Generic plans for the cascades to webhook_deliveries and notifications (above).
+    perform set_config('plan_cache_mode', 'force_generic_plan', true);
+    delete from app.events t using (
+      select x.id from app.locations l cross join lateral (
+        select e.id from app.events e
+         where e.location_id = l.id and e.created_at < cutoff
+           and not exists (select 1 from app.webhook_deliveries d where d.event_id = e.id)
+           and not exists (select 1 from app.notifications n where n.event_id = e.id)
+         order by e.created_at, e.id limit batch_size
+           for update of e skip locked) x
+       limit batch_size) s
+     where t.id = s.id;
+    get diagnostics n = row_count;
+    perform set_config('plan_cache_mode', plan_mode, true);
+    return n;
+  -- per-location caller-data windows (app.privacy_settings; docs/privacy.md)
+  elsif kind like 'privacy\_%' then
+    return app.privacy_prune(substr(kind, 9), batch_size);
+  -- Idempotency-Key answers after 24 h, rate-limit counters of past minutes (app.idempotency_prune)
+  elsif kind in ('idempotency_keys', 'rate_limits') then
+    return app.idempotency_prune(kind, batch_size);
+  else
+    perform app.raise('SB400', format('Unknown retention kind %s', kind));
+  end if;
+  get diagnostics n = row_count;
+  return n;
+end
+$function$;
+alter function app.retention_prune(text,integer,integer) owner to switchboard_system;
+comment on function app.retention_prune(text,integer,integer) is E'Worker (prune_deliveries): deletes one batch of settled deliveries | notifications (with their log) | events older than the retention window; a privacy_* kind clears one batch of caller data past its location''s window instead (app.privacy_prune); idempotency_keys | rate_limits drop Idempotency-Key answers older than 24 hours and rate-limit counters of past minutes (app.idempotency_prune); returns the count. The notification and event deletes run with generic plans, so their foreign-key cascades use the key''s index whatever the statistics know of a location (docs/performance.md, "Seeding after a history").';
+revoke execute on function app.retention_prune(text,integer,integer) from public;
