@@ -13,6 +13,19 @@ declare
 begin
   perform set_config('app.location_id', loc::text, true);
   perform set_config('app.seeding', 'on', true);
+  -- Statistics first: the calls just seeded may be unknown to them (docs/performance.md).
+  perform app_private.demo_seed_analyze();
+
+  update app.customers cu
+     set first_call_at = s.first_at, last_call_at = s.last_at, call_count = s.n
+    from (select customer_id, min(started_at) first_at, max(started_at) last_at, count(*)::int n
+            from app.calls where location_id = loc group by customer_id) s
+   where cu.id = s.customer_id;
+  -- Before leads and bookings are written: the foreign-key actions of this delete then find no
+  -- row of this run to walk.
+  delete from app.customers cu where cu.location_id = loc and cu.call_count = 0
+     and not exists (select 1 from app.calls c where c.customer_id = cu.id);
+
   insert into app.leads (location_id, call_id, customer_id, name, phone, address, service_type,
                          urgency_level, estimated_value, status, status_changed_at, created_at, updated_at)
   select c.location_id, c.id, c.customer_id, c.caller_name, c.caller_phone, c.caller_address, c.service_type,
@@ -35,13 +48,6 @@ begin
      and not exists (select 1 from app.bookings b where b.call_id = c.id);
   get diagnostics n_bookings = row_count;
 
-  update app.customers cu
-     set first_call_at = s.first_at, last_call_at = s.last_at, call_count = s.n
-    from (select customer_id, min(started_at) first_at, max(started_at) last_at, count(*)::int n
-            from app.calls where location_id = loc group by customer_id) s
-   where cu.id = s.customer_id;
-  delete from app.customers cu where cu.location_id = loc and cu.call_count = 0
-     and not exists (select 1 from app.calls c where c.customer_id = cu.id);
   return jsonb_build_object(
     'location_id', loc, 'leads', n_leads, 'bookings', n_bookings,
     'calls', (select count(*) from app.calls where location_id = loc),
@@ -49,5 +55,5 @@ begin
 end
 $function$;
 alter function admin.demo_seed_finish(text) owner to switchboard_system;
-comment on function admin.demo_seed_finish(text) is E'Demo seed, step 3: leads and bookings from the seeded calls, customer call statistics.';
+comment on function admin.demo_seed_finish(text) is E'Demo seed, step 3: customer call statistics (customers no call picked are deleted), then leads and bookings from the seeded calls; statistics are refreshed first (app_private.demo_seed_analyze).';
 revoke execute on function admin.demo_seed_finish(text) from public;

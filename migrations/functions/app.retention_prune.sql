@@ -9,6 +9,7 @@ AS $function$
 declare
   cutoff timestamptz := now() - make_interval(days => retention_days);
   n int;
+  plan_mode text := current_setting('plan_cache_mode');
 begin
   if retention_days < 1 or batch_size < 1 then
     perform app.raise('SB400', 'retention_days and batch_size must be positive');
@@ -23,6 +24,8 @@ begin
        limit batch_size) s
      where w.id = s.id;
   elsif kind = 'notifications' then
+    -- Generic plans for the cascade to notification_log (above); back to the caller's mode after.
+    perform set_config('plan_cache_mode', 'force_generic_plan', true);
     delete from app.notifications t using (
       select x.id from app.locations l cross join lateral (
         select n.id from app.notifications n
@@ -31,7 +34,12 @@ begin
            for update of n skip locked) x
        limit batch_size) s
      where t.id = s.id;
+    get diagnostics n = row_count;
+    perform set_config('plan_cache_mode', plan_mode, true);
+    return n;
   elsif kind = 'events' then
+    -- Generic plans for the cascades to webhook_deliveries and notifications (above).
+    perform set_config('plan_cache_mode', 'force_generic_plan', true);
     delete from app.events t using (
       select x.id from app.locations l cross join lateral (
         select e.id from app.events e
@@ -42,6 +50,9 @@ begin
            for update of e skip locked) x
        limit batch_size) s
      where t.id = s.id;
+    get diagnostics n = row_count;
+    perform set_config('plan_cache_mode', plan_mode, true);
+    return n;
   -- per-location caller-data windows (app.privacy_settings; docs/privacy.md)
   elsif kind like 'privacy\_%' then
     return app.privacy_prune(substr(kind, 9), batch_size);
@@ -56,5 +67,5 @@ begin
 end
 $function$;
 alter function app.retention_prune(text,integer,integer) owner to switchboard_system;
-comment on function app.retention_prune(text,integer,integer) is E'Worker (prune_deliveries): deletes one batch of settled deliveries | notifications (with their log) | events older than the retention window; a privacy_* kind clears one batch of caller data past its location''s window instead (app.privacy_prune); idempotency_keys | rate_limits drop Idempotency-Key answers older than 24 hours and rate-limit counters of past minutes (app.idempotency_prune); returns the count.';
+comment on function app.retention_prune(text,integer,integer) is E'Worker (prune_deliveries): deletes one batch of settled deliveries | notifications (with their log) | events older than the retention window; a privacy_* kind clears one batch of caller data past its location''s window instead (app.privacy_prune); idempotency_keys | rate_limits drop Idempotency-Key answers older than 24 hours and rate-limit counters of past minutes (app.idempotency_prune); returns the count. The notification and event deletes run with generic plans, so their foreign-key cascades use the key''s index whatever the statistics know of a location (docs/performance.md, "Seeding after a history").';
 revoke execute on function app.retention_prune(text,integer,integer) from public;
