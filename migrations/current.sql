@@ -1,1 +1,234 @@
--- Enter migration here
+-- ==== Field-service connections (Jobber, Housecall Pro, ServiceTitan) ====
+-- docs/integrations.md: OAuth connect, encrypted tokens, the sync log.
+
+-- Tokens and client secrets, encrypted by the application (AES-256-GCM, INTEGRATION_ENCRYPTION_KEY)
+-- as one JSON document; the database never holds them in clear. The old clear-text columns stay
+-- unused (always null).
+alter table app.integrations add column secrets_ciphertext bytea;
+comment on column app.integrations.secrets_ciphertext is E'@behavior -select -filterBy -orderBy\nAES-256-GCM ciphertext (12-byte IV, 16-byte tag, then the sealed JSON of access_token, refresh_token, client_id, client_secret); never returned by any API, never shown to staff.';
+select app.staff_hide_columns('app.integrations', array['secrets_ciphertext']);
+
+create table app.integration_oauth_states (
+  id uuid default gen_random_uuid() not null,
+  location_id uuid not null,
+  provider text not null,
+  state_sha256 text not null,
+  code_verifier_ciphertext bytea not null,
+  expires_at timestamp with time zone default (now() + interval '10 minutes') not null,
+  used_at timestamp with time zone,
+  created_at timestamp with time zone default now() not null,
+  constraint integration_oauth_states_pkey primary key (id, location_id),
+  constraint integration_oauth_states_provider_check check (provider = any (array['jobber', 'housecall_pro'])),
+  constraint integration_oauth_states_state_sha256_check check (state_sha256 ~ '^[0-9a-f]{64}$'),
+  constraint integration_oauth_states_location_id_fkey foreign key (location_id) references app.locations (id) on delete cascade
+);
+comment on table app.integration_oauth_states is E'Pending OAuth authorizations: the state handed to the provider (single use, 10 minutes, bound to one location) and its PKCE verifier (docs/integrations.md).';
+comment on column app.integration_oauth_states.state_sha256 is E'SHA-256 hex of the state parameter; the state itself is only in the authorize URL.';
+comment on column app.integration_oauth_states.code_verifier_ciphertext is E'@behavior -select -filterBy -orderBy\nPKCE code verifier, AES-256-GCM ciphertext.';
+comment on column app.integration_oauth_states.used_at is E'Set by the callback that consumed the state; a second callback with it is refused.';
+select app.secure_tenant_table('app.integration_oauth_states', 'select, insert, delete');
+select app.staff_hide_table('app.integration_oauth_states');
+create unique index integration_oauth_states_state_key on app.integration_oauth_states (state_sha256, location_id);
+create index integration_oauth_states_location_expires_idx on app.integration_oauth_states (location_id, expires_at);
+
+create table app.integration_syncs (
+  id uuid default gen_random_uuid() not null,
+  location_id uuid not null,
+  integration_id uuid not null,
+  provider text not null,
+  record_type text not null,
+  record_id uuid not null,
+  action text not null,
+  status text default 'pending' not null,
+  attempts integer default 0 not null,
+  external_id text,
+  remote jsonb default '{}'::jsonb not null,
+  last_error text,
+  next_attempt_at timestamp with time zone default now() not null,
+  created_at timestamp with time zone default now() not null,
+  updated_at timestamp with time zone default now() not null,
+  constraint integration_syncs_pkey primary key (id, location_id),
+  constraint integration_syncs_record_type_check check (record_type = any (array['lead', 'booking'])),
+  constraint integration_syncs_action_check check (action = any (array['create', 'update'])),
+  constraint integration_syncs_status_check check (status = any (array['pending', 'synced', 'failed'])),
+  constraint integration_syncs_attempts_check check (attempts >= 0),
+  constraint integration_syncs_last_error_check check (length(last_error) <= 2000),
+  constraint integration_syncs_location_id_fkey foreign key (location_id) references app.locations (id) on delete cascade,
+  constraint integration_syncs_integration_fkey foreign key (location_id, integration_id) references app.integrations (location_id, id) on delete cascade
+);
+comment on table app.integration_syncs is E'Sync log: one row per record written (or updated) in a field-service system (docs/integrations.md "Sync log").';
+comment on column app.integration_syncs.remote is E'Remote ids created so far (client, customer, address, request, lead, job, booking): a retry after a crash reuses them instead of creating twice.';
+comment on column app.integration_syncs.external_id is E'Id of the remote record (Jobber request, Housecall Pro lead or job, ServiceTitan booking).';
+comment on column app.integration_syncs.next_attempt_at is E'Earliest time of the next attempt of a pending sync (backoff, Retry-After).';
+select app.secure_tenant_table('app.integration_syncs', 'select, update');
+create trigger _100_set_updated_at before update on app.integration_syncs for each row execute function app.tg__set_updated_at();
+create index integration_syncs_integration_idx on app.integration_syncs (location_id, integration_id);
+create index integration_syncs_location_created_idx on app.integration_syncs (location_id, provider, created_at desc, id desc);
+create unique index integration_syncs_record_key on app.integration_syncs (location_id, integration_id, record_type, record_id, action) where action = 'create';
+
+-- The authorize step: one pending state per call, bound to the token's location.
+create function api.integration_authorize(token_hash text, location_ref text, provider text, configured boolean,
+                                          state_sha256 text, code_verifier_ciphertext bytea, authorize_url text)
+ returns jsonb
+ language plpgsql
+as $function$
+declare
+  a app.auth := app.authorize(token_hash, location_ref, 'integrations:write');
+  s app.integration_oauth_states;
+begin
+  if provider is distinct from 'jobber' and provider is distinct from 'housecall_pro' then
+    perform app.raise('SB400', format('%s has no authorization flow here (servicetitan connects with PUT …/integrations/servicetitan/credentials)', provider),
+                      jsonb_build_object('provider', provider));
+  end if;
+  if not configured then
+    perform app.raise('SB503', format('%s is not configured on this server', provider), jsonb_build_object('provider', provider));
+  end if;
+  if exists (select 1 from app.integrations x where x.provider = integration_authorize.provider and x.status = 'connected') then
+    perform app.raise('SB409', format('A %s integration is already connected; disconnect it first', provider), jsonb_build_object('provider', provider));
+  end if;
+  delete from app.integration_oauth_states o where o.location_id = a.location_id and o.expires_at < now() - interval '1 day';
+  insert into app.integration_oauth_states (location_id, provider, state_sha256, code_verifier_ciphertext)
+  values (a.location_id, provider, state_sha256, code_verifier_ciphertext)
+  returning * into s;
+  return jsonb_build_object('authorize_url', authorize_url, 'expires_at', app.iso(s.expires_at));
+end
+$function$;
+comment on function api.integration_authorize(text,text,text,boolean,text,bytea,text) is E'POST integrations/{provider}/authorize: records a single-use state (10 minutes, this location) with its PKCE verifier and answers the authorize URL the route built; SB503 when the provider is not configured, SB409 when one is connected.';
+revoke execute on function api.integration_authorize(text,text,text,boolean,text,bytea,text) from public;
+grant execute on function api.integration_authorize(text,text,text,boolean,text,bytea,text) to switchboard_api;
+
+-- The public callback: consume the state (whatever happens next) and say what it was.
+create function app.integration_oauth_consume(state_sha256 text)
+ returns jsonb
+ language plpgsql
+ security definer
+ set search_path to pg_catalog, public, pg_temp
+as $function$
+declare
+  s app.integration_oauth_states;
+  loc_name text;
+begin
+  update app.integration_oauth_states o set used_at = now()
+   where o.state_sha256 = integration_oauth_consume.state_sha256 and o.used_at is null
+  returning * into s;
+  if s.id is null then
+    if exists (select 1 from app.integration_oauth_states o where o.state_sha256 = integration_oauth_consume.state_sha256) then
+      return jsonb_build_object('outcome', 'used');
+    end if;
+    return jsonb_build_object('outcome', 'unknown');
+  end if;
+  select l.name into loc_name from app.locations l where l.id = s.location_id;
+  return jsonb_build_object(
+    'outcome', case when s.expires_at < now() then 'expired' else 'ok' end,
+    'location_id', s.location_id, 'location_name', loc_name, 'provider', s.provider,
+    'code_verifier_ciphertext', encode(s.code_verifier_ciphertext, 'base64'));
+end
+$function$;
+alter function app.integration_oauth_consume(text) owner to switchboard_system;
+comment on function app.integration_oauth_consume(text) is E'OAuth callback, step 1: marks the state used (single use) and returns its location, provider and PKCE verifier, or outcome unknown/used/expired. Definer: the callback is public (no token, so no app.location_id) and must find the state across locations.';
+revoke execute on function app.integration_oauth_consume(text) from public;
+
+-- The public callback, after the code exchange: the connected integration.
+create function app.integration_oauth_connect(location_id uuid, provider text, external_id text, expires_at timestamp with time zone,
+                                              secrets_ciphertext bytea)
+ returns jsonb
+ language plpgsql
+ security definer
+ set search_path to pg_catalog, public, pg_temp
+as $function$
+declare
+  i app.integrations;
+begin
+  if exists (select 1 from app.integrations x where x.location_id = integration_oauth_connect.location_id
+               and x.provider = integration_oauth_connect.provider and x.status = 'connected') then
+    perform app.raise('SB409', format('A %s integration is already connected', provider), jsonb_build_object('provider', provider));
+  end if;
+  -- Re-authorising an expired (or errored) connection keeps its row, so its waiting syncs resume.
+  update app.integrations x
+     set status = 'connected', external_id = integration_oauth_connect.external_id, expires_at = integration_oauth_connect.expires_at,
+         secrets_ciphertext = integration_oauth_connect.secrets_ciphertext, connected_at = now(), disconnected_at = null,
+         last_error = null, access_token = null, refresh_token = null
+   where x.id = (select y.id from app.integrations y
+                  where y.location_id = integration_oauth_connect.location_id and y.provider = integration_oauth_connect.provider
+                    and y.status in ('expired', 'error')
+                  order by y.created_at desc limit 1)
+     and x.location_id = integration_oauth_connect.location_id
+  returning * into i;
+  if i.id is null then
+    insert into app.integrations (location_id, provider, status, external_id, expires_at, secrets_ciphertext, connected_at)
+    values (location_id, provider, 'connected', external_id, expires_at, secrets_ciphertext, now())
+    returning * into i;
+  end if;
+  return app.integration_json(i);
+end
+$function$;
+alter function app.integration_oauth_connect(uuid,text,text,timestamp with time zone,bytea) owner to switchboard_system;
+comment on function app.integration_oauth_connect(uuid,text,text,timestamp with time zone,bytea) is E'OAuth callback, step 2: stores the encrypted tokens and marks the integration connected (re-using an expired row so its waiting syncs resume). Definer: the callback is public and writes one row of the state''s location.';
+revoke execute on function app.integration_oauth_connect(uuid,text,text,timestamp with time zone,bytea) from public;
+
+-- ServiceTitan: client credentials checked by the route (a token minted) before this runs.
+create function api.integration_credentials_put(token_hash text, location_ref text, provider text, external_id text,
+                                                expires_at timestamp with time zone, secrets_ciphertext bytea)
+ returns jsonb
+ language plpgsql
+as $function$
+declare
+  a app.auth := app.authorize(token_hash, location_ref, 'integrations:write');
+  i app.integrations;
+begin
+  if provider is distinct from 'servicetitan' then
+    perform app.raise('SB400', format('%s does not connect with credentials', provider), jsonb_build_object('provider', provider));
+  end if;
+  update app.integrations x
+     set status = 'connected', external_id = integration_credentials_put.external_id, expires_at = integration_credentials_put.expires_at,
+         secrets_ciphertext = integration_credentials_put.secrets_ciphertext,
+         connected_at = case when x.status = 'connected' then x.connected_at else now() end,
+         disconnected_at = null, last_error = null
+   where x.id = (select y.id from app.integrations y
+                  where y.provider = 'servicetitan' and y.status in ('connected', 'expired', 'error')
+                  order by (y.status = 'connected') desc, y.created_at desc limit 1)
+     and x.location_id = a.location_id
+  returning * into i;
+  if i.id is null then
+    insert into app.integrations (location_id, provider, status, external_id, expires_at, secrets_ciphertext, connected_at)
+    values (a.location_id, 'servicetitan', 'connected', external_id, expires_at, secrets_ciphertext, now())
+    returning * into i;
+  end if;
+  return app.integration_json(i);
+end
+$function$;
+comment on function api.integration_credentials_put(text,text,text,text,timestamp with time zone,bytea) is E'PUT integrations/servicetitan/credentials: stores the encrypted client credentials (and the token minted with them) and marks the integration connected, replacing earlier credentials.';
+revoke execute on function api.integration_credentials_put(text,text,text,text,timestamp with time zone,bytea) from public;
+grant execute on function api.integration_credentials_put(text,text,text,text,timestamp with time zone,bytea) to switchboard_api;
+
+-- DELETE: disconnect, erase the secrets, and hand the route the old ciphertext once so it can revoke.
+create function api.integration_disconnect(token_hash text, location_ref text, provider text)
+ returns jsonb
+ language plpgsql
+as $function$
+declare
+  a app.auth := app.authorize(token_hash, location_ref, 'integrations:write');
+  old_secrets bytea;
+  i app.integrations;
+begin
+  select x.secrets_ciphertext into old_secrets from app.integrations x
+   where x.location_id = a.location_id and x.provider = integration_disconnect.provider and x.status in ('connected', 'expired', 'error')
+   order by (x.status = 'connected') desc, x.created_at desc limit 1 for update;
+  update app.integrations t
+     set status = 'disconnected', disconnected_at = now(), access_token = null, refresh_token = null, secrets_ciphertext = null
+   where t.id = (select y.id from app.integrations y
+                  where y.location_id = a.location_id and y.provider = integration_disconnect.provider
+                    and y.status in ('connected', 'expired', 'error')
+                  order by (y.status = 'connected') desc, y.created_at desc limit 1)
+     and t.location_id = a.location_id
+  returning * into i;
+  if i.id is null then return null; end if;
+  return jsonb_build_object('integration', app.integration_json(i), 'secrets_ciphertext', encode(old_secrets, 'base64'));
+end
+$function$;
+comment on function api.integration_disconnect(text,text,text) is E'DELETE integrations/{provider}: marks the connected (or expired) one disconnected and erases its secrets; returns the record and, for the route only, the erased ciphertext so it can revoke at the provider. 404 when none.';
+revoke execute on function api.integration_disconnect(text,text,text) from public;
+grant execute on function api.integration_disconnect(text,text,text) to switchboard_api;
+
+-- The disconnect above replaces it (it also hands over the ciphertext to revoke with).
+drop function api.integration_delete(text,text,text);

@@ -26,6 +26,7 @@ const SQLSTATES: Record<string, [number, string]> = {
   SB409: [409, 'conflict'],
   SBTR9: [409, 'invalid_transition'],
   SBOA0: [400, 'oauth_required'],
+  SB503: [503, 'not_configured'],
   SBIK9: [409, 'idempotency_key_in_use'],
   SBIK2: [422, 'idempotency_key_reused'],
   '23505': [409, 'conflict'],

@@ -1,5 +1,6 @@
 import { Router } from 'express';
 import type { AppDeps } from '../deps.js';
+import { oauthCallbackRouter } from '../../integrations/callback.js';
 import { billingRouter } from './billing.js';
 import { voiceRouter } from './voice.js';
 
@@ -11,5 +12,6 @@ export function platformRouter(deps: AppDeps): Router {
   const router = Router();
   router.use(voiceRouter(deps));
   router.use(billingRouter(deps));
+  router.use(oauthCallbackRouter(() => deps.integrations!));
   return router;
 }
