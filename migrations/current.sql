@@ -1,6 +1,16 @@
 -- ==== Field-service connections (Jobber, Housecall Pro, ServiceTitan) ====
 -- docs/integrations.md: OAuth connect, encrypted tokens, the sync log.
 
+-- current.sql is re-applied on every change (graphile-migrate watch): start from a clean slate.
+drop table if exists app.integration_syncs;
+drop table if exists app.integration_oauth_states;
+drop function if exists api.integration_authorize(text,text,text,boolean,text,bytea,text);
+drop function if exists app.integration_oauth_consume(text);
+drop function if exists app.integration_oauth_connect(uuid,text,text,timestamp with time zone,bytea);
+drop function if exists api.integration_credentials_put(text,text,text,text,timestamp with time zone,bytea);
+drop function if exists api.integration_disconnect(text,text,text);
+alter table app.integrations drop column if exists secrets_ciphertext;
+
 -- Tokens and client secrets, encrypted by the application (AES-256-GCM, INTEGRATION_ENCRYPTION_KEY)
 -- as one JSON document; the database never holds them in clear. The old clear-text columns stay
 -- unused (always null).
@@ -212,13 +222,14 @@ declare
   i app.integrations;
 begin
   select x.secrets_ciphertext into old_secrets from app.integrations x
-   where x.location_id = a.location_id and x.provider = integration_disconnect.provider and x.status in ('connected', 'expired', 'error')
+   where x.location_id = a.location_id and x.provider = integration_disconnect.provider
+     and (x.status = 'connected' or (x.status in ('expired', 'error') and x.secrets_ciphertext is not null))
    order by (x.status = 'connected') desc, x.created_at desc limit 1 for update;
   update app.integrations t
      set status = 'disconnected', disconnected_at = now(), access_token = null, refresh_token = null, secrets_ciphertext = null
    where t.id = (select y.id from app.integrations y
                   where y.location_id = a.location_id and y.provider = integration_disconnect.provider
-                    and y.status in ('connected', 'expired', 'error')
+                    and (y.status = 'connected' or (y.status in ('expired', 'error') and y.secrets_ciphertext is not null))
                   order by (y.status = 'connected') desc, y.created_at desc limit 1)
      and t.location_id = a.location_id
   returning * into i;
@@ -226,9 +237,9 @@ begin
   return jsonb_build_object('integration', app.integration_json(i), 'secrets_ciphertext', encode(old_secrets, 'base64'));
 end
 $function$;
-comment on function api.integration_disconnect(text,text,text) is E'DELETE integrations/{provider}: marks the connected (or expired) one disconnected and erases its secrets; returns the record and, for the route only, the erased ciphertext so it can revoke at the provider. 404 when none.';
+comment on function api.integration_disconnect(text,text,text) is E'DELETE integrations/{provider}: marks the connected one (or an expired one still holding secrets) disconnected and erases its secrets; returns the record and, for the route only, the erased ciphertext so it can revoke at the provider. 404 when none.';
 revoke execute on function api.integration_disconnect(text,text,text) from public;
 grant execute on function api.integration_disconnect(text,text,text) to switchboard_api;
 
 -- The disconnect above replaces it (it also hands over the ciphertext to revoke with).
-drop function api.integration_delete(text,text,text);
+drop function if exists api.integration_delete(text,text,text);
