@@ -243,3 +243,104 @@ grant execute on function api.integration_disconnect(text,text,text) to switchbo
 
 -- The disconnect above replaces it (it also hands over the ciphertext to revoke with).
 drop function if exists api.integration_delete(text,text,text);
+
+-- Token lifecycle (docs/integrations.md "Tokens"): the worker reads, refreshes and stores tokens
+-- through these; a refresh runs under a per-connection advisory lock so two processes never use
+-- the same (rotating) refresh token.
+drop function if exists app.integration_token_state(uuid,boolean);
+drop function if exists app.integration_token_store(uuid,bytea,timestamp with time zone);
+drop function if exists app.integration_token_refused(uuid,text);
+
+create function app.integration_token_state(integration_id uuid, lock boolean)
+ returns jsonb
+ language plpgsql
+ security definer
+ set search_path to pg_catalog, public, pg_temp
+as $function$
+declare
+  i app.integrations;
+begin
+  if lock then
+    -- Held to the end of the caller's transaction: the refresh and its store happen inside it.
+    perform pg_advisory_xact_lock(hashtextextended('integration-token:' || integration_id::text, 0));
+  end if;
+  select * into i from app.integrations x where x.id = integration_token_state.integration_id;
+  if i.id is null then return null; end if;
+  return jsonb_build_object('id', i.id, 'location_id', i.location_id, 'provider', i.provider, 'status', i.status,
+    'external_id', i.external_id, 'expires_at', app.iso(i.expires_at),
+    'secrets_ciphertext', encode(i.secrets_ciphertext, 'base64'));
+end
+$function$;
+alter function app.integration_token_state(uuid,boolean) owner to switchboard_system;
+comment on function app.integration_token_state(uuid,boolean) is E'Worker: one integration''s status, expiry and encrypted secrets; lock=true first takes the connection''s transaction advisory lock (one refresh at a time across processes). Definer: the worker reads any location''s connection by id.';
+revoke execute on function app.integration_token_state(uuid,boolean) from public;
+
+create function app.integration_token_store(integration_id uuid, secrets_ciphertext bytea, expires_at timestamp with time zone)
+ returns void
+ language sql
+ security definer
+ set search_path to pg_catalog, public, pg_temp
+as $function$
+  update app.integrations x
+     set secrets_ciphertext = integration_token_store.secrets_ciphertext, expires_at = integration_token_store.expires_at
+   where x.id = integration_token_store.integration_id and x.status = 'connected'
+$function$;
+alter function app.integration_token_store(uuid,bytea,timestamp with time zone) owner to switchboard_system;
+comment on function app.integration_token_store(uuid,bytea,timestamp with time zone) is E'Worker: stores refreshed tokens (the rotated refresh token before anything uses it). Definer: worker-side write of one connection.';
+revoke execute on function app.integration_token_store(uuid,bytea,timestamp with time zone) from public;
+
+create function app.integration_token_refused(integration_id uuid, reason text)
+ returns void
+ language plpgsql
+ security definer
+ set search_path to pg_catalog, public, pg_temp
+as $function$
+declare
+  i app.integrations;
+begin
+  update app.integrations x
+     set status = 'expired', last_error = left(reason, 2000)
+   where x.id = integration_token_refused.integration_id and x.status = 'connected'
+  returning * into i;
+  if i.id is null then return; end if;
+  perform app.notification_fanout(i.location_id, null, 'integration.expired', jsonb_build_object(
+    'integration_id', i.id, 'provider', i.provider, 'external_id', i.external_id, 'last_error', i.last_error,
+    'pending_syncs', (select count(*) from app.integration_syncs s where s.location_id = i.location_id and s.integration_id = i.id and s.status = 'pending')));
+end
+$function$;
+alter function app.integration_token_refused(uuid,text) owner to switchboard_system;
+comment on function app.integration_token_refused(uuid,text) is E'Worker: the provider refused the refresh (revoked, downgraded): the integration becomes expired with last_error and the location is notified (integration.expired); its syncs wait for re-authorisation. Definer: worker-side write and fan-out.';
+revoke execute on function app.integration_token_refused(uuid,text) from public;
+
+-- integration.expired: an operational notification (not an event), routed like the endpoint alerts.
+create or replace function app.operational_notification_types()
+ returns text[]
+ language sql
+ immutable parallel safe
+as $function$ select array['webhook_endpoint.failing', 'webhook_endpoint.disabled', 'integration.expired'] $function$;
+comment on function app.operational_notification_types() is E'Notification types that are not events (never sent as webhooks): a failing webhook endpoint, a disabled one, a field-service connection that needs re-authorisation.';
+
+create or replace function app.notification_routes_default()
+ returns jsonb
+ language sql
+ immutable parallel safe
+as $function$
+  select '{
+    "call.emergency": ["sms", "email", "chat"],
+    "lead.created": ["email", "chat"],
+    "lead.updated": [],
+    "booking.created": ["email", "chat"],
+    "booking.updated": ["email", "chat"],
+    "call.ended": [],
+    "spam.blocked": [],
+    "customer.erased": [],
+    "webhook_endpoint.failing": ["email", "chat"],
+    "webhook_endpoint.disabled": ["email", "chat"],
+    "integration.expired": ["email", "chat"]
+  }'::jsonb
+$function$;
+comment on function app.notification_routes_default() is E'Defaults: emergencies → sms + email + chat; leads and bookings → email + chat; webhook endpoint failing/disabled and an expired field-service connection → email + chat; spam, customer.erased and the rest → none.';
+
+-- Locations that exist already get the new type's default route.
+update app.notification_settings s set routes = s.routes || jsonb_build_object('integration.expired', app.notification_routes_default() -> 'integration.expired')
+ where not s.routes ? 'integration.expired';

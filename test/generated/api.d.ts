@@ -2279,7 +2279,7 @@ export interface operations {
                                  * @description The event type, or an operational type (webhook_endpoint.failing, webhook_endpoint.disabled)
                                  * @enum {string}
                                  */
-                                event: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased" | "webhook_endpoint.failing" | "webhook_endpoint.disabled";
+                                event: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased" | "webhook_endpoint.failing" | "webhook_endpoint.disabled" | "integration.expired";
                                 /** @description The event notified about; null for an operational notification */
                                 event_id: string | null;
                                 /** Format: uuid */
@@ -3994,6 +3994,7 @@ export interface operations {
                                 "call.emergency": ("sms" | "email" | "chat" | "automation")[];
                                 "call.ended": ("sms" | "email" | "chat" | "automation")[];
                                 "customer.erased": ("sms" | "email" | "chat" | "automation")[];
+                                "integration.expired": ("sms" | "email" | "chat" | "automation")[];
                                 "lead.created": ("sms" | "email" | "chat" | "automation")[];
                                 "lead.updated": ("sms" | "email" | "chat" | "automation")[];
                                 "spam.blocked": ("sms" | "email" | "chat" | "automation")[];
@@ -4039,6 +4040,7 @@ export interface operations {
                         "call.emergency"?: ("sms" | "email" | "chat" | "automation")[];
                         "call.ended"?: ("sms" | "email" | "chat" | "automation")[];
                         "customer.erased"?: ("sms" | "email" | "chat" | "automation")[];
+                        "integration.expired"?: ("sms" | "email" | "chat" | "automation")[];
                         "lead.created"?: ("sms" | "email" | "chat" | "automation")[];
                         "lead.updated"?: ("sms" | "email" | "chat" | "automation")[];
                         "spam.blocked"?: ("sms" | "email" | "chat" | "automation")[];
@@ -4073,6 +4075,7 @@ export interface operations {
                                 "call.emergency": ("sms" | "email" | "chat" | "automation")[];
                                 "call.ended": ("sms" | "email" | "chat" | "automation")[];
                                 "customer.erased": ("sms" | "email" | "chat" | "automation")[];
+                                "integration.expired": ("sms" | "email" | "chat" | "automation")[];
                                 "lead.created": ("sms" | "email" | "chat" | "automation")[];
                                 "lead.updated": ("sms" | "email" | "chat" | "automation")[];
                                 "spam.blocked": ("sms" | "email" | "chat" | "automation")[];
@@ -4141,7 +4144,7 @@ export interface operations {
                              * @description The event type, or an operational type (webhook_endpoint.failing, webhook_endpoint.disabled)
                              * @enum {string}
                              */
-                            event: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased" | "webhook_endpoint.failing" | "webhook_endpoint.disabled";
+                            event: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased" | "webhook_endpoint.failing" | "webhook_endpoint.disabled" | "integration.expired";
                             /** @description The event notified about; null for an operational notification */
                             event_id: string | null;
                             /** Format: uuid */

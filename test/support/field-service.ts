@@ -50,6 +50,10 @@ export async function startAuthServer(pki: TestPki, clientId: string, clientSecr
   const codes = new Set<string>();
   const tokenRequests: Record<string, string>[] = [];
   let revoked = false;
+  // Every token unique (the library's JWTs are otherwise equal within one second).
+  server.service.on('beforeTokenSigning', (token: { payload: Record<string, unknown> }) => {
+    token.payload.jti = randomUUID();
+  });
   server.service.on('beforeAuthorizeRedirect', (r: { url: URL }) => {
     const code = r.url.searchParams.get('code');
     if (code) codes.add(code);
