@@ -344,3 +344,175 @@ comment on function app.notification_routes_default() is E'Defaults: emergencies
 -- Locations that exist already get the new type's default route.
 update app.notification_settings s set routes = s.routes || jsonb_build_object('integration.expired', app.notification_routes_default() -> 'integration.expired')
  where not s.routes ? 'integration.expired';
+
+-- Write-back (docs/integrations.md "What is written where"): every lead.created, booking.created
+-- and booking.updated of a location with a field-service connection becomes a sync row and a job.
+alter table app.integration_syncs add column if not exists lease_until timestamp with time zone;
+comment on column app.integration_syncs.lease_until is E'A worker holds this sync until then (claimed); a lapsed lease is picked up again by the sweep.';
+create index if not exists integration_syncs_due_idx on app.integration_syncs (next_attempt_at) where status = 'pending';
+
+drop trigger if exists _550_integration_sync on app.events;
+drop function if exists app.tg_events__integration_sync();
+drop function if exists app.integration_sync_claim(uuid,integer);
+drop function if exists app.integration_sync_progress(uuid,jsonb);
+drop function if exists app.integration_sync_finish(uuid,text,text,text,integer);
+drop function if exists app.integration_sync_sweep(integer);
+drop function if exists app.integration_sync_resume(uuid);
+
+create function app.tg_events__integration_sync()
+ returns trigger
+ language plpgsql
+ security definer
+ set search_path to pg_catalog, public, pg_temp
+as $function$
+declare
+  rtype text := split_part(new.type, '.', 1);
+  act text := case when new.type like '%.created' then 'create' else 'update' end;
+  rid uuid := (new.data ->> 'id')::uuid;
+  s record;
+begin
+  if current_setting('app.seeding', true) = 'on' or rid is null then return null; end if;
+  for s in
+    insert into app.integration_syncs (location_id, integration_id, provider, record_type, record_id, action)
+    select new.location_id, i.id, i.provider, rtype, rid, act
+      from app.integrations i
+     where i.location_id = new.location_id and i.provider in ('jobber', 'housecall_pro', 'servicetitan')
+       and i.status in ('connected', 'expired')
+       -- Jobber requests are not updated after creation (docs/integrations.md).
+       and (act = 'create' or i.provider <> 'jobber')
+    on conflict (location_id, integration_id, record_type, record_id, action) where action = 'create' do nothing
+    returning id, location_id, integration_id
+  loop
+    -- An expired connection's syncs wait (pending) and are queued again when it is re-authorised.
+    if exists (select 1 from app.integrations i where i.id = s.integration_id and i.location_id = s.location_id and i.status = 'connected') then
+      perform app.enqueue('integration_sync', jsonb_build_object('sync_id', s.id, 'integration_id', s.integration_id), null, 'integration_sync:' || s.id);
+    end if;
+  end loop;
+  return null;
+end
+$function$;
+alter function app.tg_events__integration_sync() owner to switchboard_system;
+comment on function app.tg_events__integration_sync() is E'After a lead.created, booking.created or booking.updated event: one pending sync per field-service connection of the location (expired ones wait), and a job for each connected one. Definer: the API role has no rights on the sync log''s inserts or the queue.';
+revoke execute on function app.tg_events__integration_sync() from public;
+create trigger _550_integration_sync after insert on app.events for each row
+  when (new.type in ('lead.created', 'booking.created', 'booking.updated'))
+  execute function app.tg_events__integration_sync();
+
+create function app.integration_sync_claim(sync_id uuid, lease_seconds integer)
+ returns jsonb
+ language plpgsql
+ security definer
+ set search_path to pg_catalog, public, pg_temp
+as $function$
+declare
+  s app.integration_syncs;
+  rec jsonb;
+  loc app.locations;
+begin
+  update app.integration_syncs x
+     set lease_until = now() + make_interval(secs => lease_seconds), attempts = x.attempts + 1
+   where x.id = integration_sync_claim.sync_id and x.status = 'pending'
+     and (x.lease_until is null or x.lease_until < now()) and x.next_attempt_at <= now() + interval '1 second'
+     and exists (select 1 from app.integrations i where i.id = x.integration_id and i.location_id = x.location_id and i.status = 'connected')
+  returning * into s;
+  if s.id is null then return null; end if;
+  select * into loc from app.locations l where l.id = s.location_id;
+  if s.record_type = 'lead' then
+    select app.lead_json(l) into rec from app.leads l where l.id = s.record_id and l.location_id = s.location_id;
+  else
+    select app.booking_json(b) || to_jsonb(b) - array['location_id'] || jsonb_build_object('customer', (
+             select jsonb_build_object('name', coalesce(c.name, ld.name), 'phone', coalesce(c.phone::text, ld.phone::text),
+                                       'email', coalesce(c.email, ld.email), 'address', coalesce(b.address, c.address, ld.address))
+               from (select 1) one
+               left join app.customers c on c.id = b.customer_id and c.location_id = b.location_id
+               left join app.leads ld on ld.id = b.lead_id and ld.location_id = b.location_id))
+      into rec from app.bookings b where b.id = s.record_id and b.location_id = s.location_id;
+  end if;
+  return jsonb_build_object('id', s.id, 'location_id', s.location_id, 'integration_id', s.integration_id, 'provider', s.provider,
+    'record_type', s.record_type, 'record_id', s.record_id, 'action', s.action, 'attempts', s.attempts, 'remote', s.remote,
+    'external_id', s.external_id, 'record', rec, 'timezone', loc.timezone, 'business', loc.name,
+    'create_remote', (select c.remote from app.integration_syncs c
+                       where c.location_id = s.location_id and c.integration_id = s.integration_id and c.record_type = s.record_type
+                         and c.record_id = s.record_id and c.action = 'create'));
+end
+$function$;
+alter function app.integration_sync_claim(uuid,integer) owner to switchboard_system;
+comment on function app.integration_sync_claim(uuid,integer) is E'Worker: claims a due pending sync of a connected integration for lease_seconds (counting the attempt) and returns it with the record to write (booking with its customer), the location''s time zone, and for an update the remote ids of the record''s create. Null when not due, leased elsewhere, finished or its connection is not connected. Definer: worker-side read across locations.';
+revoke execute on function app.integration_sync_claim(uuid,integer) from public;
+
+create function app.integration_sync_progress(sync_id uuid, remote jsonb)
+ returns void
+ language sql
+ security definer
+ set search_path to pg_catalog, public, pg_temp
+as $function$
+  update app.integration_syncs x set remote = x.remote || integration_sync_progress.remote
+   where x.id = integration_sync_progress.sync_id
+$function$;
+alter function app.integration_sync_progress(uuid,jsonb) owner to switchboard_system;
+comment on function app.integration_sync_progress(uuid,jsonb) is E'Worker: records a remote id as soon as the provider created it, so a retry after a crash reuses it. Definer: worker-side write.';
+revoke execute on function app.integration_sync_progress(uuid,jsonb) from public;
+
+create function app.integration_sync_finish(sync_id uuid, outcome text, external_id text, error text, retry_in_seconds integer)
+ returns jsonb
+ language plpgsql
+ security definer
+ set search_path to pg_catalog, public, pg_temp
+as $function$
+declare
+  s app.integration_syncs;
+begin
+  if outcome not in ('synced', 'failed', 'retry', 'wait') then
+    perform app.raise('SB400', format('Unknown sync outcome %s', outcome));
+  end if;
+  update app.integration_syncs x
+     set status = case outcome when 'synced' then 'synced' when 'failed' then 'failed' else 'pending' end,
+         external_id = coalesce(integration_sync_finish.external_id, x.external_id),
+         last_error = case when outcome = 'synced' then null else left(error, 2000) end,
+         next_attempt_at = case when outcome = 'retry' then now() + make_interval(secs => retry_in_seconds) else x.next_attempt_at end,
+         -- 'wait': the connection cannot be used (expired); the attempt does not count.
+         attempts = case when outcome = 'wait' then greatest(x.attempts - 1, 0) else x.attempts end,
+         lease_until = null
+   where x.id = integration_sync_finish.sync_id
+  returning * into s;
+  if s.id is null then return null; end if;
+  update app.integrations i
+     set last_synced_at = case when outcome = 'synced' then now() else i.last_synced_at end,
+         last_error = case when outcome = 'synced' then null when outcome = 'wait' then i.last_error else s.last_error end
+   where i.id = s.integration_id and i.location_id = s.location_id;
+  if outcome = 'retry' then
+    perform app.enqueue('integration_sync', jsonb_build_object('sync_id', s.id, 'integration_id', s.integration_id), s.next_attempt_at, 'integration_sync:' || s.id);
+  end if;
+  return jsonb_build_object('status', s.status, 'attempts', s.attempts, 'next_attempt_at', app.iso(s.next_attempt_at));
+end
+$function$;
+alter function app.integration_sync_finish(uuid,text,text,text,integer) owner to switchboard_system;
+comment on function app.integration_sync_finish(uuid,text,text,text,integer) is E'Worker: records an attempt''s outcome: synced (remote id), failed (the provider''s validation message, not retried), retry (queued again after retry_in_seconds) or wait (connection expired; stays pending until re-authorised). The integration''s last_synced_at and last_error follow. Definer: worker-side write.';
+revoke execute on function app.integration_sync_finish(uuid,text,text,text,integer) from public;
+
+create function app.integration_sync_sweep(batch integer)
+ returns integer
+ language plpgsql
+ security definer
+ set search_path to pg_catalog, public, pg_temp
+as $function$
+declare
+  n integer := 0;
+  s record;
+begin
+  for s in
+    select x.id, x.integration_id from app.integration_syncs x
+      join app.integrations i on i.id = x.integration_id and i.location_id = x.location_id and i.status = 'connected'
+     where x.status = 'pending' and x.next_attempt_at < now() - interval '30 seconds'
+       and (x.lease_until is null or x.lease_until < now())
+       and not exists (select 1 from graphile_worker.jobs j where j.key = 'integration_sync:' || x.id and j.locked_at is null)
+     order by x.next_attempt_at limit batch
+  loop
+    perform app.enqueue('integration_sync', jsonb_build_object('sync_id', s.id, 'integration_id', s.integration_id), null, 'integration_sync:' || s.id);
+    n := n + 1;
+  end loop;
+  return n;
+end
+$function$;
+comment on function app.integration_sync_sweep(integer) is E'Worker (cron): queues again pending syncs of connected integrations that are overdue and have no waiting job: a worker died holding one (its lease lapsed), or the connection was re-authorised. Definer, owned by the migrating role: it reads graphile-worker''s jobs.';
+revoke execute on function app.integration_sync_sweep(integer) from public;

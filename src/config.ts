@@ -91,6 +91,8 @@ const schema = z.object({
   SERVICETITAN_AUTH_URL: urlWith(['https:'], 'outbound requests are https only').default('https://auth.servicetitan.io/connect/token'),
   SERVICETITAN_API_URL: urlWith(['https:'], 'outbound requests are https only').default('https://api.servicetitan.io'),
   SERVICETITAN_BOOKING_PROVIDER_ID: z.string().min(1).optional(),
+  // Syncs in flight per worker process (their own graphile-worker runner; at most one per connection).
+  INTEGRATION_SYNC_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(16),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 

@@ -27,7 +27,7 @@ export interface ApiRequest {
   body: any;
 }
 
-export type Failure = '401' | '429' | 'throttled' | '500' | 'invalid' | 'down';
+export type Failure = '401' | '429' | '429-long' | 'throttled' | '500' | 'invalid' | 'down' | 'pass';
 
 export interface AuthServer {
   url: string;
@@ -154,6 +154,7 @@ async function startStandIn(pki: TestPki, auth: AuthServer | null, route: (s: St
       }
       if (f === '500') return send(503, { message: 'Service unavailable' });
       if (f === '429') return send(429, { message: 'Too many requests' }, { 'retry-after': '1' });
+      if (f === '429-long') return send(429, { message: 'Too many requests' }, { 'retry-after': '600' });
       const token = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
       if (f === '401' || (auth && (!token || !auth.access.has(token)))) {
         if (f === '401' && token) auth?.access.delete(token);
@@ -205,8 +206,13 @@ export function startJobber(pki: TestPki, auth: AuthServer): Promise<StandIn> {
       const q2 = add(s, 'requests', { id: `request-${randomUUID()}`, ...v.input });
       return send(200, { data: { requestCreate: { request: { id: q2.id }, userErrors: [] } } });
     }
+    if (/client\s*\(\s*id:/.test(q)) {
+      const nodes = (s.records.requests ?? []).filter((x) => x.clientId === v.id).map((x) => ({ id: x.id, title: x.title }));
+      return send(200, { data: { client: { requests: { nodes } } } });
+    }
     if (/clients\s*\(/.test(q)) {
-      const term = String(v.searchTerm ?? '').replace(/\D/g, '');
+      const varName = /searchTerm:\s*\$(\w+)/.exec(q)?.[1];
+      const term = String((varName ? v[varName] : /searchTerm:\s*"([^"]*)"/.exec(q)?.[1]) ?? '').replace(/\D/g, '');
       const nodes = (s.records.clients ?? []).filter((c) => term && (c.phones ?? []).some((p: any) => String(p.number).replace(/\D/g, '').endsWith(term.slice(-10))));
       return send(200, { data: { clients: { nodes: nodes.map((c) => ({ id: c.id, phones: c.phones })) } } });
     }
@@ -228,6 +234,11 @@ export function startHousecallPro(pki: TestPki, auth: AuthServer): Promise<Stand
     if (r.method === 'POST' && u.pathname === '/customers') {
       if (isInvalid(r)) return invalid();
       return send(201, add(s, 'customers', { id: `cus_${randomUUID()}`, ...r.body, addresses: (r.body.addresses ?? []).map((a: any) => ({ id: `adr_${randomUUID()}`, ...a })) }));
+    }
+    if (r.method === 'GET' && (u.pathname === '/leads' || u.pathname === '/jobs')) {
+      const kind = u.pathname.slice(1);
+      const list = (s.records[kind] ?? []).filter((x) => x.customer_id === u.searchParams.get('customer_id'));
+      return send(200, { [kind]: list, page: 1, total_items: list.length });
     }
     if (r.method === 'POST' && u.pathname === '/leads') {
       if (isInvalid(r)) return invalid();
