@@ -516,3 +516,81 @@ end
 $function$;
 comment on function app.integration_sync_sweep(integer) is E'Worker (cron): queues again pending syncs of connected integrations that are overdue and have no waiting job: a worker died holding one (its lease lapsed), or the connection was re-authorised. Definer, owned by the migrating role: it reads graphile-worker''s jobs.';
 revoke execute on function app.integration_sync_sweep(integer) from public;
+
+-- Sync log routes (docs/integrations.md "Sync log").
+drop function if exists app.integration_sync_requeue(uuid,uuid);
+create function app.integration_sync_requeue(sync_id uuid, integration_id uuid)
+ returns void
+ language sql
+ security definer
+ set search_path to pg_catalog, public, pg_temp
+as $function$
+  select app.enqueue('integration_sync', jsonb_build_object('sync_id', sync_id, 'integration_id', integration_id), null, 'integration_sync:' || sync_id)
+$function$;
+alter function app.integration_sync_requeue(uuid,uuid) owner to switchboard_system;
+comment on function app.integration_sync_requeue(uuid,uuid) is E'Queues a sync''s job (the retry route). Definer: the API role has no right on the queue; only adds a job.';
+revoke execute on function app.integration_sync_requeue(uuid,uuid) from public;
+grant execute on function app.integration_sync_requeue(uuid,uuid) to switchboard_api;
+
+drop function if exists api.integration_syncs_list(text,text,text,jsonb,jsonb);
+drop function if exists api.integration_sync_retry(text,text,text,uuid);
+drop function if exists app.integration_sync_json(app.integration_syncs);
+
+create function app.integration_sync_json(s app.integration_syncs)
+ returns jsonb
+ language sql
+ stable parallel safe
+as $function$
+  select jsonb_build_object('id', s.id, 'record_type', s.record_type, 'record_id', s.record_id, 'action', s.action,
+    'status', s.status, 'attempts', s.attempts, 'external_id', s.external_id, 'last_error', s.last_error,
+    'next_attempt_at', case when s.status = 'pending' then app.iso(s.next_attempt_at) end,
+    'created_at', app.iso(s.created_at), 'updated_at', app.iso(s.updated_at))
+$function$;
+comment on function app.integration_sync_json(app.integration_syncs) is E'A sync as the API shows it (no remote ids beyond external_id, no lease).';
+
+create function api.integration_syncs_list(token_hash text, location_ref text, provider text, filters jsonb, page jsonb)
+ returns jsonb
+ language plpgsql
+as $function$
+declare
+  a app.auth := app.authorize(token_hash, location_ref, 'integrations:read');
+  lim int := app.page_limit(page);
+  after app.page_cursor := app.page_after(page);
+  f_status text := filters ->> 'status';
+begin
+  return app.page_result(array(
+    select app.page_item(s.created_at, s.id, app.integration_sync_json(s)) from app.integration_syncs s
+     where s.provider = integration_syncs_list.provider
+       and app.before_cursor(s.created_at, s.id, after)
+       and (f_status is null or s.status = f_status)
+     order by s.created_at desc, s.id desc limit lim + 1), lim);
+end
+$function$;
+comment on function api.integration_syncs_list(text,text,text,jsonb,jsonb) is E'GET integrations/{provider}/syncs: the sync log of the location''s connection to the provider, newest first; filter status.';
+revoke execute on function api.integration_syncs_list(text,text,text,jsonb,jsonb) from public;
+grant execute on function api.integration_syncs_list(text,text,text,jsonb,jsonb) to switchboard_api;
+
+create function api.integration_sync_retry(token_hash text, location_ref text, provider text, sync_id uuid)
+ returns jsonb
+ language plpgsql
+as $function$
+declare
+  a app.auth := app.authorize(token_hash, location_ref, 'integrations:write');
+  s app.integration_syncs;
+begin
+  select * into s from app.integration_syncs x where x.id = sync_id and x.provider = integration_sync_retry.provider;
+  if s.id is null then return null; end if;
+  if s.status <> 'failed' then
+    perform app.raise('SB409', format('Only a failed sync can be retried; this one is %s', s.status), jsonb_build_object('status', s.status));
+  end if;
+  update app.integration_syncs x
+     set status = 'pending', attempts = 0, next_attempt_at = now(), lease_until = null
+   where x.id = s.id and x.location_id = s.location_id
+  returning * into s;
+  perform app.integration_sync_requeue(s.id, s.integration_id);
+  return app.integration_sync_json(s);
+end
+$function$;
+comment on function api.integration_sync_retry(text,text,text,uuid) is E'POST integrations/{provider}/syncs/{id}/retry: a failed sync becomes pending again with a fresh retry schedule (SB409 otherwise); it runs when its connection is connected.';
+revoke execute on function api.integration_sync_retry(text,text,text,uuid) from public;
+grant execute on function api.integration_sync_retry(text,text,text,uuid) to switchboard_api;

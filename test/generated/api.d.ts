@@ -485,6 +485,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/locations/{locationId}/integrations/{provider}/syncs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Sync log of a field-service connection: each lead or booking written (or being written) there, newest first (filter status)
+         * @description Requires scope `integrations:read`.
+         */
+        get: operations["getLocationsIntegrationsSyncs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/locations/{locationId}/integrations/{provider}/syncs/{syncId}/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Try a failed sync again (fresh retry schedule; runs once the connection is connected)
+         * @description Requires scope `integrations:write`.
+         */
+        post: operations["postLocationsIntegrationsSyncsRetry"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/locations/{locationId}/integrations/servicetitan/credentials": {
         parameters: {
             query?: never;
@@ -3486,6 +3526,142 @@ export interface operations {
                              * @description ISO 8601 UTC with milliseconds
                              */
                             expires_at: string;
+                        };
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            422: components["responses"]["Error422"];
+            429: components["responses"]["Error429"];
+            default: components["responses"]["ErrorDefault"];
+        };
+    };
+    getLocationsIntegrationsSyncs: {
+        parameters: {
+            query?: {
+                cursor?: string;
+                limit?: number;
+                status?: "pending" | "synced" | "failed";
+            };
+            header?: never;
+            path: {
+                locationId: string;
+                provider: "jobber" | "housecall_pro" | "servicetitan";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page, newest first; the next page is in the Link header */
+            200: {
+                headers: {
+                    /** @description `<…?cursor=…>; rel="next"` when more rows exist */
+                    Link?: string;
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            /** @enum {string} */
+                            action: "create" | "update";
+                            attempts: number;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
+                            created_at: string;
+                            external_id: string | null;
+                            /** Format: uuid */
+                            id: string;
+                            last_error: string | null;
+                            /** @description When a pending sync is tried next; null otherwise */
+                            next_attempt_at: string | null;
+                            /** Format: uuid */
+                            record_id: string;
+                            /** @enum {string} */
+                            record_type: "lead" | "booking";
+                            /** @enum {string} */
+                            status: "pending" | "synced" | "failed";
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
+                            updated_at: string;
+                        }[];
+                    };
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            429: components["responses"]["Error429"];
+            default: components["responses"]["ErrorDefault"];
+        };
+    };
+    postLocationsIntegrationsSyncsRetry: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: the first request with a key runs and its answer is stored for 24 h (per location); the same request with the same key gets that answer again with `Idempotent-Replayed: true`, a different request 422, a request while the first is still running 409. Errors are not stored (a retry runs again). Any 1–255 printable ASCII characters, e.g. a UUID; a quoted structured-field string is unquoted. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                locationId: string;
+                provider: "jobber" | "housecall_pro" | "servicetitan";
+                syncId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            202: {
+                headers: {
+                    /** @description `true` when this is the stored answer of an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
+                    RateLimit?: string;
+                    /** @description The key's budget: `"default";q=<requests>;w=60` */
+                    "RateLimit-Policy"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            /** @enum {string} */
+                            action: "create" | "update";
+                            attempts: number;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
+                            created_at: string;
+                            external_id: string | null;
+                            /** Format: uuid */
+                            id: string;
+                            last_error: string | null;
+                            /** @description When a pending sync is tried next; null otherwise */
+                            next_attempt_at: string | null;
+                            /** Format: uuid */
+                            record_id: string;
+                            /** @enum {string} */
+                            record_type: "lead" | "booking";
+                            /** @enum {string} */
+                            status: "pending" | "synced" | "failed";
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC with milliseconds
+                             */
+                            updated_at: string;
                         };
                     };
                 };

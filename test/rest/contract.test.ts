@@ -109,6 +109,12 @@ test('every operation answers its documented success with the declared shape', a
   await expectStatus(200, 'GET', `${L()}/integrations`);
   await expectStatus(201, 'POST', `${L()}/integrations/jobber/authorize`);
   await expectStatus(200, 'PUT', `${L()}/integrations/servicetitan/credentials`, { tenant_id: '4021', client_id: 'st-client', client_secret: 'st-secret' });
+  const stId = (await t.owner.query("select id from app.integrations where location_id = $1 and provider = 'servicetitan'", [A.id])).rows[0].id;
+  ids.failedSync = (await t.owner.query(
+    `insert into app.integration_syncs (location_id, integration_id, provider, record_type, record_id, action, status, attempts, last_error)
+     values ($1, $2, 'servicetitan', 'lead', $3, 'create', 'failed', 1, 'refused') returning id`, [A.id, stId, ids.leadId])).rows[0].id;
+  await expectStatus(200, 'GET', `${L()}/integrations/servicetitan/syncs?status=failed`);
+  await expectStatus(202, 'POST', `${L()}/integrations/servicetitan/syncs/${ids.failedSync}/retry`);
   await expectStatus(200, 'GET', `${L()}/members`);
   await expectStatus(200, 'GET', `${L()}/insights?days=7`);
 
@@ -173,7 +179,7 @@ function rawRequest(method: string, path: string, body: string): Promise<{ statu
 function concrete(template: string, location = A.id): string {
   const values: Record<string, string> = {
     locationId: location, callId: ids.callId, leadId: ids.leadId, bookingId: ids.bookingId, faqId: randomUUID(),
-    itemId: randomUUID(), erasureId: ids.erasureId, provider: 'zapier', id: template.includes('webhook-deliveries') ? ids.failedDelivery : ids.endpointId,
+    itemId: randomUUID(), erasureId: ids.erasureId, provider: template.includes('/syncs') ? 'servicetitan' : 'zapier', syncId: ids.failedSync, id: template.includes('webhook-deliveries') ? ids.failedDelivery : ids.endpointId,
   };
   return V + template.replace(/\{([^}]+)\}/g, (_, name: string) => values[name]);
 }
@@ -233,6 +239,7 @@ describe('every operation answers its documented errors in the error envelope', 
     }
     const pending = (await t.owner.query(`select id from app.webhook_deliveries where location_id = $1 and status = 'pending' limit 1`, [A.id])).rows[0];
     await expectStatus(409, 'POST', `${L()}/webhook-deliveries/${pending.id}/retry`);
+    await expectStatus(409, 'POST', `${L()}/integrations/servicetitan/syncs/${ids.failedSync}/retry`);
   });
 
   test('every token-API POST: 422 for a key used by another request, 409 while a request holds the key', async () => {

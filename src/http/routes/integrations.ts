@@ -1,8 +1,8 @@
 import type { Request } from 'express';
 import { z } from 'zod';
 import type { IntegrationService } from '../../integrations/service.js';
-import { integrationProviders, integrationStatuses, oauthProviders, webhookProviders } from '../../allowed-values.js';
-import { defineRoute, JsonText, locationParam, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
+import { integrationProviders, integrationStatuses, oauthProviders, syncActions, syncRecordTypes, syncStatuses, webhookProviders } from '../../allowed-values.js';
+import { defineRoute, JsonText, locationParam, LocationParams, page, pageQuery, uuidParam, type RouteSpec } from '../route.js';
 import { httpsUrl } from '../schemas.js';
 import { assertTargetField, ts, tsNull, uuid } from './rest-common.js';
 
@@ -61,6 +61,23 @@ export const ServiceTitanCredentials = z.strictObject({
   client_secret: z.string().min(1).max(500),
 });
 
+export const IntegrationSync = z.object({
+  id: uuid,
+  record_type: z.enum(syncRecordTypes),
+  record_id: uuid,
+  action: z.enum(syncActions),
+  status: z.enum(syncStatuses),
+  attempts: z.number().int(),
+  external_id: z.string().nullable(),
+  last_error: z.string().nullable(),
+  next_attempt_at: tsNull.describe('When a pending sync is tried next; null otherwise'),
+  created_at: ts,
+  updated_at: ts,
+});
+
+const FieldServiceParams = z.object({ locationId: locationParam, provider: z.enum(['jobber', 'housecall_pro', 'servicetitan']) });
+const SyncParams = FieldServiceParams.extend({ syncId: uuidParam });
+
 export const integrationRoutes: RouteSpec[] = [
   defineRoute({
     method: 'get', path: '/locations/:locationId/integrations', tag: 'Integrations', scope: 'integrations:read', list: true,
@@ -109,5 +126,18 @@ export const integrationRoutes: RouteSpec[] = [
       await service(req).revoke(params.provider, secrets_ciphertext);
       return integration;
     },
+  }),
+  defineRoute({
+    method: 'get', path: '/locations/:locationId/integrations/:provider/syncs', tag: 'Integrations', scope: 'integrations:read', list: true,
+    summary: 'Sync log of a field-service connection: each lead or booking written (or being written) there, newest first (filter status)',
+    params: FieldServiceParams, query: z.object({ ...pageQuery, status: z.enum(syncStatuses).optional() }), response: z.array(IntegrationSync),
+    handler: ({ call, token, params, query }) =>
+      call('api.integration_syncs_list', token, params.locationId, params.provider, { status: query.status }, page(query)),
+  }),
+  defineRoute({
+    method: 'post', path: '/locations/:locationId/integrations/:provider/syncs/:syncId/retry', tag: 'Integrations', scope: 'integrations:write', status: 202,
+    summary: 'Try a failed sync again (fresh retry schedule; runs once the connection is connected)',
+    params: SyncParams, response: IntegrationSync, conflict: true,
+    handler: ({ call, token, params }) => call('api.integration_sync_retry', token, params.locationId, params.provider, params.syncId),
   }),
 ];
