@@ -95,6 +95,8 @@ export interface StandIn {
   records: Record<string, any[]>;
   /** Hold every answer until released (a provider that is down or black-holed). */
   down: boolean;
+  /** Hold the answers to the requests this picks (one account black-holed, the others answered). */
+  hold?: (r: ApiRequest) => boolean;
   close(): Promise<void>;
 }
 
@@ -143,7 +145,7 @@ async function startStandIn(pki: TestPki, auth: AuthServer | null, route: (s: St
         res.writeHead(status, { 'content-type': 'application/json', ...headers });
         res.end(JSON.stringify(b));
       };
-      if (s.down) {
+      if (s.down || s.hold?.(r)) {
         held.push(res);
         return;
       }
