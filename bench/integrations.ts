@@ -5,14 +5,16 @@
  * oauth2-mock-server token endpoint, in this process), and the production sync runner
  * (src/worker/index.ts, its own graphile-worker runner) on a pool of its own.
  *
- * 1. 1,000 leads (10 per location, written in one transaction per location, as fast as the
- *    database takes them) → all synced; syncs per second over the run and the p99 from the lead's
- *    creation (its lead.created event, same transaction) to the sync's record of the remote id.
+ * 1. 1,000 leads (10 per location, round-robin, BENCH_SYNC_RATE a second, each in its own
+ *    transaction as a call's would be) → all synced; syncs per second over the run and the p99 from
+ *    the lead's creation (its lead.created event, same transaction) to the sync's record of the
+ *    remote id.
  * 2. The same again with one location's ServiceTitan tenant black-holed (requests held, never
  *    answered: each attempt waits WEBHOOK_TIMEOUT_MS): the other 99 locations' p99.
  */
-import type pg from 'pg';
+import pg from 'pg';
 import { loadConfig } from '../src/config.js';
+import { migrateDatabase } from '../src/db/migrate.js';
 import { createOwnerPool, createWorkerPool } from '../src/db/pools.js';
 import { integrationKey, seal, SECRETS } from '../src/integrations/crypto.js';
 import { clientCredentials } from '../src/integrations/oauth.js';
@@ -23,9 +25,12 @@ import { makePki } from '../test/support/https.js';
 import type { BenchRow } from './run.js';
 
 export interface IntegrationsBenchOptions {
+  /** The bench cluster: a database of its own is made there (the service's worker must not take these jobs). */
   databaseUrl: string;
   locations?: number;
   leadsPerLocation?: number;
+  /** Leads per second (BENCH_SYNC_RATE, 50). */
+  rate?: number;
   progress?: (msg: string) => void;
 }
 
@@ -54,13 +59,25 @@ export async function runIntegrationsBench(opts: IntegrationsBenchOptions): Prom
   const say = opts.progress ?? ((l: string) => process.stderr.write(`${l}\n`));
   const nLoc = opts.locations ?? 100;
   const perLoc = opts.leadsPerLocation ?? 10;
+  const rate = opts.rate ?? Number(process.env.BENCH_SYNC_RATE ?? 50);
+  const log = createLogger('warn', 2);
+  // A database of its own: the bench service's worker (another key, no stand-ins) must not run these syncs.
+  const admin = new pg.Client({ connectionString: opts.databaseUrl });
+  await admin.connect();
+  const dbName = `sb_bench_integrations_${Date.now().toString(36)}`;
+  await admin.query(`create database ${dbName}`);
+  await admin.end();
+  const u = new URL(opts.databaseUrl);
+  u.pathname = `/${dbName}`;
+  const databaseUrl = u.href;
+  say('integrations: migrating a database of its own');
+  await migrateDatabase(databaseUrl, log, { includeCurrent: true });
   const pki = makePki();
   const world = await startFieldServiceWorld(pki);
-  const cfg = loadConfig({ ...world.env, DATABASE_URL: opts.databaseUrl, WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', LOG_LEVEL: 'warn',
+  const cfg = loadConfig({ ...world.env, DATABASE_URL: databaseUrl, WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', LOG_LEVEL: 'warn',
     WEBHOOK_TIMEOUT_MS: process.env.WEBHOOK_TIMEOUT_MS ?? '5000' });
-  const log = createLogger('warn', 2);
-  const owner = createOwnerPool(opts.databaseUrl, 6, 'bench-integrations');
-  const workerPool = createWorkerPool(opts.databaseUrl, 24, 'bench-integrations-worker');
+  const owner = createOwnerPool(databaseUrl, 6, 'bench-integrations');
+  const workerPool = createWorkerPool(databaseUrl, 24, 'bench-integrations-worker');
   const rows: BenchRow[] = [];
   let worker: Awaited<ReturnType<typeof startWorker>> | null = null;
   try {
@@ -81,12 +98,15 @@ export async function runIntegrationsBench(opts: IntegrationsBenchOptions): Prom
 
     const phase = async (label: string, only: string[]) => {
       const t0 = Date.now();
-      await Promise.all(locs.map((loc, i) => tenantTx(owner, loc, async (c) => {
-        for (let k = 0; k < perLoc; k++) {
-          await c.query("insert into app.leads (location_id, name, phone, notes) values ($1, 'Bench Caller', $2, 'No heat')",
-            [loc, `+1512${String(1_000_000 + i * 1000 + k).slice(-7)}`]);
-        }
-      })));
+      // Paced, round-robin over the locations: a lead every 1/rate s, as calls arrive.
+      const total = locs.length * perLoc;
+      for (let n = 0; n < total; n++) {
+        const wait = t0 + (n * 1000) / rate - Date.now();
+        if (wait > 0) await new Promise((ok) => setTimeout(ok, wait));
+        const i = n % locs.length;
+        await tenantTx(owner, locs[i], (c) => c.query("insert into app.leads (location_id, name, phone, notes) values ($1, 'Bench Caller', $2, 'No heat')",
+          [locs[i], `+1512${String(1_000_000 + n).slice(-7)}`]));
+      }
       const expected = only.length * perLoc;
       const deadline = Date.now() + 300_000;
       let done: { ms: number; at: number }[] = [];

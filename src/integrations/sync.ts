@@ -8,9 +8,10 @@
  * - A validation refusal: failed at once with the provider's message (retry by hand: POST
  *   …/syncs/{id}/retry).
  * - An expired connection: the sync waits (pending) until re-authorisation.
- * - Isolation: one call in flight per connection in this process; a second job for a busy
- *   connection steps aside (queued again a second later) instead of taking a slot, so a slow or
- *   black-holed provider holds at most one slot of the sync lane.
+ * - Isolation: at most WEBHOOK_ENDPOINT_CONCURRENCY calls in flight per connection in this
+ *   process (the webhooks' per-endpoint rule); another job for a busy connection steps aside
+ *   (queued again 250 ms later) instead of taking a slot, so a slow or black-holed provider holds
+ *   at most that many slots of the sync lane.
  */
 import type pg from 'pg';
 import type { Config } from '../config.js';
@@ -38,10 +39,13 @@ export interface SyncDeps {
   ca?: ExtraCa;
 }
 
+/** How long a job of a busy connection waits before it is tried again. */
+const STEP_ASIDE_MS = 250;
+
 export type SyncOutcome = 'synced' | 'failed' | 'retry' | 'wait' | 'skipped' | 'busy';
 
-/** Connections with a call in flight in this process. */
-const busy = new Set<string>();
+/** Calls in flight per connection in this process. */
+const inFlight = new Map<string, number>();
 
 export class SyncRunner {
   private readonly keeper: TokenKeeper;
@@ -56,16 +60,18 @@ export class SyncRunner {
 
   async run(syncId: string, integrationId?: string): Promise<SyncOutcome> {
     const { cfg, log, pool } = this.deps;
-    if (integrationId && busy.has(integrationId)) return this.stepAside(syncId, integrationId);
+    const cap = cfg.WEBHOOK_ENDPOINT_CONCURRENCY;
+    const busy = (id: string) => (inFlight.get(id) ?? 0) >= cap;
+    if (integrationId && busy(integrationId)) return this.stepAside(syncId, integrationId);
     const leaseSeconds = Math.ceil((cfg.WEBHOOK_TIMEOUT_MS * 6) / 1000) + 30;
     const s = await callFn<any>(pool, 'app.integration_sync_claim', [syncId, leaseSeconds]);
     if (!s) return 'skipped';
-    if (busy.has(s.integration_id)) {
+    if (busy(s.integration_id)) {
       // Give the claim back untouched (not an attempt) and come back shortly.
       await pool.query("update app.integration_syncs set lease_until = null, attempts = attempts - 1 where id = $1 and location_id = $2", [s.id, s.location_id]);
       return this.stepAside(syncId, s.integration_id);
     }
-    busy.add(s.integration_id);
+    inFlight.set(s.integration_id, (inFlight.get(s.integration_id) ?? 0) + 1);
     try {
       if (!s.record) {
         await this.finish(s.id, 'failed', null, `The ${s.record_type} no longer exists`);
@@ -106,13 +112,15 @@ export class SyncRunner {
       await this.finish(s.id, 'retry', null, reason, wait);
       return 'retry';
     } finally {
-      busy.delete(s.integration_id);
+      const left = (inFlight.get(s.integration_id) ?? 1) - 1;
+      if (left > 0) inFlight.set(s.integration_id, left);
+      else inFlight.delete(s.integration_id);
     }
   }
 
-  /** Another job of this connection is in flight here: queue this one a second later. */
+  /** The connection has its share of calls in flight here: queue this job again shortly. */
   private async stepAside(syncId: string, integrationId: string): Promise<SyncOutcome> {
-    await callFn(this.deps.pool, 'app.enqueue', ['integration_sync', { sync_id: syncId, integration_id: integrationId }, new Date(Date.now() + 1000).toISOString(), `integration_sync:${syncId}`]);
+    await callFn(this.deps.pool, 'app.enqueue', ['integration_sync', { sync_id: syncId, integration_id: integrationId }, new Date(Date.now() + STEP_ASIDE_MS).toISOString(), `integration_sync:${syncId}`]);
     return 'busy';
   }
 }

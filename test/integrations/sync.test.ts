@@ -224,26 +224,33 @@ test('an expired connection: syncs wait (pending, attempt not counted) and go th
   expect(await runner().run(sync.id)).toBe('synced');
 });
 
-test('isolation: a black-holed provider holds one call per connection; another location syncs meanwhile', async () => {
+test('isolation: a black-holed provider holds WEBHOOK_ENDPOINT_CONCURRENCY calls per connection; another location syncs meanwhile', async () => {
+  expect(s.api.cfg.WEBHOOK_ENDPOINT_CONCURRENCY).toBe(2);
   const slow = await withProvider('housecall_pro');
   const fast = await withProvider('servicetitan');
-  await lead(slow.loc.id, slow.token, { phone: '+15125550190' });
-  await lead(slow.loc.id, slow.token, { phone: '+15125550191' });
+  for (const phone of ['+15125550190', '+15125550191', '+15125550193']) await lead(slow.loc.id, slow.token, { phone });
   await lead(fast.loc.id, fast.token, { phone: '+15125550192' });
-  const [a1, a2] = await syncs(slow.loc.id);
+  const [a1, a2, a3] = await syncs(slow.loc.id);
   const [b1] = await syncs(fast.loc.id);
   s.world.hcp.down = true;
   const order: string[] = [];
   const r = runner();
   try {
-    const p1 = r.run(a1.id, a1.integration_id).then((o) => order.push(`slow:${o}`));
-    await new Promise((ok) => setTimeout(ok, 100));
+    const p1 = r.run(a1.id, a1.integration_id).then((o) => order.push(`slow1:${o}`));
     const p2 = r.run(a2.id, a2.integration_id).then((o) => order.push(`slow2:${o}`));
-    const p3 = r.run(b1.id, b1.integration_id).then((o) => order.push(`fast:${o}`));
-    await Promise.all([p1, p2, p3]);
+    await new Promise((ok) => setTimeout(ok, 200));
+    const p3 = r.run(a3.id, a3.integration_id).then((o) => order.push(`slow3:${o}`));
+    const p4 = r.run(b1.id, b1.integration_id).then((o) => order.push(`fast:${o}`));
+    await Promise.all([p1, p2, p3, p4]);
   } finally {
     s.world.hcp.down = false;
   }
-  expect(order.indexOf('slow2:busy')).toBeGreaterThanOrEqual(0);
-  expect(order.indexOf('fast:synced')).toBeLessThan(order.indexOf('slow:retry'));
+  // The third call of the black-holed connection stepped aside (queued again, not an attempt).
+  expect(order).toContain('slow3:busy');
+  expect((await syncs(slow.loc.id)).find((x) => x.id === a3.id)).toMatchObject({ status: 'pending', attempts: 0 });
+  const { rows } = await s.api.owner.query('select count(*)::int as n from graphile_worker.jobs where key = $1', [`integration_sync:${a3.id}`]);
+  expect(rows).toEqual([{ n: 1 }]);
+  // The other location's sync finished while the black-holed ones were still waiting.
+  expect(order.indexOf('fast:synced')).toBeLessThan(order.indexOf('slow1:retry'));
+  expect(order.indexOf('fast:synced')).toBeLessThan(order.indexOf('slow2:retry'));
 });
