@@ -28,7 +28,7 @@
  * BENCH_INGEST_SECONDS (15), BENCH_WARMUP_SECONDS (3: the same load before the measured one, then
  * ANALYZE), BENCH_DRAIN_SECONDS (60: wait for the fan-out backlog, RSS sampled),
  * BENCH_ONLY (comma list of sections: lists, insights, ingest, privacy, idempotency, metrics,
- * staff, staff-flood, redaction, delivery), BENCH_REDACTION_SECONDS (10, each of redaction on and off), BENCH_DATA_DIR (keep and reuse
+ * staff, staff-flood, redaction, delivery, integrations), BENCH_REDACTION_SECONDS (10, each of redaction on and off), BENCH_DATA_DIR (keep and reuse
  * the seeded cluster there instead of a throwaway one), BENCH_JSON (also write the rows there),
  * BENCH_NODE_OPTIONS (NODE_OPTIONS for the service, to try V8 flags), BENCH_START_SCRIPT (npm
  * script that starts the service, default start; start:api leaves the worker out), WORKER_DB_NICE
@@ -602,6 +602,12 @@ try {
     const { runRedactionBench } = await import('./redaction.js');
     rows.push(...(await runRedactionBench({ base, owner, servicePid: service.pid!, pgDir: path.join(dataDir, 'pg'), voiceSecret: VOICE_SECRET,
       senders: SENDERS, seconds: num('BENCH_REDACTION_SECONDS', 10), progress })));
+  }
+
+  // ---- Field-service write-back (bench/integrations.ts) ------------------------------------------
+  if (ONLY.has('integrations') || !env.BENCH_ONLY) {
+    const { runIntegrationsBench } = await import('./integrations.js');
+    rows.push(...(await runIntegrationsBench({ databaseUrl: cluster.url, progress })));
   }
 
   // ---- Delivery-engine figures ------------------------------------------------------------------

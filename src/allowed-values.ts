@@ -36,7 +36,7 @@ export const TEST_EVENT_TYPE = 'webhook.test';
 export const deliveryEventTypes = [...eventTypes, TEST_EVENT_TYPE] as const;
 
 /** `app.operational_notification_types()`: notifications that are not events (never webhooks). */
-export const operationalNotificationTypes = ['webhook_endpoint.failing', 'webhook_endpoint.disabled'] as const;
+export const operationalNotificationTypes = ['webhook_endpoint.failing', 'webhook_endpoint.disabled', 'integration.expired'] as const;
 /** `app.notification_types()`: every type notification settings route. */
 export const notificationTypes = [...eventTypes, ...operationalNotificationTypes] as const;
 
@@ -46,6 +46,14 @@ export const oauthProviders = ['google_calendar', 'outlook', 'jobber', 'housecal
 export const webhookProviders = ['slack', 'zapier', 'make', 'n8n', 'calcom'] as const;
 /** `app.integrations.provider` CHECK. */
 export const integrationProviders = [...webhookProviders, ...oauthProviders] as const;
+/** `app.integration_oauth_states.provider` CHECK: the providers connected through a redirect flow here. */
+export const redirectProviders = ['jobber', 'housecall_pro'] as const;
+/** `app.integration_syncs.record_type` CHECK. */
+export const syncRecordTypes = ['lead', 'booking'] as const;
+/** `app.integration_syncs.action` CHECK. */
+export const syncActions = ['create', 'update'] as const;
+/** `app.integration_syncs.status` CHECK. */
+export const syncStatuses = ['pending', 'synced', 'failed'] as const;
 /** `app.integrations.status` CHECK. */
 export const integrationStatuses = ['connected', 'disconnected', 'error', 'expired'] as const;
 

@@ -79,6 +79,27 @@ const schema = z.object({
   WORKER_ADMIN_PORT: port.default(5679),
   EMBEDDED_PG_RESTART_TRIES: z.coerce.number().int().min(0).max(100).default(5),
   EMBEDDED_PG_RESTART_BACKOFF_MS: z.coerce.number().int().min(10).max(600_000).default(1000),
+  // Field-service connections (docs/integrations.md). Defaults are the providers' production URLs.
+  PUBLIC_BASE_URL: urlWith(['https:', 'http:'], 'the OAuth redirect_uri is PUBLIC_BASE_URL + /api/oauth/callback').optional(),
+  // 32 bytes, base64 or hex; unset with the embedded cluster → generated into DATA_DIR/integration-key.
+  INTEGRATION_ENCRYPTION_KEY: z.string().min(1).optional(),
+  JOBBER_CLIENT_ID: z.string().min(1).optional(),
+  JOBBER_CLIENT_SECRET: z.string().min(1).optional(),
+  JOBBER_AUTHORIZE_URL: urlWith(['https:'], 'outbound requests are https only').default('https://api.getjobber.com/api/oauth/authorize'),
+  JOBBER_TOKEN_URL: urlWith(['https:'], 'outbound requests are https only').default('https://api.getjobber.com/api/oauth/token'),
+  JOBBER_API_URL: urlWith(['https:'], 'outbound requests are https only').default('https://api.getjobber.com/api/graphql'),
+  JOBBER_GRAPHQL_VERSION: z.string().regex(/^\d{4}-\d{2}-\d{2}$/, 'a version date YYYY-MM-DD').default('2025-04-16'),
+  HOUSECALLPRO_CLIENT_ID: z.string().min(1).optional(),
+  HOUSECALLPRO_CLIENT_SECRET: z.string().min(1).optional(),
+  HOUSECALLPRO_AUTHORIZE_URL: urlWith(['https:'], 'outbound requests are https only').default('https://pro.housecallpro.com/oauth/authorize'),
+  HOUSECALLPRO_TOKEN_URL: urlWith(['https:'], 'outbound requests are https only').default('https://api.housecallpro.com/oauth/token'),
+  HOUSECALLPRO_API_URL: urlWith(['https:'], 'outbound requests are https only').default('https://api.housecallpro.com'),
+  SERVICETITAN_APP_KEY: z.string().min(1).optional(),
+  SERVICETITAN_AUTH_URL: urlWith(['https:'], 'outbound requests are https only').default('https://auth.servicetitan.io/connect/token'),
+  SERVICETITAN_API_URL: urlWith(['https:'], 'outbound requests are https only').default('https://api.servicetitan.io'),
+  SERVICETITAN_BOOKING_PROVIDER_ID: z.string().min(1).optional(),
+  // Syncs in flight per worker process (their own graphile-worker runner; at most one per connection).
+  INTEGRATION_SYNC_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(16),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 

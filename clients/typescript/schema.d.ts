@@ -473,10 +473,90 @@ export interface paths {
         put?: never;
         post?: never;
         /**
-         * Disconnect the provider (returns the disconnected record)
+         * Disconnect the provider: revokes at the provider where it can, erases the stored tokens (returns the disconnected record)
          * @description Requires scope `integrations:write`.
          */
         delete: operations["deleteIntegration"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/locations/{locationId}/integrations/{provider}/authorize": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start connecting Jobber or Housecall Pro: the provider URL to open (single-use state, 10 minutes, PKCE)
+         * @description Requires scope `integrations:write`.
+         */
+        post: operations["authorizeIntegration"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/locations/{locationId}/integrations/{provider}/syncs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Sync log of a field-service connection: each lead or booking written (or being written) there, newest first (filter status)
+         * @description Requires scope `integrations:read`.
+         */
+        get: operations["listIntegrationSyncs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/locations/{locationId}/integrations/{provider}/syncs/{syncId}/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Try a failed sync again (fresh retry schedule; runs once the connection is connected)
+         * @description Requires scope `integrations:write`.
+         */
+        post: operations["retryIntegrationSync"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/locations/{locationId}/integrations/servicetitan/credentials": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Connect ServiceTitan with the tenant's client credentials (checked by minting a token first)
+         * @description Requires scope `integrations:write`.
+         */
+        put: operations["connectServiceTitan"];
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -1887,6 +1967,16 @@ export interface components {
             status: "connected" | "disconnected" | "error" | "expired";
             updated_at: components["schemas"]["Timestamp"];
         };
+        /** @description Where to send the contractor to connect the provider, and until when */
+        IntegrationAuthorization: {
+            /** Format: uri */
+            authorize_url: string;
+            expires_at: components["schemas"]["Timestamp"];
+        };
+        /** @description One IntegrationAuthorization */
+        IntegrationAuthorizationResponse: {
+            data: components["schemas"]["IntegrationAuthorization"];
+        };
         IntegrationCreate: {
             config?: {
                 [key: string]: unknown;
@@ -1907,6 +1997,32 @@ export interface components {
         /** @description One Integration */
         IntegrationResponse: {
             data: components["schemas"]["Integration"];
+        };
+        /** @description One lead or booking written (or being written) into a field-service system */
+        IntegrationSync: {
+            /** @enum {string} */
+            action: "create" | "update";
+            attempts: number;
+            created_at: components["schemas"]["Timestamp"];
+            external_id: string | null;
+            id: components["schemas"]["Uuid"];
+            last_error: string | null;
+            /** @description When a pending sync is tried next; null otherwise */
+            next_attempt_at: components["schemas"]["Timestamp"] | null;
+            record_id: components["schemas"]["Uuid"];
+            /** @enum {string} */
+            record_type: "lead" | "booking";
+            /** @enum {string} */
+            status: "pending" | "synced" | "failed";
+            updated_at: components["schemas"]["Timestamp"];
+        };
+        /** @description A page of IntegrationSync records, newest first; the next page's URL is in the Link header */
+        IntegrationSyncPage: {
+            data: components["schemas"]["IntegrationSync"][];
+        };
+        /** @description One IntegrationSync */
+        IntegrationSyncResponse: {
+            data: components["schemas"]["IntegrationSync"];
         };
         Lead: {
             address: string | null;
@@ -2080,7 +2196,7 @@ export interface components {
              * @description The event type, or an operational type (webhook_endpoint.failing, webhook_endpoint.disabled)
              * @enum {string}
              */
-            event: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased" | "webhook_endpoint.failing" | "webhook_endpoint.disabled";
+            event: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased" | "webhook_endpoint.failing" | "webhook_endpoint.disabled" | "integration.expired";
             /** @description The event notified about; null for an operational notification */
             event_id: components["schemas"]["Uuid"] | null;
             id: components["schemas"]["Uuid"];
@@ -2117,6 +2233,7 @@ export interface components {
                 "call.emergency": components["schemas"]["NotificationChannels"];
                 "call.ended": components["schemas"]["NotificationChannels"];
                 "customer.erased": components["schemas"]["NotificationChannels"];
+                "integration.expired": components["schemas"]["NotificationChannels"];
                 "lead.created": components["schemas"]["NotificationChannels"];
                 "lead.updated": components["schemas"]["NotificationChannels"];
                 "spam.blocked": components["schemas"]["NotificationChannels"];
@@ -2140,6 +2257,7 @@ export interface components {
                 "call.emergency"?: components["schemas"]["NotificationChannels"];
                 "call.ended"?: components["schemas"]["NotificationChannels"];
                 "customer.erased"?: components["schemas"]["NotificationChannels"];
+                "integration.expired"?: components["schemas"]["NotificationChannels"];
                 "lead.created"?: components["schemas"]["NotificationChannels"];
                 "lead.updated"?: components["schemas"]["NotificationChannels"];
                 "spam.blocked"?: components["schemas"]["NotificationChannels"];
@@ -2225,6 +2343,11 @@ export interface components {
         /** @description One SchedulingSettings */
         SchedulingSettingsResponse: {
             data: components["schemas"]["SchedulingSettings"];
+        };
+        ServiceTitanCredentials: {
+            client_id: string;
+            client_secret: string;
+            tenant_id: string;
         };
         SpamBlockedData: {
             blocked_at: components["schemas"]["Timestamp"];
@@ -2938,6 +3061,18 @@ export interface components {
                 "application/json": components["schemas"]["InsightsSummaryResponse"];
             };
         };
+        /** @description Success */
+        IntegrationAuthorizationResponseReplayable: {
+            headers: {
+                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                RateLimit: components["headers"]["RateLimit"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["IntegrationAuthorizationResponse"];
+            };
+        };
         /** @description A page, newest first; the next page is in the Link header */
         IntegrationPage: {
             headers: {
@@ -2971,6 +3106,30 @@ export interface components {
             };
             content: {
                 "application/json": components["schemas"]["IntegrationResponse"];
+            };
+        };
+        /** @description A page, newest first; the next page is in the Link header */
+        IntegrationSyncPage: {
+            headers: {
+                Link: components["headers"]["Link"];
+                RateLimit: components["headers"]["RateLimit"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["IntegrationSyncPage"];
+            };
+        };
+        /** @description Success */
+        IntegrationSyncResponseReplayable: {
+            headers: {
+                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                RateLimit: components["headers"]["RateLimit"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["IntegrationSyncResponse"];
             };
         };
         /** @description A page, newest first; the next page is in the Link header */
@@ -3290,9 +3449,14 @@ export type SchemaFaqUpdate = components['schemas']['FaqUpdate'];
 export type SchemaInsightsSummary = components['schemas']['InsightsSummary'];
 export type SchemaInsightsSummaryResponse = components['schemas']['InsightsSummaryResponse'];
 export type SchemaIntegration = components['schemas']['Integration'];
+export type SchemaIntegrationAuthorization = components['schemas']['IntegrationAuthorization'];
+export type SchemaIntegrationAuthorizationResponse = components['schemas']['IntegrationAuthorizationResponse'];
 export type SchemaIntegrationCreate = components['schemas']['IntegrationCreate'];
 export type SchemaIntegrationPage = components['schemas']['IntegrationPage'];
 export type SchemaIntegrationResponse = components['schemas']['IntegrationResponse'];
+export type SchemaIntegrationSync = components['schemas']['IntegrationSync'];
+export type SchemaIntegrationSyncPage = components['schemas']['IntegrationSyncPage'];
+export type SchemaIntegrationSyncResponse = components['schemas']['IntegrationSyncResponse'];
 export type SchemaLead = components['schemas']['Lead'];
 export type SchemaLeadCreate = components['schemas']['LeadCreate'];
 export type SchemaLeadCreatedEvent = components['schemas']['LeadCreatedEvent'];
@@ -3326,6 +3490,7 @@ export type SchemaPricebookItemUpdate = components['schemas']['PricebookItemUpda
 export type SchemaSchedulingSettings = components['schemas']['SchedulingSettings'];
 export type SchemaSchedulingSettingsPatch = components['schemas']['SchedulingSettingsPatch'];
 export type SchemaSchedulingSettingsResponse = components['schemas']['SchedulingSettingsResponse'];
+export type SchemaServiceTitanCredentials = components['schemas']['ServiceTitanCredentials'];
 export type SchemaSpamBlockedData = components['schemas']['SpamBlockedData'];
 export type SchemaSpamBlockedEvent = components['schemas']['SpamBlockedEvent'];
 export type SchemaTimestamp = components['schemas']['Timestamp'];
@@ -3394,9 +3559,12 @@ export type ResponseFaqPage = components['responses']['FaqPage'];
 export type ResponseFaqResponse = components['responses']['FaqResponse'];
 export type ResponseFaqResponseReplayable = components['responses']['FaqResponseReplayable'];
 export type ResponseInsightsSummaryResponse = components['responses']['InsightsSummaryResponse'];
+export type ResponseIntegrationAuthorizationResponseReplayable = components['responses']['IntegrationAuthorizationResponseReplayable'];
 export type ResponseIntegrationPage = components['responses']['IntegrationPage'];
 export type ResponseIntegrationResponse = components['responses']['IntegrationResponse'];
 export type ResponseIntegrationResponseReplayable = components['responses']['IntegrationResponseReplayable'];
+export type ResponseIntegrationSyncPage = components['responses']['IntegrationSyncPage'];
+export type ResponseIntegrationSyncResponseReplayable = components['responses']['IntegrationSyncResponseReplayable'];
 export type ResponseLeadPage = components['responses']['LeadPage'];
 export type ResponseLeadResponse = components['responses']['LeadResponse'];
 export type ResponseLeadResponseReplayable = components['responses']['LeadResponseReplayable'];
@@ -4268,6 +4436,116 @@ export interface operations {
             401: components["responses"]["Error401"];
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
+            429: components["responses"]["Error429"];
+            default: components["responses"]["ErrorDefault"];
+        };
+    };
+    authorizeIntegration: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: the first request with a key runs and its answer is stored for 24 h (per location); the same request with the same key gets that answer again with `Idempotent-Replayed: true`, a different request 422, a request while the first is still running 409. Errors are not stored (a retry runs again). Any 1–255 printable ASCII characters, e.g. a UUID; a quoted structured-field string is unquoted. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description The location's UUID or slug */
+                locationId: components["parameters"]["LocationId"];
+                provider: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            201: components["responses"]["IntegrationAuthorizationResponseReplayable"];
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            422: components["responses"]["Error422"];
+            429: components["responses"]["Error429"];
+            default: components["responses"]["ErrorDefault"];
+        };
+    };
+    listIntegrationSyncs: {
+        parameters: {
+            query?: {
+                /** @description Opaque cursor from the previous page's Link header */
+                cursor?: components["parameters"]["Cursor"];
+                /** @description Rows per page (1–200; default 50) */
+                limit?: components["parameters"]["Limit"];
+                status?: "pending" | "synced" | "failed";
+            };
+            header?: never;
+            path: {
+                /** @description The location's UUID or slug */
+                locationId: components["parameters"]["LocationId"];
+                provider: "jobber" | "housecall_pro" | "servicetitan";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: components["responses"]["IntegrationSyncPage"];
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            429: components["responses"]["Error429"];
+            default: components["responses"]["ErrorDefault"];
+        };
+    };
+    retryIntegrationSync: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: the first request with a key runs and its answer is stored for 24 h (per location); the same request with the same key gets that answer again with `Idempotent-Replayed: true`, a different request 422, a request while the first is still running 409. Errors are not stored (a retry runs again). Any 1–255 printable ASCII characters, e.g. a UUID; a quoted structured-field string is unquoted. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description The location's UUID or slug */
+                locationId: components["parameters"]["LocationId"];
+                provider: "jobber" | "housecall_pro" | "servicetitan";
+                syncId: components["schemas"]["Uuid"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            202: components["responses"]["IntegrationSyncResponseReplayable"];
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            422: components["responses"]["Error422"];
+            429: components["responses"]["Error429"];
+            default: components["responses"]["ErrorDefault"];
+        };
+    };
+    connectServiceTitan: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The location's UUID or slug */
+                locationId: components["parameters"]["LocationId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ServiceTitanCredentials"];
+            };
+        };
+        responses: {
+            200: components["responses"]["IntegrationResponse"];
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            413: components["responses"]["Error413"];
+            415: components["responses"]["Error415"];
             429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };

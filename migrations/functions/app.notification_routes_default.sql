@@ -15,7 +15,8 @@ AS $function$
     "spam.blocked": [],
     "customer.erased": [],
     "webhook_endpoint.failing": ["email", "chat"],
-    "webhook_endpoint.disabled": ["email", "chat"]
+    "webhook_endpoint.disabled": ["email", "chat"],
+    "integration.expired": ["email", "chat"]
   }'::jsonb
 $function$;
-comment on function app.notification_routes_default() is E'Defaults: emergencies → sms + email + chat; leads and bookings → email + chat; webhook endpoint failing/disabled → email + chat; spam, customer.erased and the rest → none.';
+comment on function app.notification_routes_default() is E'Defaults: emergencies → sms + email + chat; leads and bookings → email + chat; webhook endpoint failing/disabled and an expired field-service connection → email + chat; spam, customer.erased and the rest → none.';

@@ -4,5 +4,5 @@ CREATE OR REPLACE FUNCTION app.operational_notification_types()
  RETURNS text[]
  LANGUAGE sql
  IMMUTABLE PARALLEL SAFE
-AS $function$ select array['webhook_endpoint.failing', 'webhook_endpoint.disabled'] $function$;
-comment on function app.operational_notification_types() is E'Notification types that are not events (never sent as webhooks): a failing webhook endpoint, a disabled one.';
+AS $function$ select array['webhook_endpoint.failing', 'webhook_endpoint.disabled', 'integration.expired'] $function$;
+comment on function app.operational_notification_types() is E'Notification types that are not events (never sent as webhooks): a failing webhook endpoint, a disabled one, a field-service connection that needs re-authorisation.';

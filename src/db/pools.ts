@@ -141,9 +141,9 @@ export async function callPageText(pool: pg.Pool | pg.PoolClient, fn: string, ar
   return { data: JSON.stringify(page.data), next_cursor: page.next_cursor };
 }
 
-/** How an argument is sent: objects as JSON text, undefined as null. */
+/** How an argument is sent: objects as JSON text, undefined as null, Buffers as bytea. */
 export function toParam(v: unknown): unknown {
   if (v === undefined) return null;
-  if (v !== null && typeof v === 'object' && !(v instanceof Date) && !Array.isArray(v)) return JSON.stringify(v);
+  if (v !== null && typeof v === 'object' && !(v instanceof Date) && !Array.isArray(v) && !Buffer.isBuffer(v)) return JSON.stringify(v);
   return v;
 }

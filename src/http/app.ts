@@ -1,5 +1,6 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { DeferredWakeups } from '../db/wakeups.js';
+import { IntegrationService } from '../integrations/service.js';
 import { observeRequest } from '../metrics/http.js';
 import { assertJsonDepth } from './body.js';
 import type { AppDeps } from './deps.js';
@@ -19,6 +20,7 @@ function hasBody(req: Request): boolean {
 
 export function createApp(deps: AppDeps): express.Express {
   deps.wakeups ??= new DeferredWakeups(deps.ownerPool, deps.log);
+  deps.integrations ??= new IntegrationService({ cfg: deps.cfg, log: deps.log, ownerPool: deps.ownerPool, ca: deps.ca });
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', false);
@@ -26,6 +28,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.set('query parser', 'simple');
   // Handlers that must read configuration (e.g. the SSRF switch) find it here.
   app.locals.cfg = deps.cfg;
+  app.locals.integrations = deps.integrations;
 
   // Access log, and request metrics on its per-response hook (docs/operations.md);
   // METRICS_ENABLED=false leaves the metrics off (bench comparison).

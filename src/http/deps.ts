@@ -6,7 +6,9 @@ import type pg from 'pg';
 import type { AuthCache } from '../auth/cache.js';
 import type { Config } from '../config.js';
 import type { DeferredWakeups } from '../db/wakeups.js';
+import type { IntegrationService } from '../integrations/service.js';
 import type { Logger } from '../log.js';
+import type { ExtraCa } from '../net/ca.js';
 
 export interface AppDeps {
   cfg: Config;
@@ -19,4 +21,8 @@ export interface AppDeps {
   wakeups?: DeferredWakeups;
   /** Cache of `GET /me` answers with its LISTEN connection (src/auth/cache.ts); none → every /me reads the database. */
   authCache?: AuthCache;
+  /** Extra CA trusted for calls to field-service providers (tests' stand-ins; production uses NODE_EXTRA_CA_CERTS). */
+  ca?: ExtraCa;
+  /** Field-service connections (src/integrations/); made from the above when not given. */
+  integrations?: IntegrationService;
 }

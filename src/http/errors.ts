@@ -42,6 +42,7 @@ const SQLSTATES: Record<string, [number, string]> = {
   SBTR9: [409, 'invalid_transition'],
   SBSL9: [409, 'slot_unavailable'],
   SBOA0: [400, 'oauth_required'],
+  SB503: [503, 'not_configured'],
   SBIK9: [409, 'idempotency_key_in_use'],
   SBIK2: [422, 'idempotency_key_reused'],
   SBIK7: [410, 'idempotency_answer_erased'],

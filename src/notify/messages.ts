@@ -184,6 +184,15 @@ export function renderMessage({ event, business, callbackPhone }: MessageInput):
       sms = `${business}: webhook endpoint ${name} was disabled${d.disabled_reason ? ` (${str(d.disabled_reason)})` : ''}. Nothing is sent to it until it is re-enabled (active=true).`;
       break;
     }
+    case 'integration.expired': {
+      const provider = FIELD_SERVICE_NAMES[String(d.provider)] ?? str(d.provider) ?? 'A field-service system';
+      title = `${provider} needs to be reconnected — ${business}`;
+      facts.push(['Reason', str(d.last_error)], ['Waiting to sync', str(d.pending_syncs)],
+        ['What happens now', `Leads and bookings are kept and wait; nothing is written to ${provider} until it is reconnected`],
+        ['To reconnect', `Connect ${provider} again from the app (POST integrations/${str(d.provider)}/authorize, or PUT the ServiceTitan credentials)`]);
+      sms = `${business}: ${provider} was disconnected (${str(d.last_error) ?? 'access refused'}). Reconnect it so leads and bookings sync again.`;
+      break;
+    }
     default:
       title = `${event.event} — ${business}`;
       sms = `${business}: ${event.event}`;
@@ -194,6 +203,8 @@ export function renderMessage({ event, business, callbackPhone }: MessageInput):
     sms: clip(sms, SMS_MAX),
   };
 }
+
+const FIELD_SERVICE_NAMES: Record<string, string> = { jobber: 'Jobber', housecall_pro: 'Housecall Pro', servicetitan: 'ServiceTitan' };
 
 /** Slack mrkdwn treats &, < and > as markup (links, mentions): escape them so text stays text. */
 export function slackEscape(s: string): string {

@@ -41,7 +41,7 @@ export async function loadTasks(deps: TaskDeps): Promise<TaskList> {
  * (lease lapsed without a result), so a crash delays a delivery by at most about 100 s, not
  * graphile-worker's four-hour lock expiry. prune_deliveries (hourly) applies DELIVERY_RETENTION_DAYS.
  */
-const CRONTAB = ['* * * * * delivery_sweep', '17 * * * * prune_deliveries'].join('\n');
+const CRONTAB = ['* * * * * delivery_sweep', '17 * * * * prune_deliveries', '* * * * * integration_sync_sweep'].join('\n');
 
 /**
  * graphile-worker completes and fails jobs without awaiting the query unless batching is on; at
@@ -99,11 +99,19 @@ export async function startWorker(baseDeps: TaskDeps, { jobsConcurrency = 2, pol
 
   const started: Array<{ stop(): Promise<void> }> = [];
   try {
+    // Field-service syncs get a runner of their own (src/integrations/sync.ts): a slow provider
+    // never takes the slots of finalize_call and the cron tasks.
+    const { integration_sync: syncTask, ...otherTasks } = taskList;
     const jobs = await run({
       pgPool: deps.pool, noHandleSignals: true, pollInterval, logger: workerLogger(log), preset: GRAPHILE_PRESET,
-      concurrency: jobsConcurrency, taskList, ...(cron ? { crontab: CRONTAB } : { parsedCronItems: [] }),
+      concurrency: jobsConcurrency, taskList: otherTasks, ...(cron ? { crontab: CRONTAB } : { parsedCronItems: [] }),
     });
     started.push(jobs);
+    const syncs = await run({
+      pgPool: deps.pool, noHandleSignals: true, pollInterval, logger: workerLogger(log), preset: GRAPHILE_PRESET,
+      concurrency: deps.cfg.INTEGRATION_SYNC_CONCURRENCY, taskList: { integration_sync: syncTask }, parsedCronItems: [],
+    });
+    started.push(syncs);
     const notify = new NotificationEngine(deps, { pollIntervalMs: pollInterval, ...notifyOpts });
     started.push(notify);
     await notify.start();
@@ -121,8 +129,8 @@ export async function startWorker(baseDeps: TaskDeps, { jobsConcurrency = 2, pol
       lanes,
       promise: jobs.promise,
       stop: () =>
-        (stopping ??= Promise.all([engine.stop(), notify.stop(), jobs.stop()]).then(async () => {
-          await jobs.promise;
+        (stopping ??= Promise.all([engine.stop(), notify.stop(), jobs.stop(), syncs.stop()]).then(async () => {
+          await Promise.all([jobs.promise, syncs.promise]);
           unregister();
         })),
     };

@@ -38,6 +38,20 @@ async function populate(loc: string, slug: string): Promise<void> {
       "insert into app.integrations (location_id, provider, webhook_url, connected_at) values ($1, 'zapier', 'https://hooks.example.com/z', now())",
       [loc],
     );
+    // A field-service connection, a pending OAuth state and a sync of the live lead (docs/integrations.md).
+    const fs = await c.query(
+      "insert into app.integrations (location_id, provider, external_id, connected_at) values ($1, 'jobber', 'acct-1', now()) returning id",
+      [loc],
+    );
+    await c.query(
+      "insert into app.integration_oauth_states (location_id, provider, state_sha256, code_verifier_ciphertext) values ($1, 'housecall_pro', encode(sha256(gen_random_uuid()::text::bytea), 'hex'), '\\x00')",
+      [loc],
+    );
+    await c.query(
+      `insert into app.integration_syncs (location_id, integration_id, provider, record_type, record_id, action)
+       select $1, $2, 'jobber', 'lead', l.id, 'create' from app.leads l where l.location_id = $1 limit 1`,
+      [loc, fs.rows[0].id],
+    );
     const ep = await c.query(
       `insert into app.webhook_endpoints (location_id, url, events, secret)
        values ($1, 'https://hooks.example.com/w', '{lead.created}', 'whsec_' || rpad('a', 43, 'b')) returning id`,

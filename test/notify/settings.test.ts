@@ -28,6 +28,7 @@ test('a new location starts with the defaults (endpoint health: e-mail and chat)
       'customer.erased': [],
       'webhook_endpoint.failing': ['email', 'chat'],
       'webhook_endpoint.disabled': ['email', 'chat'],
+      'integration.expired': ['email', 'chat'],
     },
     sms_recipients: [],
     email_recipients: [],

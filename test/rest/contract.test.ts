@@ -13,9 +13,13 @@ import { createApiPool, createOwnerPool } from '../../src/db/pools.js';
 import { createApp } from '../../src/http/app.js';
 import { assertConforms, contractProblems, openApiDocument, operationOf, operations, pairKey, validated } from '../support/contract.js';
 import { createLocation, mintKey, request, startTestApi, testConfig, testLog, type TestApi, type TestLocation } from '../support/harness.js';
+import { startFieldServiceWorld, type FieldServiceWorld } from '../support/field-service.js';
+import { makePki, type TestPki } from '../support/https.js';
 import { insertBooking, insertCall, insertMember } from './fixtures.js';
 
 let t: TestApi;
+let pki: TestPki;
+let world: FieldServiceWorld;
 let A: TestLocation;
 let B: TestLocation;
 let token: string;
@@ -23,7 +27,11 @@ const V = '/api/v1';
 const ids: Record<string, string> = {};
 
 beforeAll(async () => {
-  t = await startTestApi();
+  // Field-service stand-ins: authorize needs a configured provider, ServiceTitan credentials a token endpoint.
+  pki = makePki();
+  world = await startFieldServiceWorld(pki);
+  t = await startTestApi(world.env, undefined, { ca: pki.caPem });
+  t.cfg.PUBLIC_BASE_URL = t.baseUrl;
   A = await createLocation(t.owner, { name: 'Contract Heating', service_phone: '+15125550140' });
   B = await createLocation(t.owner, { name: 'Other Plumbing' });
   ({ token } = await mintKey(t.owner, A.id));
@@ -34,7 +42,10 @@ beforeAll(async () => {
   ids.bookingId = await insertBooking(t.owner, A.id);
   await insertMember(t.owner, A.id, 'owner@contract.example', 'owner');
 });
-afterAll(() => t?.close());
+afterAll(async () => {
+  await t?.close();
+  await world?.close();
+});
 
 const call = (method: string, path: string, body?: unknown, tok: string | undefined = token) =>
   request(t.baseUrl, method, path, { token: tok, body });
@@ -100,6 +111,14 @@ test('every operation answers its documented success with the declared shape', a
 
   await expectStatus(201, 'POST', `${L()}/integrations`, { provider: 'slack', webhook_url: 'https://127.0.0.1:9/slack', label: 'Ops' });
   await expectStatus(200, 'GET', `${L()}/integrations`);
+  await expectStatus(201, 'POST', `${L()}/integrations/jobber/authorize`);
+  await expectStatus(200, 'PUT', `${L()}/integrations/servicetitan/credentials`, { tenant_id: '4021', client_id: 'st-client', client_secret: 'st-secret' });
+  const stId = (await t.owner.query("select id from app.integrations where location_id = $1 and provider = 'servicetitan'", [A.id])).rows[0].id;
+  ids.failedSync = (await t.owner.query(
+    `insert into app.integration_syncs (location_id, integration_id, provider, record_type, record_id, action, status, attempts, last_error)
+     values ($1, $2, 'servicetitan', 'lead', $3, 'create', 'failed', 1, 'refused') returning id`, [A.id, stId, ids.leadId])).rows[0].id;
+  await expectStatus(200, 'GET', `${L()}/integrations/servicetitan/syncs?status=failed`);
+  await expectStatus(202, 'POST', `${L()}/integrations/servicetitan/syncs/${ids.failedSync}/retry`);
   await expectStatus(200, 'GET', `${L()}/members`);
   await expectStatus(200, 'GET', `${L()}/insights?days=7`);
 
@@ -164,7 +183,7 @@ function rawRequest(method: string, path: string, body: string): Promise<{ statu
 function concrete(template: string, location = A.id): string {
   const values: Record<string, string> = {
     locationId: location, callId: ids.callId, leadId: ids.leadId, bookingId: ids.bookingId, faqId: randomUUID(),
-    itemId: randomUUID(), erasureId: ids.erasureId, provider: 'zapier', id: template.includes('webhook-deliveries') ? ids.failedDelivery : ids.endpointId,
+    itemId: randomUUID(), erasureId: ids.erasureId, provider: template.includes('/syncs') ? 'servicetitan' : 'zapier', syncId: ids.failedSync, id: template.includes('webhook-deliveries') ? ids.failedDelivery : ids.endpointId,
   };
   return V + template.replace(/\{([^}]+)\}/g, (_, name: string) => values[name]);
 }
@@ -224,6 +243,7 @@ describe('every operation answers its documented errors in the error envelope', 
     }
     const pending = (await t.owner.query(`select id from app.webhook_deliveries where location_id = $1 and status = 'pending' limit 1`, [A.id])).rows[0];
     await expectStatus(409, 'POST', `${L()}/webhook-deliveries/${pending.id}/retry`);
+    await expectStatus(409, 'POST', `${L()}/integrations/servicetitan/syncs/${ids.failedSync}/retry`);
   });
 
   test('every token-API POST: 422 for a key used by another request, 409 while a request holds the key', async () => {

@@ -12,6 +12,7 @@
  * arbitrary translation written here, i.e. a second reading of the schema that could share our
  * mistakes. Operations are read from the served document, so routes added later are covered too.
  */
+import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { dereference } from '@readme/openapi-parser';
@@ -21,7 +22,9 @@ import { MAX_JSON_DEPTH, jsonDepth } from '../../src/http/body.js';
 import { RULES, type RuleId } from '../../src/http/rules.js';
 import { E164_PATTERN, HTTP_URL_PATTERN, HTTPS_URL_PATTERN } from '../../src/http/schemas.js';
 import { TIME_ZONES } from '../../src/http/timezones.js';
+import { startFieldServiceWorld, type FieldServiceWorld } from '../support/field-service.js';
 import { createLocation, mintKey, request, startTestApi, type TestApi, type TestLocation } from '../support/harness.js';
+import { makePki } from '../support/https.js';
 
 /** Bodies sent per operation, and generation attempts allowed to find them. */
 const BODIES = 25;
@@ -38,9 +41,16 @@ let token: string;
 let doc: Json;
 let dbZones: Set<string>;
 const ids: Record<string, string> = {};
+const pki = makePki();
+let world: FieldServiceWorld;
 
 beforeAll(async () => {
-  t = await startTestApi({ RATE_LIMIT_PER_MINUTE: '100000' });
+  // Field-service stand-ins: authorize needs a configured provider, ServiceTitan credentials a token endpoint.
+  world = await startFieldServiceWorld(pki);
+  t = await startTestApi({ ...world.env, RATE_LIMIT_PER_MINUTE: '100000' }, undefined, { ca: pki.caPem });
+  t.cfg.PUBLIC_BASE_URL = t.baseUrl;
+  ids.provider = 'jobber';
+  ids.syncId = randomUUID();
   loc = await createLocation(t.owner);
   ({ token } = await mintKey(t.owner, loc.id));
   const post = async (p: string, body: unknown) => {
@@ -62,7 +72,10 @@ beforeAll(async () => {
   doc = JSON.parse(JSON.stringify(await dereference((await request(t.baseUrl, 'GET', '/api/v1/openapi.json')).body)));
   dbZones = new Set((await t.owner.query('select name from pg_timezone_names')).rows.map((r) => r.name));
 });
-afterAll(() => t.close());
+afterAll(async () => {
+  await t.close();
+  await world.close();
+});
 
 /** Fills a documented path with the ids made above; an unknown parameter fails loudly. */
 function concretePath(p: string): string {

@@ -154,6 +154,8 @@ describe('nobody reads secrets', () => {
     ['previous webhook secret', '{ allWebhookEndpoints { nodes { previousSecret } } }'],
     ['integration access token', '{ allIntegrations { nodes { accessToken } } }'],
     ['integration refresh token', '{ allIntegrations { nodes { refreshToken } } }'],
+    ['integration secrets (encrypted tokens and client secrets)', '{ allIntegrations { nodes { secretsCiphertext } } }'],
+    ['OAuth states (PKCE verifiers)', '{ allIntegrationOauthStates { nodes { codeVerifierCiphertext } } }'],
     ['staff token hash', '{ allStaffMembers { nodes { tokenHash } } }'],
   ];
   test.each(SECRET_FIELDS)('%s: not in the schema for any role', async (_name, query) => {
@@ -191,7 +193,7 @@ describe('nobody reads secrets', () => {
     const c = await env.owner.connect();
     try {
       for (const role of ['viewer', 'operator', 'admin']) {
-        for (const [t, col] of [['app.api_keys', 'token_hash'], ['app.webhook_endpoints', 'secret'], ['app.integrations', 'access_token'], ['app.integrations', 'refresh_token'], ['staff.members', 'token_hash']]) {
+        for (const [t, col] of [['app.api_keys', 'token_hash'], ['app.webhook_endpoints', 'secret'], ['app.integrations', 'access_token'], ['app.integrations', 'refresh_token'], ['app.integrations', 'secrets_ciphertext'], ['app.integration_oauth_states', 'code_verifier_ciphertext'], ['staff.members', 'token_hash']]) {
           await c.query('begin');
           await c.query(`set local role switchboard_staff_${role}`);
           await expect(c.query(`select ${col} from ${t} limit 1`)).rejects.toMatchObject({ code: '42501' });

@@ -12,6 +12,7 @@ import { callFn, createApiPool, createOwnerPool } from '../../src/db/pools.js';
 import { createApp } from '../../src/http/app.js';
 import { hashToken } from '../../src/auth/tokens.js';
 import { createLogger } from '../../src/log.js';
+import type { ExtraCa } from '../../src/net/ca.js';
 import { assertConforms } from './contract.js';
 import { createTestDatabase, type TestDatabase } from './db.js';
 
@@ -32,12 +33,12 @@ export function testConfig(env: Record<string, string> = {}): Config {
   return loadConfig({ LOG_LEVEL: 'silent', WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', ...env });
 }
 
-export async function startTestApi(env: Record<string, string> = {}, db?: TestDatabase): Promise<TestApi> {
+export async function startTestApi(env: Record<string, string> = {}, db?: TestDatabase, opts: { ca?: ExtraCa } = {}): Promise<TestApi> {
   db ??= await createTestDatabase();
   const cfg = testConfig({ ...env, DATABASE_URL: db.url });
   const owner = createOwnerPool(db.url, 5, 'test-owner');
   const apiPool = createApiPool(db.url, 5);
-  const app = createApp({ cfg, log: testLog, apiPool, ownerPool: owner });
+  const app = createApp({ cfg, log: testLog, apiPool, ownerPool: owner, ca: opts.ca });
   const server = createServer(app);
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const { port } = server.address() as AddressInfo;

@@ -1,5 +1,6 @@
 import { Router } from 'express';
 import type { AppDeps } from '../deps.js';
+import { oauthCallbackRouter } from '../../integrations/callback.js';
 import { billingRouter } from './billing.js';
 import { toolsRouter } from './tools.js';
 import { voiceRouter } from './voice.js';
@@ -13,5 +14,6 @@ export function platformRouter(deps: AppDeps): Router {
   router.use(voiceRouter(deps));
   router.use(toolsRouter(deps));
   router.use(billingRouter(deps));
+  router.use(oauthCallbackRouter(() => deps.integrations!));
   return router;
 }

@@ -1,0 +1,87 @@
+/**
+ * Housecall Pro's REST API (docs/integrations.md "Housecall Pro"): bearer token from OAuth, JSON
+ * bodies; 401 for a bad token, 422 `{ errors: { field: [...] } }` for a validation refusal.
+ */
+import type { Config } from '../config.js';
+import { providerReason, providerRequest, type NetOptions, type ProviderReply } from './http.js';
+import { TokenRejected } from './jobber.js';
+import { ProviderRefused, ProviderUnavailable } from './oauth.js';
+import { digits, samePhone } from './records.js';
+import type { WriteContext } from './write-context.js';
+
+export async function hcpCall(net: NetOptions, cfg: Config, accessToken: string, method: string, path: string, json?: unknown): Promise<ProviderReply> {
+  const reply = await providerRequest(net, {
+    method, url: `${cfg.HOUSECALLPRO_API_URL.replace(/\/+$/, '')}${path}`, json,
+    headers: { authorization: `Bearer ${accessToken}` },
+  });
+  if (reply.status === 401) throw new TokenRejected(providerReason(reply));
+  if (reply.status === null || reply.status === 429 || reply.status >= 500) throw new ProviderUnavailable(providerReason(reply), reply.retryAfter);
+  if (reply.status < 200 || reply.status >= 300) throw new ProviderRefused(reply.status, providerReason(reply));
+  return reply;
+}
+
+export async function hcpCompanyId(net: NetOptions, cfg: Config, accessToken: string): Promise<string> {
+  const r = await hcpCall(net, cfg, accessToken, 'GET', '/company');
+  const id = r.body?.id;
+  if ((typeof id !== 'string' && typeof id !== 'number') || id === '') throw new ProviderRefused(200, 'Housecall Pro answered no company id');
+  return String(id);
+}
+
+/**
+ * Housecall Pro: the customer found with GET /customers?q= (by phone), else created with the
+ * address; a lead becomes POST /leads, a booking POST /jobs with its window as the schedule, and a
+ * rescheduled booking PUT /jobs/{id}/schedule. No idempotency key: the note carries our reference
+ * and a retry looks for it among the customer's leads or jobs first.
+ */
+export async function hcpWrite(ctx: WriteContext): Promise<{ external_id: string }> {
+  const { net, cfg, accessToken: token, rec } = ctx;
+  if (ctx.action === 'update') {
+    const jobId = ctx.createRemote?.job_id;
+    if (rec.type !== 'booking' || !jobId) throw new ProviderRefused(0, 'No Housecall Pro job was created for this booking');
+    if (rec.status === 'cancelled') throw new ProviderRefused(0, 'Housecall Pro offers no job cancellation through its API; cancel the job in Housecall Pro');
+    if (!rec.start) throw new ProviderRefused(0, 'The booking has no time to reschedule to');
+    await hcpCall(net, cfg, token, 'PUT', `/jobs/${encodeURIComponent(jobId)}/schedule`, {
+      start_time: rec.start.toISOString(), end_time: rec.end?.toISOString(), arrival_window_in_minutes: 0,
+    });
+    return { external_id: jobId };
+  }
+  let customerId = ctx.remote.customer_id;
+  let addressId = ctx.remote.address_id;
+  if (!customerId && rec.phone) {
+    const r = await hcpCall(net, cfg, token, 'GET', `/customers?q=${encodeURIComponent(digits(rec.phone).slice(-10))}`);
+    const found = (r.body?.customers ?? []).find((c: any) => [c.mobile_number, c.home_number, c.work_number].some((p) => samePhone(p, rec.phone)));
+    if (found) {
+      customerId = String(found.id);
+      addressId = found.addresses?.[0]?.id;
+    }
+  }
+  if (!customerId) {
+    const r = await hcpCall(net, cfg, token, 'POST', '/customers', {
+      first_name: rec.firstName, last_name: rec.lastName || undefined, email: rec.email ?? undefined,
+      mobile_number: rec.phone ?? undefined, lead_source: 'Switchboard',
+      ...(rec.address ? { addresses: [{ street: rec.address }] } : {}),
+    });
+    customerId = String(r.body?.id ?? '');
+    addressId = r.body?.addresses?.[0]?.id;
+    if (!customerId) throw new ProviderRefused(r.status ?? 0, 'Housecall Pro created no customer');
+  }
+  if (customerId !== ctx.remote.customer_id) await ctx.progress({ customer_id: customerId, ...(addressId ? { address_id: String(addressId) } : {}) });
+  const kind = rec.type === 'lead' ? 'leads' : 'jobs';
+  if (ctx.attempts > 1) {
+    const r = await hcpCall(net, cfg, token, 'GET', `/${kind}?customer_id=${encodeURIComponent(customerId)}`);
+    const found = (r.body?.[kind] ?? []).find((x: any) => [x.note, x.notes, x.description].some((n) => typeof n === 'string' && n.includes(rec.ref)));
+    if (found) return { external_id: String(found.id) };
+  }
+  const address = addressId ? { address_id: addressId } : {};
+  const body = rec.type === 'lead'
+    ? { customer_id: customerId, ...address, lead_source: 'Switchboard', note: `${rec.title}\n${rec.summary}` }
+    : {
+        customer_id: customerId, ...address, description: rec.title, notes: rec.summary,
+        ...(rec.start ? { schedule: { scheduled_start: rec.start.toISOString(), scheduled_end: rec.end?.toISOString(), arrival_window: 0 } } : {}),
+      };
+  const r = await hcpCall(net, cfg, token, 'POST', `/${kind}`, body);
+  const id = r.body?.id;
+  if (!id) throw new ProviderRefused(r.status ?? 0, `Housecall Pro created no ${rec.type === 'lead' ? 'lead' : 'job'}`);
+  if (rec.type === 'booking') await ctx.progress({ job_id: String(id) });
+  return { external_id: String(id) };
+}

@@ -1,0 +1,126 @@
+/**
+ * The integration_sync job (docs/integrations.md "Sync log"): claims one pending sync, writes its
+ * record into the connection's field-service system with a usable token, and records the outcome.
+ *
+ * - 429, 5xx, time-outs, Jobber's THROTTLED: retried on WEBHOOK_RETRY_DELAYS (the webhook
+ *   schedule), never sooner than Retry-After or the throttle bucket's refill; after the last delay
+ *   the sync fails with the last reason.
+ * - A validation refusal: failed at once with the provider's message (retry by hand: POST
+ *   …/syncs/{id}/retry).
+ * - An expired connection: the sync waits (pending) until re-authorisation.
+ * - Isolation: at most WEBHOOK_ENDPOINT_CONCURRENCY calls in flight per connection in this
+ *   process (the webhooks' per-endpoint rule); another job for a busy connection steps aside
+ *   (queued again 250 ms later) instead of taking a slot, so a slow or black-holed provider holds
+ *   at most that many slots of the sync lane.
+ */
+import type pg from 'pg';
+import type { Config } from '../config.js';
+import { callFn } from '../db/pools.js';
+import type { Logger } from '../log.js';
+import type { ExtraCa } from '../net/ca.js';
+import { hcpWrite } from './housecall-pro.js';
+import { jobberWrite, TokenRejected } from './jobber.js';
+import { ProviderRefused, ProviderUnavailable } from './oauth.js';
+import type { FieldServiceProvider } from './providers.js';
+import { toSyncRecord } from './records.js';
+import { netOptions } from './service.js';
+import { stWrite } from './servicetitan.js';
+import { IntegrationUnavailable, TokenKeeper } from './tokens.js';
+import type { WriteContext } from './write-context.js';
+
+const writers: Record<FieldServiceProvider, (ctx: WriteContext) => Promise<{ external_id: string }>> = {
+  jobber: jobberWrite, housecall_pro: hcpWrite, servicetitan: stWrite,
+};
+
+export interface SyncDeps {
+  cfg: Config;
+  log: Logger;
+  pool: pg.Pool;
+  ca?: ExtraCa;
+}
+
+/** How long a job of a busy connection waits before it is tried again. */
+const STEP_ASIDE_MS = 250;
+
+export type SyncOutcome = 'synced' | 'failed' | 'retry' | 'wait' | 'skipped' | 'busy';
+
+/** Calls in flight per connection in this process. */
+const inFlight = new Map<string, number>();
+
+export class SyncRunner {
+  private readonly keeper: TokenKeeper;
+
+  constructor(private readonly deps: SyncDeps) {
+    this.keeper = new TokenKeeper({ cfg: deps.cfg, log: deps.log, pool: deps.pool, net: netOptions(deps.cfg, deps.ca) });
+  }
+
+  private finish(id: string, outcome: 'synced' | 'failed' | 'retry' | 'wait', externalId: string | null, error: string | null, retryIn = 0) {
+    return callFn(this.deps.pool, 'app.integration_sync_finish', [id, outcome, externalId, error, Math.ceil(retryIn)]);
+  }
+
+  async run(syncId: string, integrationId?: string): Promise<SyncOutcome> {
+    const { cfg, log, pool } = this.deps;
+    const cap = cfg.WEBHOOK_ENDPOINT_CONCURRENCY;
+    const busy = (id: string) => (inFlight.get(id) ?? 0) >= cap;
+    if (integrationId && busy(integrationId)) return this.stepAside(syncId, integrationId);
+    const leaseSeconds = Math.ceil((cfg.WEBHOOK_TIMEOUT_MS * 6) / 1000) + 30;
+    const s = await callFn<any>(pool, 'app.integration_sync_claim', [syncId, leaseSeconds]);
+    if (!s) return 'skipped';
+    if (busy(s.integration_id)) {
+      // Give the claim back untouched (not an attempt) and come back shortly.
+      await pool.query("update app.integration_syncs set lease_until = null, attempts = attempts - 1 where id = $1 and location_id = $2", [s.id, s.location_id]);
+      return this.stepAside(syncId, s.integration_id);
+    }
+    inFlight.set(s.integration_id, (inFlight.get(s.integration_id) ?? 0) + 1);
+    try {
+      if (!s.record) {
+        await this.finish(s.id, 'failed', null, `The ${s.record_type} no longer exists`);
+        return 'failed';
+      }
+      const rec = toSyncRecord(s.record_type, s.record, s.timezone);
+      const remote: Record<string, string> = { ...(s.remote ?? {}) };
+      const result = await this.keeper.withToken(s.integration_id, (c) => writers[c.provider]({
+        net: netOptions(cfg, this.deps.ca), cfg, accessToken: c.secrets.access_token!, externalId: c.external_id,
+        action: s.action, attempts: s.attempts, remote, createRemote: s.create_remote ?? null, rec,
+        progress: async (ids) => {
+          Object.assign(remote, ids);
+          await callFn(pool, 'app.integration_sync_progress', [s.id, ids]);
+        },
+      }));
+      await this.finish(s.id, 'synced', result.external_id, null);
+      return 'synced';
+    } catch (err) {
+      if (err instanceof IntegrationUnavailable) {
+        await this.finish(s.id, 'wait', null, err.message);
+        return 'wait';
+      }
+      if (err instanceof ProviderRefused) {
+        await this.finish(s.id, 'failed', null, `${s.provider} refused: ${err.reason}`);
+        return 'failed';
+      }
+      const delays = cfg.WEBHOOK_RETRY_DELAYS;
+      const reason = err instanceof ProviderUnavailable || err instanceof TokenRejected
+        ? (err as Error).message : 'Internal error while syncing';
+      if (!(err instanceof ProviderUnavailable) && !(err instanceof TokenRejected)) {
+        log.error({ sync_id: s.id, provider: s.provider, err: { message: (err as Error).message } }, 'integration sync failed unexpectedly');
+      }
+      if (s.attempts > delays.length) {
+        await this.finish(s.id, 'failed', null, `Gave up after ${s.attempts} attempts: ${reason}`);
+        return 'failed';
+      }
+      const wait = Math.max(delays[s.attempts - 1], err instanceof ProviderUnavailable ? (err.retryAfter ?? 0) : 0);
+      await this.finish(s.id, 'retry', null, reason, wait);
+      return 'retry';
+    } finally {
+      const left = (inFlight.get(s.integration_id) ?? 1) - 1;
+      if (left > 0) inFlight.set(s.integration_id, left);
+      else inFlight.delete(s.integration_id);
+    }
+  }
+
+  /** The connection has its share of calls in flight here: queue this job again shortly. */
+  private async stepAside(syncId: string, integrationId: string): Promise<SyncOutcome> {
+    await callFn(this.deps.pool, 'app.enqueue', ['integration_sync', { sync_id: syncId, integration_id: integrationId }, new Date(Date.now() + STEP_ASIDE_MS).toISOString(), `integration_sync:${syncId}`]);
+    return 'busy';
+  }
+}

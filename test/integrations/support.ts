@@ -1,0 +1,80 @@
+/**
+ * Shared set-up of the field-service tests: the API on a real database pointed at the stand-ins
+ * (test/support/field-service.ts), and the contractor's round trip through a provider's consent.
+ */
+import https from 'node:https';
+import { integrationKey, open, SECRETS, type IntegrationSecrets } from '../../src/integrations/crypto.js';
+import { startFieldServiceWorld, type FieldServiceWorld } from '../support/field-service.js';
+import { createLocation, mintKey, request, startTestApi, type TestApi, type TestLocation } from '../support/harness.js';
+import { makePki, type TestPki } from '../support/https.js';
+
+export interface Setup {
+  pki: TestPki;
+  world: FieldServiceWorld;
+  api: TestApi;
+  close(): Promise<void>;
+}
+
+export async function setup(env: Record<string, string> = {}): Promise<Setup> {
+  const pki = makePki();
+  const world = await startFieldServiceWorld(pki);
+  const api = await startTestApi({ ...world.env, ...env }, undefined, { ca: pki.caPem });
+  // The redirect URI needs the port the API got.
+  api.cfg.PUBLIC_BASE_URL ??= api.baseUrl;
+  return {
+    pki, world, api,
+    close: async () => {
+      await api.close();
+      await world.close();
+    },
+  };
+}
+
+export async function tenant(api: TestApi, scopes?: string[]): Promise<{ loc: TestLocation; token: string }> {
+  const loc = await createLocation(api.owner);
+  const { token } = await mintKey(api.owner, loc.id, scopes);
+  return { loc, token };
+}
+
+/** A GET over HTTPS trusting the test CA, without following redirects. */
+export function httpsGet(url: string, ca: string): Promise<{ status: number; location?: string; body: string }> {
+  return new Promise((resolve, reject) => {
+    https.get(url, { ca }, (res) => {
+      let body = '';
+      res.on('data', (c) => (body += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, location: res.headers.location, body }));
+    }).on('error', reject);
+  });
+}
+
+/**
+ * What a contractor's browser does after the app opens authorize_url and they press Allow: the
+ * authorization server's redirect back to our callback. Returns the callback URL.
+ */
+export async function consent(s: Setup, authorizeUrl: string): Promise<string> {
+  const consentPage = await httpsGet(authorizeUrl, s.pki.caPem);
+  const allow = /id="allow" href="([^"]+)"/.exec(consentPage.body)![1].replace(/&quot;/g, '"').replace(/&amp;/g, '&');
+  const redirect = await httpsGet(allow, s.pki.caPem);
+  if (redirect.status !== 302 || !redirect.location) throw new Error(`authorization server answered ${redirect.status}`);
+  return redirect.location;
+}
+
+export async function getPage(url: string): Promise<{ status: number; text: string; headers: Headers }> {
+  const res = await fetch(url, { redirect: 'manual' });
+  return { status: res.status, text: await res.text(), headers: res.headers };
+}
+
+/** Connects a provider with a redirect flow end to end; returns the callback answer. */
+export async function connect(s: Setup, locId: string, token: string, provider: 'jobber' | 'housecall_pro') {
+  const auth = await request(s.api.baseUrl, 'POST', `/api/v1/locations/${locId}/integrations/${provider}/authorize`, { token });
+  if (auth.status !== 201) throw new Error(`authorize answered ${auth.status} ${JSON.stringify(auth.body)}`);
+  return getPage(await consent(s, auth.body.data.authorize_url));
+}
+
+/** The integration's stored secrets, decrypted with the test key (null when erased). */
+export async function storedSecrets(s: Setup, locId: string, provider: string): Promise<IntegrationSecrets | null> {
+  const { rows } = await s.api.owner.query(
+    'select secrets_ciphertext from app.integrations where location_id = $1 and provider = $2 order by created_at desc limit 1', [locId, provider]);
+  const ct = rows[0]?.secrets_ciphertext as Buffer | null | undefined;
+  return ct ? open<IntegrationSecrets>(integrationKey(s.api.cfg), SECRETS, ct) : null;
+}
