@@ -2193,7 +2193,7 @@ export interface components {
             channel: "sms" | "email" | "chat" | "automation";
             created_at: components["schemas"]["Timestamp"];
             /**
-             * @description The event type, or an operational type (webhook_endpoint.failing, webhook_endpoint.disabled)
+             * @description The event type, or an operational type (webhook_endpoint.failing, webhook_endpoint.disabled, integration.expired); the list may grow
              * @enum {string}
              */
             event: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased" | "webhook_endpoint.failing" | "webhook_endpoint.disabled" | "integration.expired";

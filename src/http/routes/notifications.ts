@@ -44,7 +44,7 @@ export const Notification = z.object({
   id: uuid,
   location_id: uuid,
   event_id: uuid.nullable().describe('The event notified about; null for an operational notification'),
-  event: z.enum(notificationTypes).describe('The event type, or an operational type (webhook_endpoint.failing, webhook_endpoint.disabled)'),
+  event: z.enum(notificationTypes).describe('The event type, or an operational type (webhook_endpoint.failing, webhook_endpoint.disabled, integration.expired); the list may grow'),
   channel: Channel,
   provider: z.enum(notificationProviders),
   recipient: z.string().nullable(),
