@@ -10,7 +10,7 @@
  */
 import type { Logger } from '../log.js';
 import { embeddedRestarts } from '../metrics/registry.js';
-import type { EmbeddedCluster } from './embedded.js';
+import type { EmbeddedCluster } from './embedded/index.js';
 
 /** A restarted cluster that runs this long has recovered: the next exit gets every try again. */
 export const STABLE_MS = 60_000;
