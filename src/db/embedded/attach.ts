@@ -1,13 +1,13 @@
 /**
  * A cluster already running on the data directory, seen through the postmaster.pid PostgreSQL
- * writes: its pid and port, and a handle that follows it to whatever port it listens on.
+ * writes: its pid and port, and waiting until it accepts connections.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from '../../log.js';
-import type { EmbeddedCluster, UrlMaker } from './cluster.js';
+import type { UrlMaker } from './cluster.js';
 import { EmbeddedPostgresError } from './errors.js';
-import { connects, EMBEDDED_DATABASE, ensureDatabaseOrExplain } from './server.js';
+import { connects, ensureDatabaseOrExplain, READY_TIMEOUT_MS } from './server.js';
 
 /** Pid of the cluster running on this data directory (first line of its postmaster.pid), or null. */
 export function postmasterPid(pgDir: string): number | null {
@@ -39,27 +39,23 @@ export function runningPort(pgDir: string): number | null {
   }
 }
 
-/** Attaches to the cluster running on `pgDir` (port `existing`): its owner starts, stops and restarts it. */
-export async function attachTo(pgDir: string, existing: number, make: UrlMaker, log: Logger): Promise<EmbeddedCluster> {
-  const urlFor = make(existing);
-  if (!(await connects(urlFor('postgres')))) {
-    throw new EmbeddedPostgresError(`found a server running on ${pgDir} (port ${existing}) that refuses connections`,
-      `stop that server (its pid is the first line of ${path.join(pgDir, 'postmaster.pid')}) and start again`);
+/**
+ * Waits until the cluster running on `pgDir` accepts connections (its supervisor may be starting
+ * it) and has the application database; rejects when it still refuses after READY_TIMEOUT_MS.
+ */
+export async function awaitConnections(pgDir: string, make: UrlMaker, log: Logger): Promise<void> {
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  for (;;) {
+    const port = runningPort(pgDir);
+    if (port && (await connects(make(port)('postgres')))) {
+      await ensureDatabaseOrExplain(make(port)('postgres'));
+      log.debug({ port }, 'attached to running embedded postgres');
+      return;
+    }
+    if (Date.now() > deadline) {
+      throw new EmbeddedPostgresError(`found a server running on ${pgDir} (port ${port ?? 'unknown'}) that refuses connections`,
+        `stop that server (its pid is the first line of ${path.join(pgDir, 'postmaster.pid')}) and start again`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
   }
-  await ensureDatabaseOrExplain(urlFor('postgres'));
-  log.debug({ port: existing }, 'attached to running embedded postgres');
-  // The owner may restart the cluster on another port: each new connection reads where it is
-  // now (postmaster.pid of a live postmaster), or dials the last known port while it is down.
-  let port = existing;
-  const current = () => (port = runningPort(pgDir) ?? port);
-  return {
-    get url() {
-      return make(current())(EMBEDDED_DATABASE);
-    },
-    urlFor: (db: string) => make(current())(db),
-    owned: false,
-    postmasterPid: () => postmasterPid(pgDir),
-    stop: async () => undefined,
-  };
 }
-

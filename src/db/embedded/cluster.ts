@@ -9,14 +9,14 @@ export interface EmbeddedCluster {
   readonly url: string;
   /** Builds a connection string for another database of the same cluster (current port). */
   urlFor(database: string): string;
-  /** True when this process started the cluster (and so must stop it). */
-  owned: boolean;
+  /** True while this process supervises the cluster (holds its lock; and so stops it). */
+  readonly owned: boolean;
   /** Pid of the cluster's postmaster (the parent of every backend), from its postmaster.pid. */
   postmasterPid(): number | null;
   stop(): Promise<void>;
-  /** Owner only: calls `listener` when the server exits without stop() (a crash, a kill -9). */
+  /** Calls `listener` when the server exits without stop() (a crash, a kill -9) while this process supervises it. */
   onUnexpectedExit?(listener: (exit: { code: number | null; signal: string | null }) => void): void;
-  /** Owner only: starts the server again on the same data (its last port when free); rejects like a start. */
+  /** Supervisor only (a no-op otherwise): starts the server again on the same data (its last port when free); rejects like a start. */
   restart?(): Promise<void>;
 }
 

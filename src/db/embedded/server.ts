@@ -15,7 +15,7 @@ import type { RunAs } from './system-user.js';
 
 export const EMBEDDED_DATABASE = 'switchboard';
 const START_ATTEMPTS = 3;
-const READY_TIMEOUT_MS = 120_000;
+export const READY_TIMEOUT_MS = 120_000;
 
 interface State {
   password: string;
@@ -40,8 +40,19 @@ export function readState(file: string): State {
       if (typeof state?.password !== 'string' || !state.password) throw new Error('no password in it');
       return state;
     }
+    // Two processes starting on a fresh DATA_DIR at once: the file appears whole (link of a
+    // finished temporary file), and whoever comes second reads the first one's password.
     const state = { password: randomBytes(18).toString('base64url') };
-    fs.writeFileSync(file, JSON.stringify(state), { mode: 0o600 });
+    const tmp = `${file}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
+    fs.writeFileSync(tmp, JSON.stringify(state), { mode: 0o600 });
+    try {
+      fs.linkSync(tmp, file);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      return readState(file);
+    } finally {
+      fs.rmSync(tmp, { force: true });
+    }
     return state;
   } catch (err) {
     throw new EmbeddedPostgresError(
@@ -148,7 +159,13 @@ export async function ensureDatabase(adminUrl: string, name: string, template?: 
     const { rowCount } = await client.query('select 1 from pg_database where datname = $1', [name]);
     if (!rowCount) {
       const ident = pg.escapeIdentifier(name);
-      await client.query(`create database ${ident}${template ? ` template ${pg.escapeIdentifier(template)}` : ''}`);
+      try {
+        await client.query(`create database ${ident}${template ? ` template ${pg.escapeIdentifier(template)}` : ''}`);
+      } catch (err) {
+        // Another process starting on the same cluster created it first (42P04, or 23505 mid-way).
+        const code = (err as { code?: string }).code;
+        if (code !== '42P04' && code !== '23505') throw err;
+      }
     }
   } finally {
     await client.end();
