@@ -22,7 +22,7 @@ import { createLogger } from '../src/log.js';
 import { startWorker } from '../src/worker/index.js';
 import { startFieldServiceWorld } from '../test/support/field-service.js';
 import { makePki } from '../test/support/https.js';
-import type { BenchRow } from './run.js';
+import type { BenchRow } from './common.js';
 
 export interface IntegrationsBenchOptions {
   /** The bench cluster: a database of its own is made there (the service's worker must not take these jobs). */

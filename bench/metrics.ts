@@ -17,7 +17,7 @@ import path from 'node:path';
 import autocannon from 'autocannon';
 import { projectRoot } from '../src/db/migrate.js';
 import { treeCpuMs } from './proc.js';
-import type { BenchRow } from './run.js';
+import type { BenchRow } from './common.js';
 
 export interface MetricsBenchContext {
   dataDir: string;

@@ -13,7 +13,7 @@ import { createHmac, randomUUID } from 'node:crypto';
 import autocannon from 'autocannon';
 import type pg from 'pg';
 import { PRIVACY_BATCH } from '../src/privacy/retention.js';
-import type { BenchRow } from './run.js';
+import type { BenchRow } from './common.js';
 
 export interface PrivacyBenchContext {
   owner: pg.Pool;

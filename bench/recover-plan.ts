@@ -17,7 +17,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { ensureDatabase, startEmbedded } from '../src/db/embedded.js';
+import { ensureDatabase, startEmbedded } from '../src/db/embedded/index.js';
 import { migrateDatabase } from '../src/db/migrate.js';
 import { hashToken } from '../src/auth/tokens.js';
 import { createLogger } from '../src/log.js';

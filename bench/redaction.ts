@@ -19,7 +19,7 @@ import type pg from 'pg';
 import { projectRoot } from '../src/db/migrate.js';
 import { redactCall } from '../src/privacy/call.js';
 import { clusterCpuMs, treeCpuMs } from './proc.js';
-import type { BenchRow } from './run.js';
+import type { BenchRow } from './common.js';
 
 export interface RedactionBenchContext {
   base: string;

@@ -28,7 +28,7 @@
  * BENCH_INGEST_SECONDS (15), BENCH_WARMUP_SECONDS (3: the same load before the measured one, then
  * ANALYZE), BENCH_DRAIN_SECONDS (60: wait for the fan-out backlog, RSS sampled),
  * BENCH_ONLY (comma list of sections: lists, insights, ingest, privacy, idempotency, metrics,
- * staff, staff-flood, redaction, delivery, integrations), BENCH_REDACTION_SECONDS (10, each of redaction on and off), BENCH_DATA_DIR (keep and reuse
+ * staff, redaction, delivery, staff-flood, integrations; tools only when named), BENCH_STAFF_FLOOD_SECONDS (20), BENCH_REDACTION_SECONDS (10, each of redaction on and off), BENCH_DATA_DIR (keep and reuse
  * the seeded cluster there instead of a throwaway one), BENCH_JSON (also write the rows there),
  * BENCH_NODE_OPTIONS (NODE_OPTIONS for the service, to try V8 flags), BENCH_START_SCRIPT (npm
  * script that starts the service, default start; start:api leaves the worker out), WORKER_DB_NICE
@@ -36,235 +36,60 @@
  * Progress goes to stderr; the table to stdout.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createHmac, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
-import { createServer as createHttpsServer } from 'node:https';
-import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import autocannon from 'autocannon';
 import pg from 'pg';
-import { verify } from 'retell-sdk';
-import { SMTPServer } from 'smtp-server';
-import { startEmbedded } from '../src/db/embedded.js';
-import { migrateDatabase, projectRoot } from '../src/db/migrate.js';
 import { hashToken } from '../src/auth/tokens.js';
+import { startEmbedded } from '../src/db/embedded/index.js';
+import { migrateDatabase, projectRoot } from '../src/db/migrate.js';
 import { createLogger } from '../src/log.js';
 import { makePki } from '../test/support/https.js';
-import { childrenOf, clusterCpuMs, treeCpuMs } from './proc.js';
+import {
+  BIG_CALLS, CONNECTIONS, elapsed, INGEST_SECONDS, MID_CALLS, num, progress, SECONDS, SENDERS, SERVICE_PHONE, sleep, VOICE_SECRET,
+  type BenchContext, type BenchRow, type Section,
+} from './common.js';
+import { runIngestBench } from './ingest.js';
+import { runInsightsBench } from './insights.js';
+import { runListsBench } from './lists.js';
+import { stopTree, treeRss, waitForLine } from './load.js';
+import { startCountingHttps, startCountingSmtp } from './receivers.js';
 
-/** One printed row. Other bench modules (bench/delivery.ts) return rows of the same shape. */
-export interface BenchRow {
-  name: string;
-  value: number;
-  unit: string;
-  /** The same measurement on the baseline, in the same unit. */
-  baseline?: number;
-  /** value / baseline (or baseline / value for "lower is better" units such as ms and MB). */
-  ratio?: number;
-  /** What the issue asks for, as text. */
-  target?: string;
-  note?: string;
-}
+/**
+ * The sections, in the order they run: one line each. BENCH_ONLY (comma list of names) runs only
+ * those; without it every section runs. A new section is a module of its own and one line here.
+ */
+const SECTIONS: Section[] = [
+  { name: 'lists', run: runListsBench },
+  { name: 'idempotency', run: async (c) => {
+    await c.location('idem', {});
+    const { runIdempotencyBench } = await import('./idempotency.js');
+    return runIdempotencyBench({ base: c.base, token: c.tokens.idem, location: 'idem', seconds: SECONDS, connections: 10, progress });
+  } },
+  { name: 'metrics', run: async (c) => (await import('./metrics.js')).runMetricsBench({ dataDir: c.dataDir, slug: 'mid', token: c.tokens.mid,
+    seconds: SECONDS, connections: CONNECTIONS, progress }) },
+  { name: 'insights', big: true, run: runInsightsBench },
+  { name: 'ingest', run: runIngestBench },
+  { name: 'staff', big: true, run: async (c) => (await import('./staff.js')).runStaffBench({ owner: c.owner, databaseUrl: c.databaseUrl,
+    apiUrl: c.base, adminUrl: c.adminUrl, apiAuth: c.auth('mid'), bigLocationId: c.big!.id, bigCalls: BIG_CALLS, seconds: SECONDS,
+    connections: CONNECTIONS, progress }) },
+  { name: 'privacy', big: true, run: async (c) => (await import('./privacy.js')).runPrivacyBench({ owner: c.owner, base: c.base,
+    voiceSecret: VOICE_SECRET, servicePhone: SERVICE_PHONE, bigId: c.big!.id, bigSlug: 'big', seconds: INGEST_SECONDS, senders: SENDERS, progress }) },
+  { name: 'redaction', run: async (c) => (await import('./redaction.js')).runRedactionBench({ base: c.base, owner: c.owner, servicePid: c.servicePid,
+    pgDir: path.join(c.dataDir, 'pg'), voiceSecret: VOICE_SECRET, senders: SENDERS, seconds: num('BENCH_REDACTION_SECONDS', 10), progress }) },
+  { name: 'delivery', run: async () => (await import('./delivery.js')).runDeliveryBench({ progress }) },
+  { name: 'staff-flood', run: async (c) => (await import('./staff-flood.js')).runStaffFloodBench({ owner: c.owner, apiUrl: c.base,
+    adminUrl: c.adminUrl, apiAuth: c.auth('mid'), midLocationId: c.mid.id, seconds: num('BENCH_STAFF_FLOOD_SECONDS', 20), connections: CONNECTIONS, progress }) },
+  { name: 'tools', named: true, run: async (c) => (await import('./tools.js')).runToolsBench({ owner: c.owner, base: c.base, voiceSecret: VOICE_SECRET, progress }) },
+  { name: 'integrations', run: async (c) => (await import('./integrations.js')).runIntegrationsBench({ databaseUrl: c.databaseUrl, progress }) },
+];
 
 const env = process.env;
-const num = (k: string, d: number) => (env[k] ? Number(env[k]) : d);
-const SECONDS = num('BENCH_SECONDS', 8);
-const CONNECTIONS = num('BENCH_CONNECTIONS', 50);
-const BIG_CALLS = num('BENCH_BIG_CALLS', 1_000_000);
-const MID_CALLS = num('BENCH_MID_CALLS', 50_000);
-const SENDERS = num('BENCH_SENDERS', 20);
-const INGEST_SECONDS = num('BENCH_INGEST_SECONDS', 15);
-const WARMUP_SECONDS = num('BENCH_WARMUP_SECONDS', 3);
-const DRAIN_SECONDS = num('BENCH_DRAIN_SECONDS', 60);
-const ONLY = new Set((env.BENCH_ONLY ?? 'lists,insights,ingest,privacy,idempotency').split(',').map((s) => s.trim()));
-const VOICE_SECRET = 'bench_voice_secret';
-const SERVICE_PHONE = '+13125550100';
-
-const t0 = Date.now();
-const progress = (msg: string) => process.stderr.write(`[bench ${((Date.now() - t0) / 1000).toFixed(0).padStart(4)} s] ${msg}\n`);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-// ---------------------------------------------------------------------------------------------
-// Process-tree RSS (Linux /proc).
-
-function treeRss(root: number): { total: number; parts: { pid: number; cmd: string; mb: number }[] } {
-  const parts: { pid: number; cmd: string; mb: number }[] = [];
-  const todo = [root];
-  while (todo.length) {
-    const pid = todo.pop()!;
-    try {
-      const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
-      const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
-      const cmd = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean).slice(0, 3).join(' ');
-      parts.push({ pid, cmd: cmd.replace(projectRoot + '/', ''), mb: kb / 1024 });
-    } catch {
-      continue;
-    }
-    todo.push(...childrenOf(pid));
-  }
-  return { total: parts.reduce((s, p) => s + p.mb, 0), parts };
-}
-
-// ---------------------------------------------------------------------------------------------
-// Load helpers.
-
-interface Load {
-  rps: number;
-  p50: number;
-  p99: number;
-  bad: number;
-  requests: number;
-}
-
-async function cannon(opts: autocannon.Options): Promise<Load> {
-  const r = await autocannon({ ...opts });
-  return {
-    rps: r.requests.total / (opts.duration as number),
-    p50: r.latency.p50,
-    p99: r.latency.p99,
-    bad: r.non2xx + r.errors + r.timeouts,
-    requests: r.requests.total,
-  };
-}
-
-/** A then B then B then A, half the time each: drift on a shared machine hits both alike. */
-async function pair(a: autocannon.Options, b: autocannon.Options, seconds = SECONDS): Promise<[Load, Load]> {
-  const half = Math.max(1, seconds / 2);
-  // Warm-up (JIT, plan caches, pool connections), not counted.
-  await cannon({ ...a, duration: 1 });
-  await cannon({ ...b, duration: 1 });
-  const a1 = await cannon({ ...a, duration: half });
-  const b1 = await cannon({ ...b, duration: half });
-  const b2 = await cannon({ ...b, duration: half });
-  const a2 = await cannon({ ...a, duration: half });
-  const merge = (x: Load, y: Load): Load => ({
-    rps: (x.requests + y.requests) / (2 * half),
-    p50: (x.p50 + y.p50) / 2,
-    p99: Math.max(x.p99, y.p99),
-    bad: x.bad + y.bad,
-    requests: x.requests + y.requests,
-  });
-  return [merge(a1, a2), merge(b1, b2)];
-}
-
-/** Median wall time of `runs` sequential GETs after one warm-up, capped at `budgetMs`. */
-async function sequential(url: string, headers: Record<string, string>, runs: number, budgetMs: number): Promise<number> {
-  const res = await fetch(url, { headers });
-  if (res.status !== 200) throw new Error(`${url}: ${res.status} ${await res.text()}`);
-  await res.arrayBuffer();
-  const times: number[] = [];
-  const until = Date.now() + budgetMs;
-  for (let i = 0; i < runs && (i < 3 || Date.now() < until); i++) {
-    const s = performance.now();
-    const r = await fetch(url, { headers });
-    await r.arrayBuffer();
-    times.push(performance.now() - s);
-  }
-  times.sort((x, y) => x - y);
-  return times[Math.floor(times.length / 2)];
-}
-
-async function probe(url: string, init: RequestInit = {}): Promise<void> {
-  const res = await fetch(url, init);
-  const text = await res.text();
-  if (res.status >= 300) throw new Error(`probe ${init.method ?? 'GET'} ${url}: ${res.status} ${text.slice(0, 300)}`);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Child processes.
-
-function waitForLine(child: ChildProcess, re: RegExp, what: string, timeoutMs = 120_000): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let buf = '';
-    const timer = setTimeout(() => reject(new Error(`${what} did not start in time:\n${buf.slice(-2000)}`)), timeoutMs);
-    const onData = (d: Buffer) => {
-      buf += d.toString();
-      const m = re.exec(buf);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1] ?? m[0]);
-      }
-    };
-    child.stdout?.on('data', onData);
-    child.stderr?.on('data', (d: Buffer) => (buf += d.toString()));
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`${what} exited (${code}):\n${buf.slice(-2000)}`));
-    });
-  });
-}
-
-async function stopTree(child: ChildProcess | undefined): Promise<void> {
-  if (!child || child.exitCode !== null || !child.pid) return;
-  const exited = new Promise((r) => child.once('exit', r));
-  try {
-    process.kill(-child.pid, 'SIGTERM');
-  } catch {
-    return;
-  }
-  const killer = setTimeout(() => {
-    try {
-      process.kill(-child.pid!, 'SIGKILL');
-    } catch {
-      /* gone */
-    }
-  }, 25_000);
-  await exited;
-  clearTimeout(killer);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Receivers for the fan-out: a counting HTTPS server (webhooks, Slack, SMS API) and SMTP.
-
-function startCountingHttps(pki: { key: string; cert: string }) {
-  const counts = new Map<string, number>();
-  const server = createHttpsServer({ key: pki.key, cert: pki.cert }, (req, res) => {
-    req.resume();
-    req.on('end', () => {
-      const p = (req.url ?? '/').split('?')[0];
-      counts.set(p, (counts.get(p) ?? 0) + 1);
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(p === '/sms' ? '{"sid":"SMbench","status":"queued"}' : '{"ok":true}');
-    });
-  });
-  server.keepAliveTimeout = 5000;
-  return new Promise<{ url: string; counts: Map<string, number>; close(): Promise<void> }>((resolve) => {
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo;
-      resolve({
-        url: `https://127.0.0.1:${port}`,
-        counts,
-        close: async () => {
-          server.closeAllConnections();
-          await new Promise<void>((r) => server.close(() => r()));
-        },
-      });
-    });
-  });
-}
-
-function startCountingSmtp() {
-  let messages = 0;
-  const server = new SMTPServer({
-    secure: false, authOptional: true, disabledCommands: ['STARTTLS', 'AUTH'], logger: false,
-    onData(stream, _s, cb) {
-      stream.on('data', () => undefined);
-      stream.on('end', () => {
-        messages++;
-        cb();
-      });
-    },
-  });
-  return new Promise<{ url: string; count(): number; close(): Promise<void> }>((resolve) => {
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.server.address() as AddressInfo;
-      resolve({ url: `smtp://127.0.0.1:${port}`, count: () => messages, close: () => new Promise<void>((r) => server.close(() => r())) });
-    });
-  });
-}
-
-// ---------------------------------------------------------------------------------------------
+const only = env.BENCH_ONLY ? new Set(env.BENCH_ONLY.split(',').map((s) => s.trim())) : null;
+const chosen = SECTIONS.filter((s) => (only ? only.has(s.name) : !s.named));
+const unknown = [...(only ?? [])].filter((n) => !SECTIONS.some((s) => s.name === n));
+if (unknown.length) throw new Error(`BENCH_ONLY names unknown sections: ${unknown.join(', ')} (known: ${SECTIONS.map((s) => s.name).join(', ')})`);
 
 const keepDir = env.BENCH_DATA_DIR ? path.resolve(env.BENCH_DATA_DIR) : null;
 const dataDir = keepDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'sb-bench-'));
@@ -315,7 +140,7 @@ try {
   }
 
   const mid = await location('mid', {});
-  const big = ONLY.has('insights') || ONLY.has('privacy') || ONLY.has('staff') || !env.BENCH_ONLY ? await location('big', {}) : null;
+  const big = chosen.some((s) => s.big) ? await location('big', {}) : null;
   const ingest = await location('ingest', { service_phone: SERVICE_PHONE, owner_cell: '+13125550111' });
   if (ingest.fresh) await owner.query(`select admin.member_invite('ingest', 'owner@bench.example', 'owner', 'Bench Owner')`);
   else {
@@ -382,242 +207,15 @@ try {
   const bport = JSON.parse(await waitForLine(baseline, /^(\{.*\})$/m, 'baseline')).port as number;
   const bbase = `http://127.0.0.1:${bport}`;
 
-  const auth = (slug: string) => ({ authorization: `Bearer ${tokens[slug]}` });
-  const get = (url: string, headers: Record<string, string> = {}): autocannon.Options => ({ url, headers, connections: CONNECTIONS });
-
-  // ---- List reads and /me ----------------------------------------------------------------------
-  if (ONLY.has('lists')) {
-    const targets: [string, string, string, string][] = [
-      ['GET /me', '/api/v1/me', '/one', '≥ 90 % of bare express + one trivial query'],
-      ['GET calls (page of 50)', '/api/v1/locations/mid/calls', '/calls', '≥ 80 % of bare express + pg, same 50 rows'],
-      ['GET leads (page of 50)', '/api/v1/locations/mid/leads', '/leads', '≥ 80 % of bare express + pg, same 50 rows'],
-    ];
-    for (const [name, svcPath, basePath, target] of targets) {
-      await probe(base + svcPath, { headers: auth('mid') });
-      await probe(bbase + basePath);
-      progress(`${name}: ${SECONDS} s each, c=${CONNECTIONS}`);
-      const [b, s] = await pair(get(bbase + basePath), get(base + svcPath, auth('mid')));
-      rows.push({ name: `${name} req/s`, value: s.rps, unit: 'req/s', baseline: b.rps, ratio: s.rps / b.rps, target,
-        note: `p99 ${s.p99} ms (baseline ${b.p99} ms)${s.bad + b.bad ? `; ${s.bad}/${b.bad} failed` : ''}` });
-    }
-  }
-
-  // ---- Idempotency-Key on POST leads (bench/idempotency.ts) ----------------------------------------
-  if (ONLY.has('idempotency')) {
-    await location('idem', {});
-    const { runIdempotencyBench } = await import('./idempotency.js');
-    rows.push(...(await runIdempotencyBench({ base, token: tokens.idem, location: 'idem', seconds: SECONDS, connections: 10, progress })));
-  }
-
-  // ---- Metrics cost (bench/metrics.ts): GET /me and the calls page, metrics on vs off --------------
-  if (ONLY.has('metrics') || !env.BENCH_ONLY) {
-    const { runMetricsBench } = await import('./metrics.js');
-    rows.push(...(await runMetricsBench({ dataDir, slug: 'mid', token: tokens.mid, seconds: SECONDS, connections: CONNECTIONS, progress })));
-  }
-
-  // ---- Insights ----------------------------------------------------------------------------------
-  if (ONLY.has('insights') && big) {
-    progress('insights?days=90 on 1,000,000 calls: warm, sequential');
-    const trivial = await sequential(`${bbase}/one`, {}, 50, 5_000);
-    const ms90 = await sequential(`${base}/api/v1/locations/big/insights?days=90`, auth('big'), 7, 30_000);
-    const callsIn90 = Number((await owner.query(
-      `select count(*) n from app.calls where location_id = $1 and started_at >= now() - interval '90 days'`, [big.id])).rows[0].n);
-    rows.push({ name: `insights?days=90 (${(callsIn90 / 1e6).toFixed(2)} M calls) latency`, value: ms90, unit: 'ms', baseline: trivial,
-      ratio: trivial / ms90, target: '< 50 ms', note: 'median of sequential warm requests; baseline: bare trivial query' });
-
-    await probe(`${base}/api/v1/locations/mid/insights?days=30`, { headers: auth('mid') });
-    progress(`insights?days=30 on ${MID_CALLS.toLocaleString('en')} calls: c=${CONNECTIONS}`);
-    const [b, s] = await pair(get(`${bbase}/one`), get(`${base}/api/v1/locations/mid/insights?days=30`, auth('mid')));
-    rows.push({ name: `insights?days=30 (${(MID_CALLS / 1e3).toFixed(0)} k calls) req/s`, value: s.rps, unit: 'req/s', baseline: b.rps,
-      ratio: s.rps / b.rps, target: 'from the rollup (today 12 req/s, p99 4.5 s)', note: `p99 ${s.p99} ms; baseline: bare trivial query` });
-  }
-
-  // ---- Ingestion with full fan-out ---------------------------------------------------------------
-  if (ONLY.has('ingest')) {
-    const h = { ...auth('ingest'), 'content-type': 'application/json' };
-    for (const label of ['bench-a', 'bench-b']) {
-      await probe(`${base}/api/v1/locations/ingest/webhook-endpoints`, { method: 'POST', headers: h,
-        body: JSON.stringify({ label, url: `${https.url}/hook/${label}`, events: ['call.ended', 'call.emergency', 'lead.created', 'lead.updated', 'booking.created', 'booking.updated', 'spam.blocked'] }) });
-    }
-    await probe(`${base}/api/v1/locations/ingest/integrations`, { method: 'POST', headers: h,
-      body: JSON.stringify({ provider: 'slack', webhook_url: `${https.url}/slack`, label: 'bench' }) });
-
-    // One new call per request; a mix like real traffic: leads, bookings, emergencies, other.
-    const runId = randomUUID().slice(0, 8);
-    let seq = 0;
-    const signed = (body: string) => {
-      const ts = Date.now();
-      return `v=${ts},d=${createHmac('sha256', VOICE_SECRET).update(body + ts).digest('hex')}`;
-    };
-    const nextBody = () => {
-      const n = ++seq;
-      const kind = n % 10;
-      const start = Date.now() - 240_000;
-      const analysis: Record<string, unknown> = kind === 0
-        ? { outcome: 'lead', urgency_level: 5, service_type: 'No heat', caller_name: 'Dana Bench', issue_summary: 'Furnace out' }
-        : kind <= 2
-          ? { outcome: 'booked', urgency_level: 2, service_type: 'AC repair', caller_name: 'Sam Bench', caller_address: '1 Oak St',
-              appointment_date: new Date(Date.now() + 2 * 86400_000).toISOString().slice(0, 10), appointment_time: '10:00', estimated_value: 350 }
-          : kind <= 7
-            ? { outcome: 'lead', urgency_level: 3, service_type: 'Water heater', caller_name: 'Lee Bench', caller_email: `lee${n % 997}@bench.example` }
-            : { outcome: 'other', urgency_level: 1 };
-      return JSON.stringify({
-        event: 'call_analyzed',
-        call: {
-          call_id: `bench_${runId}_${n}`, agent_id: 'agent_bench', direction: 'inbound',
-          from_number: `+1312${String(2_000_000 + ((n * 7919) % 7_000_000)).padStart(7, '0')}`, to_number: SERVICE_PHONE,
-          start_timestamp: start, end_timestamp: start + 180_000, disconnection_reason: 'agent_hangup',
-          transcript: 'Agent: Thanks for calling Bench HVAC.\nUser: My system needs work.\nAgent: I can help with that.',
-          call_analysis: { call_summary: 'Caller asked for service.', user_sentiment: 'Positive', custom_analysis_data: analysis },
-        },
-      });
-    };
-    const first = nextBody();
-    if (!(await verify(first, VOICE_SECRET, signed(first)))) throw new Error('bench signature does not verify with retell-sdk');
-    const headersFor = (body: string) => ({ 'content-type': 'application/json', 'x-retell-signature': signed(body) });
-    await probe(`${base}/api/voice/post-call`, { method: 'POST', headers: headersFor(first), body: first });
-    const postOpts = (url: string, duration: number): autocannon.Options => ({
-      url, connections: SENDERS, duration,
-      requests: [{ method: 'POST', setupRequest: (req) => {
-        const body = nextBody();
-        return { ...req, body, headers: headersFor(body) };
-      } }],
-    });
-
-    // Baseline: the same bodies, one INSERT each.
-    progress(`ingestion baseline: bare express + one INSERT, ${SENDERS} senders`);
-    await cannon(postOpts(`${bbase}/insert`, 1));
-    const bIns = await cannon(postOpts(`${bbase}/insert`, Math.max(2, SECONDS / 2)));
-
-    // The service gets a warm-up too, then the ANALYZE autovacuum would run after its first pass:
-    // without it the measured seconds run on plans made while the ingestion tables were empty
-    // (foreign-key checks as sequential scans of a growing app.events, for one), a state a running
-    // installation leaves within its first minute.
-    if (WARMUP_SECONDS > 0) {
-      progress(`ingestion warm-up: ${WARMUP_SECONDS} s of the same load, then ANALYZE`);
-      await cannon(postOpts(`${base}/api/voice/post-call`, WARMUP_SECONDS));
-      await owner.query('analyze');
-    }
-
-    const finalised = async () => Number((await owner.query(
-      'select count(*) n from app.calls where location_id = $1 and finalized_at is not null', [ingest.id])).rows[0].n);
-    const before = await finalised();
-    let peak = treeRss(service.pid!);
-    let sampling = true;
-    const samples: number[] = [];
-    const sampler = (async () => {
-      while (sampling) {
-        const r = treeRss(service!.pid!);
-        samples.push(r.total);
-        if (r.total > peak.total) peak = r;
-        await sleep(250);
-      }
-    })();
-    progress(`ingestion: signed call_analyzed, ${SENDERS} senders, ${INGEST_SECONDS} s`);
-    const pgDir = path.join(dataDir, 'pg');
-    const cpu0 = { node: treeCpuMs(service.pid!), pg: clusterCpuMs(pgDir), self: process.cpuUsage() };
-    const loadStart = new Date();
-    const ing = await cannon(postOpts(`${base}/api/voice/post-call`, INGEST_SECONDS));
-    const loadEnd = new Date();
-    const after = await finalised();
-    const selfCpu = process.cpuUsage(cpu0.self);
-    const cpuPer = {
-      node: (treeCpuMs(service.pid!) - cpu0.node) / Math.max(1, after - before),
-      pg: (clusterCpuMs(pgDir) - cpu0.pg) / Math.max(1, after - before),
-      bench: (selfCpu.user + selfCpu.system) / 1000 / Math.max(1, after - before),
-    };
-    const perSecond = (after - before) / INGEST_SECONDS;
-    const underLoadPeak = peak.total;
-    rows.push({ name: `post-call ingestion, full fan-out (${SENDERS} senders) finalised calls/s`, value: perSecond, unit: 'calls/s',
-      baseline: bIns.rps, ratio: perSecond / bIns.rps, target: '≥ 400/s',
-      note: `p99 ${ing.p99} ms; ${ing.bad} failed; baseline: bare express + one INSERT per body` });
-    rows.push({ name: 'CPU per finalised call during the load', value: cpuPer.node + cpuPer.pg, unit: 'ms',
-      note: `service node (API + worker) ${cpuPer.node.toFixed(2)} ms + postgres ${cpuPer.pg.toFixed(2)} ms; senders and receivers (this process) ${cpuPer.bench.toFixed(2)} ms` });
-
-    // The backlog the load left (webhook attempts, notifications), drained by the worker.
-    // Webhook attempts and notifications are pending rows (the engines' queues); the rest are jobs.
-    const backlog = async () => Number((await owner.query(
-      `select (select count(*) from graphile_worker.jobs) + (select count(*) from app.webhook_deliveries where status = 'pending')
-              + (select count(*) from app.notifications where status = 'pending') as n`)).rows[0].n);
-    const left = await backlog();
-    const drainStart = Date.now();
-    let remaining = left;
-    while (remaining > 0 && Date.now() - drainStart < DRAIN_SECONDS * 1000) {
-      await sleep(1000);
-      remaining = await backlog();
-    }
-    sampling = false;
-    await sampler;
-    const drained = (Date.now() - drainStart) / 1000;
-    const baseRss = treeRss(baseline.pid!).total;
-    rows.push({ name: 'RSS of the service process tree under ingestion (peak)', value: peak.total, unit: 'MB', baseline: baseRss,
-      ratio: baseRss / peak.total, target: '≤ 300 MB',
-      note: `${peak.parts.map((p) => `${p.cmd.split(' ').slice(0, 2).join(' ')} ${p.mb.toFixed(0)}`).join(' + ')}; peak during the load ${underLoadPeak.toFixed(0)} MB; idle ${idleRss.total.toFixed(0)} MB; baseline: the bare baseline process` });
-    const counts = Object.fromEntries(https.counts);
-    rows.push({ name: 'fan-out backlog after the load (pending webhook attempts, notifications, jobs)', value: left, unit: 'items',
-      note: `${remaining === 0 ? `drained in ${drained.toFixed(0)} s` : `${remaining} left after ${DRAIN_SECONDS} s`}; received: webhooks ${(counts['/hook/bench-a'] ?? 0) + (counts['/hook/bench-b'] ?? 0)}, slack ${counts['/slack'] ?? 0}, sms ${counts['/sms'] ?? 0}, e-mail ${smtp.count()}` });
-
-    // Emergencies of the measured seconds: from the ingestion transaction to the SMS receiver's
-    // answer (the 'sent' log entry), while intake had the CPU first (docs/performance.md).
-    const em = (await owner.query(
-      `select count(*)::int as n, count(s.at)::int as sent,
-              percentile_cont(0.5) within group (order by s.ms) as p50, percentile_cont(0.99) within group (order by s.ms) as p99
-         from app.notifications n
-         left join lateral (select l.at, extract(epoch from l.at - n.created_at) * 1000 as ms from app.notification_log l
-                             where l.location_id = n.location_id and l.notification_id = n.id and l.status = 'sent' limit 1) s on true
-        where n.location_id = $1 and n.event = 'call.emergency' and n.channel = 'sms'
-          and n.created_at >= $2 and n.created_at < $3`, [ingest.id, loadStart, loadEnd])).rows[0];
-    rows.push({ name: 'emergency SMS during the ingestion load (call to SMS sent, p99)', value: Math.round(em.p99 ?? 0), unit: 'ms',
-      note: `${em.n} emergency SMS of the measured seconds, ${em.sent} sent; median ${Math.round(em.p50 ?? 0)} ms; counted from the ingestion transaction` });
-  }
-
-  // ---- Staff GraphQL (bench/staff.ts, docs/staff.md) --------------------------------------------
-  if ((ONLY.has('staff') || !env.BENCH_ONLY) && big) {
-    const { runStaffBench } = await import('./staff.js');
-    rows.push(...(await runStaffBench({ owner, databaseUrl: cluster.url, apiUrl: base, adminUrl: `http://127.0.0.1:${port + 1}`, apiAuth: auth('mid'),
-      bigLocationId: big.id, bigCalls: BIG_CALLS, seconds: SECONDS, connections: CONNECTIONS, progress })));
-  }
-
-  if (ONLY.has('staff-flood')) {
-    const { runStaffFloodBench } = await import('./staff-flood.js');
-    rows.push(...(await runStaffFloodBench({ owner, apiUrl: base, adminUrl: `http://127.0.0.1:${port + 1}`, apiAuth: auth('mid'), midLocationId: mid.id,
-      seconds: num('BENCH_STAFF_FLOOD_SECONDS', 20), connections: CONNECTIONS, progress })));
-  }
-
-  // ---- Caller-data lifecycle (bench/privacy.ts): erasure and the retention prune on `big` --------
-  if (ONLY.has('privacy') && big) {
-    const { runPrivacyBench } = await import('./privacy.js');
-    rows.push(...(await runPrivacyBench({ owner, base, voiceSecret: VOICE_SECRET, servicePhone: SERVICE_PHONE, bigId: big.id, bigSlug: 'big',
-      seconds: INGEST_SECONDS, senders: SENDERS, progress })));
-  }
-
-  // ---- Agent tools during a call (bench/tools.ts) ---------------------------------------------
-  if (ONLY.has('tools')) {
-    const { runToolsBench } = await import('./tools.js');
-    rows.push(...(await runToolsBench({ owner, base, voiceSecret: VOICE_SECRET, progress })));
-  }
-
-  // ---- Redaction at ingestion (bench/redaction.ts) ---------------------------------------------
-  if (ONLY.has('redaction') || !env.BENCH_ONLY) {
-    const { runRedactionBench } = await import('./redaction.js');
-    rows.push(...(await runRedactionBench({ base, owner, servicePid: service.pid!, pgDir: path.join(dataDir, 'pg'), voiceSecret: VOICE_SECRET,
-      senders: SENDERS, seconds: num('BENCH_REDACTION_SECONDS', 10), progress })));
-  }
-
-  // ---- Field-service write-back (bench/integrations.ts) ------------------------------------------
-  if (ONLY.has('integrations') || !env.BENCH_ONLY) {
-    const { runIntegrationsBench } = await import('./integrations.js');
-    rows.push(...(await runIntegrationsBench({ databaseUrl: cluster.url, progress })));
-  }
-
-  // ---- Delivery-engine figures ------------------------------------------------------------------
-  // HOOK: bench/delivery.ts (the delivery-engine work) exports `runDeliveryBench()` returning
-  // BenchRow[]; its rows are appended to this table. Wired here once that module exists.
-  const deliveryModule = path.join(projectRoot, 'bench', 'delivery.ts');
-  if (fs.existsSync(deliveryModule) && (ONLY.has('delivery') || !env.BENCH_ONLY)) {
-    progress('delivery engine (bench/delivery.ts)');
-    const { runDeliveryBench } = (await import(deliveryModule)) as { runDeliveryBench: (ctx?: unknown) => Promise<BenchRow[]> };
-    rows.push(...(await runDeliveryBench({ databaseUrl: cluster.url, dataDir })));
+  const ctx: BenchContext = {
+    owner, databaseUrl: cluster.url, dataDir, base, bbase, adminUrl: `http://127.0.0.1:${port + 1}`,
+    servicePid: service.pid!, baselinePid: baseline.pid!, tokens, auth: (slug) => ({ authorization: `Bearer ${tokens[slug]}` }),
+    location, mid, big, ingest, https, smtp, idleRss: idleRss.total,
+  };
+  for (const section of chosen) {
+    if (section.big && !big) continue;
+    progress(`section ${section.name}`);
+    rows.push(...(await section.run(ctx)));
   }
 } finally {
   await stopTree(baseline);
@@ -635,7 +233,7 @@ const table = rows.map((r) => [r.name, fmt(r.value, r.unit), fmt(r.baseline, r.u
 const head = ['what', 'service', 'baseline', 'ratio', 'target', 'notes'];
 const widths = head.map((h, i) => Math.max(h.length, ...table.map((t) => t[i].length)));
 const line = (cells: string[]) => cells.map((c, i) => (i === 0 || i >= 4 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ').trimEnd();
-console.log(`\nswitchboard bench — ${os.cpus().length} cores, ${new Date().toISOString()}, ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+console.log(`\nswitchboard bench — ${os.cpus().length} cores, ${new Date().toISOString()}, ${elapsed().toFixed(0)} s`);
 console.log('ratio: service/baseline for rates, baseline/service for ms and MB (100 % = at the baseline)\n');
 console.log(line(head));
 console.log(widths.map((w) => '-'.repeat(w)).join('  '));

@@ -1,6 +1,6 @@
 import './env-defaults.js';
 import { loadConfig, type Config } from './config.js';
-import { EmbeddedPostgresError } from './db/embedded.js';
+import { EmbeddedPostgresError } from './db/embedded/index.js';
 import { createLogger } from './log.js';
 import { startService, type Mode, type Service } from './service.js';
 

@@ -34,7 +34,7 @@ export interface Service {
 
 export interface ServiceHooks {
   /**
-   * The embedded cluster this process owns exited and could not be restarted
+   * The embedded cluster this process supervises exited and could not be restarted
    * (src/db/supervisor.ts): the caller stops the service and exits non-zero.
    */
   fatal?(err: Error): void;
@@ -46,7 +46,8 @@ export interface ServiceHooks {
  */
 export async function startService(cfg: Config, log: Logger, mode: Mode = 'all', hooks: ServiceHooks = {}): Promise<Service> {
   const db = await resolveDatabase(cfg, log);
-  if (db.embedded?.owned) {
+  // Every process on the embedded cluster: the one holding its supervisor lock acts (src/db/embedded/handle.ts).
+  if (db.embedded) {
     superviseEmbedded(db.embedded, {
       tries: cfg.EMBEDDED_PG_RESTART_TRIES, backoffMs: cfg.EMBEDDED_PG_RESTART_BACKOFF_MS, log,
       giveUp: (err) => hooks.fatal?.(err),

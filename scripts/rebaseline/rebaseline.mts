@@ -12,7 +12,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ensureDatabase, startEmbedded } from '../../src/db/embedded.js';
+import { ensureDatabase, startEmbedded } from '../../src/db/embedded/index.js';
 import { migrateDatabase } from '../../src/db/migrate.js';
 import { createLogger } from '../../src/log.js';
 

@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { loadConfig } from '../config.js';
-import { ensureDatabase } from '../db/embedded.js';
+import { ensureDatabase } from '../db/embedded/index.js';
 import { resolveDatabase } from '../db/connection.js';
 import { projectRoot } from '../db/migrate.js';
 import { createLogger } from '../log.js';

@@ -1,6 +1,6 @@
 import type { Config } from '../config.js';
 import type { Logger } from '../log.js';
-import { startEmbedded, type EmbeddedCluster } from './embedded.js';
+import { startEmbedded, type EmbeddedCluster } from './embedded/index.js';
 import type { ConnectionTarget } from './pools.js';
 
 export interface Database {

@@ -6,7 +6,7 @@ pg.types.setTypeParser(20, (v) => Number(v));
 /**
  * Where a pool connects: a fixed connection string, or a function asked again for every new
  * connection. The embedded cluster's is a function: after a restart it may listen on another
- * port, and a process attached to it (split api/worker) finds it there (src/db/embedded.ts).
+ * port, and a process attached to it (split api/worker) finds it there (src/db/embedded/).
  */
 export type ConnectionTarget = string | (() => string);
 

@@ -1,6 +1,7 @@
 /**
- * Supervision of the embedded PostgreSQL by the process that started it (docs/operations.md,
- * "Supervision"). When the server exits without being asked to (a crash, an OOM kill, kill -9),
+ * Supervision of the embedded PostgreSQL by the process that holds its supervisor lock
+ * (src/db/embedded/handle.ts; docs/operations.md, "Supervision"): every process using the cluster
+ * registers here, and only the supervising one is ever told of an exit. When the server exits without being asked to (a crash, an OOM kill, kill -9),
  * it is started again on the same data directory (its last port when free), after a backoff that
  * doubles from EMBEDDED_PG_RESTART_BACKOFF_MS (at most 30 s), up to EMBEDDED_PG_RESTART_TRIES
  * times. The tries are counted per outage: they start again from zero once a restarted cluster has
@@ -10,7 +11,7 @@
  */
 import type { Logger } from '../log.js';
 import { embeddedRestarts } from '../metrics/registry.js';
-import type { EmbeddedCluster } from './embedded.js';
+import type { EmbeddedCluster } from './embedded/index.js';
 
 /** A restarted cluster that runs this long has recovered: the next exit gets every try again. */
 export const STABLE_MS = 60_000;
@@ -28,8 +29,8 @@ export interface SupervisorOptions {
 }
 
 export function superviseEmbedded(cluster: EmbeddedCluster, opts: SupervisorOptions): void {
-  if (!cluster.owned || !cluster.onUnexpectedExit || !cluster.restart) return;
-  const restart = cluster.restart;
+  if (!cluster.onUnexpectedExit || !cluster.restart) return;
+  const restart = () => cluster.restart!();
   const log = opts.log.child({ component: 'embedded-supervisor' });
   let used = 0;
   let upSince = Date.now();

@@ -3,7 +3,7 @@
  * with the other stream's output between them, is still one line (under load initdb's
  * "exists but is not empty" came split, and the failure lost its explanation).
  */
-import { Tail } from '../../src/db/embedded.js';
+import { Tail } from '../../src/db/embedded/index.js';
 
 test('a line split across chunks and interleaved with the other stream stays whole', () => {
   const tail = new Tail();

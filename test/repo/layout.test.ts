@@ -3,7 +3,9 @@
  * - no import cycle among the service's modules (src/, tasks/, graphile.config.ts), type-only
  *   imports included: a cycle couples the modules and makes their load order matter;
  * - every file in tasks/ is a thin adapter: it default-exports `(deps) => make…(deps)` over a
- *   function imported from src/, where the task's code lives.
+ *   function imported from src/, where the task's code lives;
+ * - no hand-written file in src/, tasks/, bench/, scripts/ or test/ is over 400 lines (the
+ *   generated client types in test/generated/ aside), and bench/ has no import cycle either.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -98,3 +100,34 @@ describe('tasks/', () => {
     expect(adapterProblem(file)).toBeNull();
   });
 });
+
+describe('file size', () => {
+  const MAX_LINES = 400;
+  const handWritten = ['src', 'tasks', 'bench', 'scripts', 'test'].flatMap((dir) =>
+    fs.readdirSync(path.join(projectRoot, dir), { recursive: true, encoding: 'utf8' })
+      .map((f) => path.posix.join(dir, f.split(path.sep).join('/')))
+      .filter((f) => /\.(ts|mts|mjs|js)$/.test(f) && !f.startsWith('test/generated/')));
+
+  test('the scan sees the files it is about', () => {
+    expect(handWritten).toEqual(expect.arrayContaining(['src/main.ts', 'bench/run.ts', 'test/repo/layout.test.ts', 'src/db/embedded/index.ts']));
+  });
+
+  test(`no hand-written file is over ${MAX_LINES} lines`, () => {
+    const long = handWritten
+      .map((f) => [f, fs.readFileSync(path.join(projectRoot, f), 'utf8').split('\n').length - 1] as const)
+      .filter(([, lines]) => lines > MAX_LINES)
+      .map(([f, lines]) => `${f}: ${lines} lines`);
+    expect(long).toEqual([]);
+  });
+});
+
+test('bench/ has no import cycle (shared types and helpers live in bench/common.ts)', async () => {
+  const graph = await madge(['bench'], {
+    baseDir: projectRoot,
+    fileExtensions: ['ts'],
+    tsConfig: path.join(projectRoot, 'tsconfig.json'),
+    detectiveOptions: { ts: { skipTypeImports: false }, es6: { skipTypeImports: false } },
+  } as madge.MadgeConfig);
+  expect(Object.keys(graph.obj())).toEqual(expect.arrayContaining(['bench/run.ts', 'bench/metrics.ts', 'bench/common.ts']));
+  expect(graph.circular()).toEqual([]);
+}, 60_000);

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { startEmbedded, ensureDatabase, type EmbeddedCluster } from '../../src/db/embedded.js';
+import { startEmbedded, ensureDatabase, type EmbeddedCluster } from '../../src/db/embedded/index.js';
 import { migrateDatabase } from '../../src/db/migrate.js';
 import { createLogger } from '../../src/log.js';
 import { withDatabase } from './url.js';

@@ -17,11 +17,15 @@ export interface Proc {
   exited: Promise<number | null>;
 }
 
-/** `node dist/src/main.js [mode]` (run `npm run build` first); resolves once `ready()` holds. */
-export async function startDist(env: Record<string, string>, args: string[], ready: () => Promise<boolean>): Promise<Proc> {
+/**
+ * `node dist/src/main.js [mode]` (run `npm run build` first); resolves once `ready()` holds.
+ * `group`: in a process group of its own, as `npm start` in a terminal, so that `kill -9 -pid`
+ * takes down the group (and leaves the cluster, which runs in its own).
+ */
+export async function startDist(env: Record<string, string>, args: string[], ready: () => Promise<boolean>, opts: { group?: boolean } = {}): Promise<Proc> {
   const main = path.join(projectRoot, 'dist', 'src', 'main.js');
   if (!fs.existsSync(main)) throw new Error('dist/ is missing: run `npm run build` first');
-  const child = spawn(process.execPath, [main, ...args], { cwd: projectRoot, env: childEnv(env) });
+  const child = spawn(process.execPath, [main, ...args], { cwd: projectRoot, env: childEnv(env), detached: opts.group ?? false });
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
@@ -74,6 +78,8 @@ export class LeadLoad {
   readonly statuses = new Map<number, number>();
   /** Error codes of the 5xx answers (the outage must answer 503 unavailable). */
   readonly codes = new Map<string, number>();
+  /** Ids of the leads the API acknowledged (201): each must be in the database afterwards. */
+  readonly created: string[] = [];
   private running = true;
   private readonly loops: Promise<void>[];
 
@@ -87,7 +93,8 @@ export class LeadLoad {
             body: JSON.stringify({ name: `Load ${k}-${i}`, phone: '+13125550199' }),
           });
           status = res.status;
-          const body = (await res.json()) as { error?: { code: string } };
+          const body = (await res.json()) as { error?: { code: string }; data?: { id: string } };
+          if (status === 201 && body.data?.id) this.created.push(body.data.id);
           if (status >= 500) this.codes.set(body.error?.code ?? '?', (this.codes.get(body.error?.code ?? '?') ?? 0) + 1);
         } catch {
           status = -1; // connection-level failure
