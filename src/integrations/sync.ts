@@ -13,6 +13,7 @@
  *   (queued again 250 ms later) instead of taking a slot, so a slow or black-holed provider holds
  *   at most that many slots of the sync lane.
  */
+import type { Task } from 'graphile-worker';
 import type pg from 'pg';
 import type { Config } from '../config.js';
 import { callFn } from '../db/pools.js';
@@ -27,6 +28,7 @@ import { netOptions } from './service.js';
 import { stWrite } from './servicetitan.js';
 import { IntegrationUnavailable, TokenKeeper } from './tokens.js';
 import type { WriteContext } from './write-context.js';
+import type { TaskDeps } from '../worker/task.js';
 
 const writers: Record<FieldServiceProvider, (ctx: WriteContext) => Promise<{ external_id: string }>> = {
   jobber: jobberWrite, housecall_pro: hcpWrite, servicetitan: stWrite,
@@ -123,4 +125,21 @@ export class SyncRunner {
     await callFn(this.deps.pool, 'app.enqueue', ['integration_sync', { sync_id: syncId, integration_id: integrationId }, new Date(Date.now() + STEP_ASIDE_MS).toISOString(), `integration_sync:${syncId}`]);
     return 'busy';
   }
+}
+
+/** The `integration_sync` job (one per sync of a lead or booking): tasks/integration_sync.ts. */
+export function makeSyncTask(deps: TaskDeps): Task {
+  const runner = new SyncRunner({ cfg: deps.cfg, log: deps.log, pool: deps.pool, ca: deps.ca });
+  return async (payload) => {
+    const { sync_id, integration_id } = payload as { sync_id: string; integration_id?: string };
+    await runner.run(sync_id, integration_id);
+  };
+}
+
+/** The `integration_sync_sweep` cron (every minute): queues again overdue pending syncs (a worker died holding one, or the connection was re-authorised). */
+export function makeSyncSweepTask(deps: TaskDeps): Task {
+  return async () => {
+    const n = await callFn<number>(deps.pool, 'app.integration_sync_sweep', [500]);
+    if (n > 0) deps.log.info({ queued: n }, 'integration syncs queued again');
+  };
 }
