@@ -97,7 +97,7 @@ const OPERATION_IDS: Record<string, string> = {
 };
 
 /** The served document under this size (bytes of GET /api/v1/openapi.json). */
-const SIZE_BUDGET = 175_000;
+const SIZE_BUDGET = 180_000;
 
 const METHODS = ['get', 'post', 'put', 'patch', 'delete'];
 const operationsOf = (d: Json) => Object.entries<Json>(d.paths).flatMap(([p, item]) =>
