@@ -4,13 +4,14 @@
  * webhooks and the notifications (SMS API, Slack, e-mail) to real loopback receivers trusting a
  * throwaway CA. Then the REST API shows the notifications sent and the deliveries delivered.
  */
+import { startFanoutReceivers, type FanoutReceivers } from '../support/receivers.js';
 import { createHmac } from 'node:crypto';
 import type pg from 'pg';
 import { callFn, createOwnerPool } from '../../src/db/pools.js';
 import { startWorker, type Worker } from '../../src/worker/index.js';
 import { mintKey, request, startTestApi, testLog, type TestApi } from '../support/harness.js';
-import { makePki, reply, startHttpsReceiver, type HttpsReceiver, type Received, type TestPki } from '../support/https.js';
-import { decodeQuotedPrintable, mailSubject, startSmtp, type SmtpReceiver } from '../support/smtp.js';
+import { type Received } from '../support/https.js';
+import { decodeQuotedPrintable, mailSubject } from '../support/smtp.js';
 import { postVoice, VOICE_SECRET, voiceFixture, voiceLocation, type VoiceLocation } from '../platform/support.js';
 import { waitFor } from '../webhooks/support.js';
 
@@ -18,28 +19,16 @@ const OWNER_CELL = '+12125550100';
 const CALLER = '+15125550177'; // from_number of the emergency-transfer fixtures
 const EVENTS = ['call.emergency', 'lead.created', 'call.ended'];
 
-let pki: TestPki;
-let hooks: HttpsReceiver;
-let slack: HttpsReceiver;
-let sms: HttpsReceiver;
-let smtp: SmtpReceiver;
+let rx: FanoutReceivers;
 let t: TestApi;
 let workerPool: pg.Pool | undefined;
 let worker: Worker | undefined;
 
 beforeAll(async () => {
-  pki = makePki();
-  [hooks, slack, sms, smtp] = await Promise.all([
-    startHttpsReceiver(pki, { path: '/crm/hooks' }),
-    startHttpsReceiver(pki, { path: '/services/T000/B000/XXXX' }),
-    startHttpsReceiver(pki, { path: '/2010-04-01/Accounts/AC_e2e/Messages.json' }),
-    startSmtp(),
-  ]);
-  sms.respond(reply(201, '{"sid":"SM_e2e","status":"queued"}'));
+  rx = await startFanoutReceivers('e2e');
   t = await startTestApi({
     VOICE_WEBHOOK_SECRET: VOICE_SECRET,
-    SMTP_URL: smtp.url, MAIL_FROM: 'Switchboard <alerts@switchboard.test>',
-    SMS_API_URL: sms.url, SMS_ACCOUNT_SID: 'AC_e2e', SMS_AUTH_TOKEN: 'tok_e2e', SMS_FROM: '+15005550006',
+    ...rx.env,
     WEBHOOK_RETRY_DELAYS: '1,1,1',
   });
 });
@@ -48,7 +37,7 @@ afterAll(async () => {
   await worker?.stop();
   await workerPool?.end();
   await t?.close();
-  await Promise.all([hooks?.close(), slack?.close(), sms?.close(), smtp?.close()]);
+  await rx?.close();
 });
 
 /** Connects Slack the way the integrations route will: a row written as the location (API role, RLS). */
@@ -72,10 +61,10 @@ async function connectSlack(loc: VoiceLocation, url: string) {
 test('an emergency warm transfer reaches the webhook consumer, the SMS API, Slack and the owner’s inbox', async () => {
   const loc = await voiceLocation(t.owner, { owner_cell: OWNER_CELL });
   await callFn(t.owner, 'admin.member_invite', [loc.id, 'owner@acme.test', 'owner', 'Olive Owner']);
-  await connectSlack(loc, slack.url);
+  await connectSlack(loc, rx.slack.url);
   const { token } = await mintKey(t.owner, loc.id);
   const ep = await request(t.baseUrl, 'POST', `/api/v1/locations/${loc.id}/webhook-endpoints`, {
-    token, body: { url: hooks.url, events: EVENTS, label: 'crm' },
+    token, body: { url: rx.hooks.url, events: EVENTS, label: 'crm' },
   });
   expect(ep.status).toBe(201);
   const secret: string = ep.body.data.secret;
@@ -90,7 +79,7 @@ test('an emergency warm transfer reaches the webhook consumer, the SMS API, Slac
   // The production worker: every task in tasks/, trusting the test CA.
   workerPool = createOwnerPool(t.db.url, 8, 'e2e-worker');
   workerPool.on('connect', (c) => c.on('error', () => undefined));
-  worker = await startWorker({ cfg: t.cfg, log: testLog, pool: workerPool, ca: pki.caPem }, { pollInterval: 100 });
+  worker = await startWorker({ cfg: t.cfg, log: testLog, pool: workerPool, ca: rx.pki.caPem }, { pollInterval: 100 });
 
   const settled = async () => {
     const { rows } = await t.owner.query(
@@ -98,16 +87,16 @@ test('an emergency warm transfer reaches the webhook consumer, the SMS API, Slac
               (select count(*) from app.notifications where location_id = $1 and status <> 'pending')::int as done,
               (select count(*) from app.notifications where location_id = $1)::int as total`, [loc.id]);
     const r = rows[0];
-    return r.delivered >= EVENTS.length && r.total > 0 && r.done === r.total && smtp.messages.length >= 2;
+    return r.delivered >= EVENTS.length && r.total > 0 && r.done === r.total && rx.smtp.messages.length >= 2;
   };
   await waitFor(settled, 'webhooks delivered and notifications settled', 30000);
 
   // Webhooks: exactly one of each event, signed over the raw bytes with the registration secret.
-  const byEvent = (e: string) => hooks.received.filter((r) => r.headers['svc-event'] === e);
+  const byEvent = (e: string) => rx.hooks.received.filter((r) => r.headers['svc-event'] === e);
   for (const e of EVENTS) expect(byEvent(e)).toHaveLength(1);
-  expect(hooks.received).toHaveLength(EVENTS.length);
+  expect(rx.hooks.received).toHaveLength(EVENTS.length);
   const bodies: Record<string, any> = {};
-  for (const r of hooks.received) {
+  for (const r of rx.hooks.received) {
     expect(r.method).toBe('POST');
     expect(r.path).toBe('/crm/hooks');
     expect(r.headers['content-type']).toBe('application/json');
@@ -126,8 +115,8 @@ test('an emergency warm transfer reaches the webhook consumer, the SMS API, Slac
   expect(bodies['lead.created']).toMatchObject({ status: 'new', urgency_level: 5 });
 
   // SMS API: one Twilio-style form with basic auth, to the owner's cell.
-  expect(sms.received).toHaveLength(1);
-  const s = sms.received[0];
+  expect(rx.sms.received).toHaveLength(1);
+  const s = rx.sms.received[0];
   expect(s.method).toBe('POST');
   expect(s.path).toBe('/2010-04-01/Accounts/AC_e2e/Messages.json');
   expect(s.headers['content-type']).toBe('application/x-www-form-urlencoded');
@@ -139,7 +128,7 @@ test('an emergency warm transfer reaches the webhook consumer, the SMS API, Slac
   expect(form.get('Body')).toContain(CALLER);
 
   // Slack: { text, blocks } for the emergency and for the new lead.
-  const chats = slack.received.map((r: Received) => JSON.parse(r.body));
+  const chats = rx.slack.received.map((r: Received) => JSON.parse(r.body));
   expect(chats).toHaveLength(2);
   for (const m of chats) {
     expect(Object.keys(m).sort()).toEqual(['blocks', 'text']);
@@ -148,8 +137,8 @@ test('an emergency warm transfer reaches the webhook consumer, the SMS API, Slac
   expect(chats.filter((m) => m.text.includes('Emergency call'))).toHaveLength(1);
 
   // E-mail: to the owner, the emergency among them.
-  expect(smtp.messages.map((m) => m.to)).toEqual([['owner@acme.test'], ['owner@acme.test']]);
-  const emergencyMail = smtp.messages.find((m) => mailSubject(m.raw).startsWith('Emergency call'));
+  expect(rx.smtp.messages.map((m) => m.to)).toEqual([['owner@acme.test'], ['owner@acme.test']]);
+  const emergencyMail = rx.smtp.messages.find((m) => mailSubject(m.raw).startsWith('Emergency call'));
   expect(emergencyMail).toBeDefined();
   expect(emergencyMail!.from).toBe('alerts@switchboard.test');
   expect(mailSubject(emergencyMail!.raw)).toBe('Emergency call — Acme Heating & Air');
@@ -178,7 +167,7 @@ test('an emergency warm transfer reaches the webhook consumer, the SMS API, Slac
   expect(ds.status).toBe(200);
   expect(ds.body.data.map((d: any) => d.event).sort()).toEqual([...EVENTS].sort());
   for (const d of ds.body.data) {
-    expect(d).toMatchObject({ status: 'delivered', attempt: 1, response_status: 200, endpoint_id: ep.body.data.id, url: hooks.url });
-    expect(hooks.received.find((r) => r.headers['svc-delivery-id'] === d.id)).toBeDefined();
+    expect(d).toMatchObject({ status: 'delivered', attempt: 1, response_status: 200, endpoint_id: ep.body.data.id, url: rx.hooks.url });
+    expect(rx.hooks.received.find((r) => r.headers['svc-delivery-id'] === d.id)).toBeDefined();
   }
 });

@@ -8,35 +8,23 @@
  * process wrote (stdout and stderr) is searched for the callers' phones in every format, their
  * names, addresses, e-mail and every sentence of the transcripts: no hit.
  */
+import { startFanoutReceivers, type FanoutReceivers } from '../support/receivers.js';
 import type pg from 'pg';
 import { callFn, createApiPool, createOwnerPool } from '../../src/db/pools.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
 import { createLocation, mintKey, request } from '../support/harness.js';
-import { makePki, reply, startHttpsReceiver, type HttpsReceiver, type TestPki } from '../support/https.js';
-import { startSmtp, type SmtpReceiver } from '../support/smtp.js';
 import { freePort, startMain } from '../support/spawn.js';
 import { postVoice, VOICE_SECRET, voiceFixture, type VoiceLocation } from '../platform/support.js';
 import { waitFor } from '../webhooks/support.js';
 import { connectSlack } from './support.js';
 
-let pki: TestPki;
-let hooks: HttpsReceiver;
-let slack: HttpsReceiver;
-let sms: HttpsReceiver;
-let smtp: SmtpReceiver;
+let rx: FanoutReceivers;
 let db: TestDatabase;
 let owner: pg.Pool;
 let apiPool: pg.Pool;
 
 beforeAll(async () => {
-  pki = makePki();
-  [hooks, slack, sms, smtp] = await Promise.all([
-    startHttpsReceiver(pki, { path: '/crm/hooks' }),
-    startHttpsReceiver(pki, { path: '/services/T000/B000/XXXX' }),
-    startHttpsReceiver(pki, { path: '/2010-04-01/Accounts/AC_logs/Messages.json' }),
-    startSmtp(),
-  ]);
-  sms.respond(reply(201, '{"sid":"SM_logs","status":"queued"}'));
+  rx = await startFanoutReceivers('logs');
   db = await createTestDatabase();
   owner = createOwnerPool(db.url, 3, 'test-owner');
   apiPool = createApiPool(db.url, 2);
@@ -46,7 +34,7 @@ afterAll(async () => {
   await apiPool?.end();
   await owner?.end();
   await db?.drop();
-  await Promise.all([hooks?.close(), slack?.close(), sms?.close(), smtp?.close()]);
+  await rx?.close();
 });
 
 /** The callers' personal data as it could appear in a log line. */
@@ -74,7 +62,7 @@ test('a full call flow at LOG_LEVEL=trace writes no caller phone, name, address 
   const phone = '+15125550100';
   const loc = { ...(await createLocation(owner, { name: 'Acme Heating & Air', timezone: 'America/Chicago', service_phone: phone, owner_cell: '+12125550100' })), phone } as VoiceLocation;
   await callFn(owner, 'admin.member_invite', [loc.id, 'owner@acme.test', 'owner', 'Olive Owner']);
-  await connectSlack(apiPool, loc.id, slack.url);
+  await connectSlack(apiPool, loc.id, rx.slack.url);
   const { token } = await mintKey(owner, loc.id);
   // Transcripts kept as spoken, so the search covers every sentence a caller said.
   await owner.query('update app.privacy_settings set redact_sensitive_data = false where location_id = $1', [loc.id]);
@@ -82,14 +70,13 @@ test('a full call flow at LOG_LEVEL=trace writes no caller phone, name, address 
   const [port, adminPort] = [await freePort(), await freePort()];
   const svc = await startMain({
     DATABASE_URL: db.url, PORT: String(port), HOST: '127.0.0.1', ADMIN_PORT: String(adminPort), LOG_LEVEL: 'trace',
-    VOICE_WEBHOOK_SECRET: VOICE_SECRET, NODE_EXTRA_CA_CERTS: pki.caFile, WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
-    SMTP_URL: smtp.url, MAIL_FROM: 'Switchboard <alerts@switchboard.test>',
-    SMS_API_URL: sms.url, SMS_ACCOUNT_SID: 'AC_logs', SMS_AUTH_TOKEN: 'tok_logs', SMS_FROM: '+15005550006',
+    VOICE_WEBHOOK_SECRET: VOICE_SECRET, NODE_EXTRA_CA_CERTS: rx.pki.caFile, WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+    ...rx.env,
   });
   const base = `http://127.0.0.1:${port}`;
   try {
     const ep = await request(base, 'POST', `/api/v1/locations/${loc.id}/webhook-endpoints`, {
-      token, body: { url: hooks.url, events: ['call.emergency', 'call.ended', 'lead.created', 'booking.created'] },
+      token, body: { url: rx.hooks.url, events: ['call.emergency', 'call.ended', 'lead.created', 'booking.created'] },
     });
     expect(ep.status).toBe(201);
 
@@ -120,8 +107,8 @@ test('a full call flow at LOG_LEVEL=trace writes no caller phone, name, address 
                 (select count(*) from app.calls where location_id = $1 and finalized_at is not null)::int as settled`, [loc.id]);
       return r.delivered >= 5 && r.total >= 7 && r.pending === 0 && r.settled === 2;
     }, 'deliveries, notifications and both calls settled', 45000);
-    expect(smtp.messages.length).toBeGreaterThan(0);
-    expect(sms.received.length).toBeGreaterThan(0);
+    expect(rx.smtp.messages.length).toBeGreaterThan(0);
+    expect(rx.sms.received.length).toBeGreaterThan(0);
 
     // REST reads, with the caller's phone in query strings too.
     const calls = await request(base, 'GET', `/api/v1/locations/${loc.id}/calls?outcome=booked`, { token });

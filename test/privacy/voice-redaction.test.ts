@@ -7,55 +7,43 @@
  * the address, prices, the appointment and numbers failing Luhn stay as spoken. A location that
  * turned redaction off keeps the call as received.
  */
+import { startFanoutReceivers, type FanoutReceivers } from '../support/receivers.js';
 import type pg from 'pg';
 import { callFn } from '../../src/db/pools.js';
 import { mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
-import { makePki, reply, startHttpsReceiver, type HttpsReceiver, type TestPki } from '../support/https.js';
-import { decodeQuotedPrintable, startSmtp, type SmtpReceiver } from '../support/smtp.js';
+import { decodeQuotedPrintable } from '../support/smtp.js';
 import { postVoice, VOICE_SECRET, voiceFixture, voiceLocation, type VoiceLocation } from '../platform/support.js';
 import { startTestWorker, waitFor } from '../webhooks/support.js';
 import { asSpoken, connectSlack, KEPT, leaks, redactedFixture } from './support.js';
 
-let pki: TestPki;
-let hooks: HttpsReceiver;
-let slack: HttpsReceiver;
-let sms: HttpsReceiver;
-let smtp: SmtpReceiver;
+let rx: FanoutReceivers;
 let t: TestApi;
 let worker: Awaited<ReturnType<typeof startTestWorker>> | undefined;
 
 const EVENTS = ['call.emergency', 'call.ended', 'lead.created', 'booking.created'];
 
 beforeAll(async () => {
-  pki = makePki();
-  [hooks, slack, sms, smtp] = await Promise.all([
-    startHttpsReceiver(pki, { path: '/crm/hooks' }),
-    startHttpsReceiver(pki, { path: '/services/T000/B000/XXXX' }),
-    startHttpsReceiver(pki, { path: '/2010-04-01/Accounts/AC_red/Messages.json' }),
-    startSmtp(),
-  ]);
-  sms.respond(reply(201, '{"sid":"SM_red","status":"queued"}'));
+  rx = await startFanoutReceivers('red');
   t = await startTestApi({
     VOICE_WEBHOOK_SECRET: VOICE_SECRET,
-    SMTP_URL: smtp.url, MAIL_FROM: 'Switchboard <alerts@switchboard.test>',
-    SMS_API_URL: sms.url, SMS_ACCOUNT_SID: 'AC_red', SMS_AUTH_TOKEN: 'tok_red', SMS_FROM: '+15005550006',
+    ...rx.env,
   });
-  worker = await startTestWorker(t.cfg, t.db.url, pki);
+  worker = await startTestWorker(t.cfg, t.db.url, rx.pki);
 });
 
 afterAll(async () => {
   await worker?.stop();
   await t?.close();
-  await Promise.all([hooks?.close(), slack?.close(), sms?.close(), smtp?.close()]);
+  await rx?.close();
 });
 
 /** A location with a webhook endpoint, Slack, an owner's inbox and cell: every copy a call makes. */
 async function wiredLocation(): Promise<{ loc: VoiceLocation; token: string }> {
   const loc = await voiceLocation(t.owner, { owner_cell: '+12125550100' });
   await callFn(t.owner, 'admin.member_invite', [loc.id, `owner-${loc.slug}@acme.test`, 'owner', 'Olive Owner']);
-  await connectSlack(t.apiPool, loc.id, slack.url);
+  await connectSlack(t.apiPool, loc.id, rx.slack.url);
   const { token } = await mintKey(t.owner, loc.id);
-  const ep = await request(t.baseUrl, 'POST', `/api/v1/locations/${loc.id}/webhook-endpoints`, { token, body: { url: hooks.url, events: EVENTS } });
+  const ep = await request(t.baseUrl, 'POST', `/api/v1/locations/${loc.id}/webhook-endpoints`, { token, body: { url: rx.hooks.url, events: EVENTS } });
   expect(ep.status).toBe(201);
   return { loc, token };
 }
@@ -114,18 +102,18 @@ test('card, expiry, security code and SSN are replaced in every stored, evented,
   expect(leaks(JSON.stringify(stored))).toEqual([]);
 
   // What left the building: webhook bodies, e-mails, SMS, Slack.
-  const mine = hooks.received.filter((r) => r.body.includes(loc.id));
+  const mine = rx.hooks.received.filter((r) => r.body.includes(loc.id));
   expect(mine.map((r) => r.headers['svc-event']).sort()).toEqual([...EVENTS].sort());
   const sent = [
     ...mine.map((r) => r.body),
-    ...smtp.messages.filter((m) => m.to.includes(`owner-${loc.slug}@acme.test`)).map((m) => decodeQuotedPrintable(m.raw)),
-    ...sms.received.map((r) => new URLSearchParams(r.body).get('Body') ?? ''),
-    ...slack.received.map((r) => r.body),
+    ...rx.smtp.messages.filter((m) => m.to.includes(`owner-${loc.slug}@acme.test`)).map((m) => decodeQuotedPrintable(m.raw)),
+    ...rx.sms.received.map((r) => new URLSearchParams(r.body).get('Body') ?? ''),
+    ...rx.slack.received.map((r) => r.body),
   ];
   expect(leaks(sent.join('\n'))).toEqual([]);
-  const emergencyMail = smtp.messages.map((m) => decodeQuotedPrintable(m.raw)).find((m) => m.includes('Emergency call') && m.includes(`owner-${loc.slug}`));
+  const emergencyMail = rx.smtp.messages.map((m) => decodeQuotedPrintable(m.raw)).find((m) => m.includes('Emergency call') && m.includes(`owner-${loc.slug}`));
   expect(emergencyMail?.replace(/\s+/g, ' ')).toContain('[card ending 4242] exp [expiry], security code [security code]');
-  const smsBodies = sms.received.map((r) => new URLSearchParams(r.body).get('Body') ?? '');
+  const smsBodies = rx.sms.received.map((r) => new URLSearchParams(r.body).get('Body') ?? '');
   expect(smsBodies.some((b) => b.includes('[card ending 4242]'))).toBe(true);
 
   // What must stay as spoken: phones, the address, prices, the appointment, numbers failing Luhn.
@@ -173,7 +161,7 @@ test('a location with redaction off keeps the call exactly as spoken', async () 
   expect(call.issue_summary).toBe(body.call.call_analysis.custom_analysis_data.issue_summary);
   expect(stored.leads[0].notes).toBe(body.call.call_analysis.custom_analysis_data.issue_summary);
   expect(leaks(JSON.stringify(stored))).toEqual(asSpoken);
-  const mine = hooks.received.filter((r) => r.body.includes(loc.id));
+  const mine = rx.hooks.received.filter((r) => r.body.includes(loc.id));
   expect(mine.find((r) => r.headers['svc-event'] === 'lead.created')!.body).toContain('4242-4242-4242-4242');
 });
 
