@@ -63,6 +63,9 @@ comment on column app.bookings.window_start is E'Start of the arrival window the
 comment on column app.bookings.window_end is E'End of the arrival window.';
 comment on column app.bookings.source is E'call (post-call analysis) | agent_tool (booked by the agent during the call) | api (REST).';
 comment on column app.bookings.platform_call_id is E'The voice platform''s call id of an agent_tool booking: its retries book once, and the post-call links the booking to the call.';
+-- Staff viewers read bookings through column grants (caller content withheld, docs/privacy.md
+-- "Caller content and staff"): the new columns are not caller content.
+grant select (window_start, window_end, source, platform_call_id) on app.bookings to switchboard_staff_viewer;
 create unique index bookings_tool_call_key on app.bookings (location_id, platform_call_id, window_start) where platform_call_id is not null;
 create index bookings_location_window_idx on app.bookings (location_id, window_start) where window_start is not null;
 alter table app.bookings disable trigger user;
@@ -1844,7 +1847,7 @@ as $function$
 declare
   rtype text := split_part(new.type, '.', 1);
   act text := case when new.type like '%.created' then 'create' else 'update' end;
-  rid uuid := (new.data ->> 'id')::uuid;
+  rid uuid := app.uuid_or_null(new.data ->> 'id');
   s record;
 begin
   if current_setting('app.seeding', true) = 'on' or rid is null then return null; end if;

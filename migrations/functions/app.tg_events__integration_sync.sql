@@ -9,7 +9,7 @@ AS $function$
 declare
   rtype text := split_part(new.type, '.', 1);
   act text := case when new.type like '%.created' then 'create' else 'update' end;
-  rid uuid := (new.data ->> 'id')::uuid;
+  rid uuid := app.uuid_or_null(new.data ->> 'id');
   s record;
 begin
   if current_setting('app.seeding', true) = 'on' or rid is null then return null; end if;

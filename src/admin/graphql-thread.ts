@@ -8,7 +8,10 @@
  * requests in flight answer 502.
  */
 import { request as httpRequest, createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import express, { type Router } from 'express';
 import type { ConnectionTarget } from '../db/pools.js';
@@ -38,7 +41,8 @@ const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-e
  */
 function newWorker(options: ConstructorParameters<typeof Worker>[1]): Worker {
   if (!import.meta.url.endsWith('.ts')) return new Worker(new URL('../staff/thread.js', import.meta.url), options);
-  const tsx = import.meta.resolve('tsx/esm/api');
+  // Not import.meta.resolve: Jest's ESM runtime (the tests) does not provide it.
+  const tsx = pathToFileURL(path.join(path.dirname(createRequire(import.meta.url).resolve('tsx/package.json')), 'dist/esm/api/index.mjs')).href;
   const file = new URL('../staff/thread.ts', import.meta.url).href;
   return new Worker(`import(${JSON.stringify(tsx)}).then((t) => { t.register(); return import(${JSON.stringify(file)}); })`, { ...options, eval: true });
 }

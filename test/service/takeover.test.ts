@@ -72,7 +72,8 @@ test('(a) kill -9 of npm start\'s group, start again: the cluster is adopted, an
 
   expect(postmasterOf(dataDir)!.pid).not.toBe(before.pid);
   expect(second.output()).toMatch(/embedded postgres exited unexpectedly/);
-  expect(second.output()).toMatch(/embedded postgres restarted/);
+  // Attached connections see the new postmaster before the supervisor's start resolves and logs.
+  await until('the restart logged', async () => /embedded postgres restarted/.test(second.output()), 10_000, 100);
   // No 500: the outage answered 503 unavailable.
   expect(load2.statuses.get(500) ?? 0).toBe(0);
   expect([...load2.codes.keys()].filter((c) => c !== 'unavailable')).toEqual([]);
@@ -166,6 +167,8 @@ test('(c) three processes started together on a fresh DATA_DIR: one starts the c
     (await Promise.all(ports.map(({ api }) => status(`http://127.0.0.1:${api}/readyz`)))).every((s) => s === 200), 30_000, 100);
   expect(postmasterOf(dataDir)!.pid).not.toBe(pm.pid);
   expect(count(started, /embedded postgres exited unexpectedly/)).toBe(1);
+  // Attached processes see the new postmaster before the supervisor's start resolves and logs.
+  await until('the restart logged', async () => count(started, /embedded postgres restarted/) >= 1, 10_000, 100);
   expect(count(started, /embedded postgres restarted/)).toBe(1);
   expect(count(started, /lock file .* already exists|another PostgreSQL running/)).toBe(0);
 
