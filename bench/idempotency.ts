@@ -8,16 +8,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import autocannon from 'autocannon';
-
-export interface IdempotencyBenchRow {
-  name: string;
-  value: number;
-  unit: string;
-  baseline?: number;
-  ratio?: number;
-  target?: string;
-  note?: string;
-}
+import type { BenchRow } from './common.js';
 
 export interface IdempotencyBenchCtx {
   base: string;
@@ -63,7 +54,7 @@ async function interleaved(url: string, token: string, body: () => string, secon
 
 const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
 
-export async function runIdempotencyBench(ctx: IdempotencyBenchCtx): Promise<IdempotencyBenchRow[]> {
+export async function runIdempotencyBench(ctx: IdempotencyBenchCtx): Promise<BenchRow[]> {
   const url = `${ctx.base}/api/v1/locations/${ctx.location}/leads`;
   let n = 0;
   const body = () => JSON.stringify({ name: `Bench Lead ${++n}`, phone: '+13125550142', service_type: 'No heat', urgency_level: 3 });
@@ -71,7 +62,7 @@ export async function runIdempotencyBench(ctx: IdempotencyBenchCtx): Promise<Ide
   const seq = await interleaved(url, ctx.token, body, ctx.seconds);
   const seqBare = median(seq.bare);
   const seqKeyed = median(seq.keyed);
-  const latencyRow: IdempotencyBenchRow = {
+  const latencyRow: BenchRow = {
     name: 'POST leads with Idempotency-Key, median latency',
     value: seqKeyed,
     unit: 'ms',

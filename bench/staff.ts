@@ -16,17 +16,8 @@ import type pg from 'pg';
 import { startStaffGraphql } from '../src/admin/graphql.js';
 import { mintToken } from '../src/auth/tokens.js';
 import { createLogger } from '../src/log.js';
+import type { BenchRow } from './common.js';
 
-/** The row shape of bench/run.ts. */
-interface Row {
-  name: string;
-  value: number;
-  unit: string;
-  baseline?: number;
-  ratio?: number;
-  target?: string;
-  note?: string;
-}
 
 export interface StaffBenchContext {
   owner: pg.Pool;
@@ -84,8 +75,8 @@ async function medianMs(fn: () => Promise<void>, runs: number): Promise<number> 
   return times[Math.floor(times.length / 2)];
 }
 
-export async function runStaffBench(ctx: StaffBenchContext): Promise<Row[]> {
-  const rows: Row[] = [];
+export async function runStaffBench(ctx: StaffBenchContext): Promise<BenchRow[]> {
+  const rows: BenchRow[] = [];
   const admin = await member(ctx.owner, 'admin');
   const callsUrl = `${ctx.apiUrl}/api/v1/locations/mid/calls`;
 

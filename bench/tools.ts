@@ -10,16 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { sign } from 'retell-sdk';
-
-export interface ToolsBenchRow {
-  name: string;
-  value: number;
-  unit: string;
-  baseline?: number;
-  ratio?: number;
-  target?: string;
-  note?: string;
-}
+import type { BenchRow } from './common.js';
 
 export interface ToolsBenchCtx {
   owner: pg.Pool;
@@ -69,9 +60,9 @@ async function seedBookings(owner: pg.Pool, id: string): Promise<void> {
   await owner.query('analyze app.bookings; analyze app.booking_windows');
 }
 
-export async function runToolsBench(ctx: ToolsBenchCtx): Promise<ToolsBenchRow[]> {
+export async function runToolsBench(ctx: ToolsBenchCtx): Promise<BenchRow[]> {
   const { owner, base, voiceSecret, progress } = ctx;
-  const rows: ToolsBenchRow[] = [];
+  const rows: BenchRow[] = [];
   const phone = '+13125550400';
   const id = await toolsLocation(owner, 'tools', phone, 30);
   await seedBookings(owner, id);
