@@ -163,8 +163,9 @@ test('(c) three processes started together on a fresh DATA_DIR: one starts the c
 
   const pm = postmasterOf(dataDir)!;
   process.kill(pm.pid, 'SIGKILL');
-  await until('every API ready again', async () =>
-    (await Promise.all(ports.map(({ api }) => status(`http://127.0.0.1:${api}/readyz`)))).every((s) => s === 200), 30_000, 100);
+  // A new postmaster first (right after the kill the old pid file and cached readiness still stand).
+  await until('every API ready again on a new postmaster', async () => (postmasterOf(dataDir)?.pid ?? pm.pid) !== pm.pid
+    && (await Promise.all(ports.map(({ api }) => status(`http://127.0.0.1:${api}/readyz`)))).every((s) => s === 200), 30_000, 100);
   expect(postmasterOf(dataDir)!.pid).not.toBe(pm.pid);
   expect(count(started, /embedded postgres exited unexpectedly/)).toBe(1);
   // Attached processes see the new postmaster before the supervisor's start resolves and logs.

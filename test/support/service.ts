@@ -9,7 +9,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { projectRoot } from '../../src/db/migrate.js';
 import { dynamicClient } from '../../src/db/pools.js';
-import { childEnv } from './spawn.js';
+import { childEnv, exitedWithOutput } from './spawn.js';
 
 export interface Proc {
   child: ChildProcess;
@@ -29,7 +29,7 @@ export async function startDist(env: Record<string, string>, args: string[], rea
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
-  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  const exited = exitedWithOutput(child);
   for (const deadline = Date.now() + 90_000; ; ) {
     if (child.exitCode !== null || Date.now() > deadline) throw new Error(`service did not start:\n${out}`);
     if (await ready().catch(() => false)) break;

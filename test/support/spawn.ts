@@ -52,6 +52,18 @@ export function runCli(args: string[], env: Record<string, string>): Promise<Cli
   });
 }
 
+/**
+ * Resolves with the child's exit code once its output is read too: 'exit' can come before the last
+ * lines arrive (at most 2 s more, in case a grandchild such as the postmaster holds the pipes).
+ */
+export function exitedWithOutput(child: ChildProcess): Promise<number | null> {
+  const ended = (st: NodeJS.ReadableStream) => new Promise<void>((r) => st.once('end', () => r()));
+  const drained = Promise.all([ended(child.stdout!), ended(child.stderr!)]);
+  return new Promise((r) => child.on('exit', (code) => {
+    void Promise.race([drained, new Promise((t) => setTimeout(t, 2000))]).then(() => r(code));
+  }));
+}
+
 /** Starts `src/main.ts` (what `npm start` runs) and resolves once /readyz answers 200. */
 export async function startMain(env: Record<string, string>, args: string[] = []): Promise<{ child: ChildProcess; output: () => string; exited: Promise<number | null> }> {
   // Node runs the entry point with tsx's loader, so a SIGTERM reaches the service itself (the tsx
@@ -60,7 +72,7 @@ export async function startMain(env: Record<string, string>, args: string[] = []
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
-  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  const exited = exitedWithOutput(child);
   const deadline = Date.now() + 90_000;
   while (Date.now() < deadline && child.exitCode === null) {
     // Ready when the API answers /readyz (api, all) and the worker has started (worker, all).
