@@ -136,6 +136,8 @@ test('(b) split processes: kill -9 of the supervising start:api; the others keep
   await until('worker ready again', async () => (await status(`${workerAdmin}/readyz`)) === 200, 60_000, 200);
   await until('leads after the restart', async () => load.count(201) >= atKill + 10, 30_000, 100);
   await load.stop();
+  // Attached processes see the new postmaster before the supervisor's start resolves and logs.
+  await until('the restart logged', async () => count(survivors, /embedded postgres restarted/) >= 1, 10_000, 100);
   expect(count(survivors, /embedded postgres restarted/)).toBe(1);
   expect(taker.output()).toMatch(/embedded postgres restarted/);
   expect(load.statuses.get(500) ?? 0).toBe(0);
