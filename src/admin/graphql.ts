@@ -2,6 +2,7 @@
 import { createServer, type Server } from 'node:http';
 import express, { type Express, type Router } from 'express';
 import type { ConnectionTarget } from '../db/pools.js';
+import { listenAt } from '../http/listen.js';
 import { createLogger, type Logger } from '../log.js';
 import '../staff/polyfill.js';
 import { startStaffAccess, warnIfExposed, type StaffAccessOptions, type StaffLimits } from '../staff/access.js';
@@ -56,15 +57,10 @@ export async function startStaffGraphql(
   app.use((req, res, next) => {
     load().then((inner) => inner(req, res, next), next);
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, resolve);
-  });
-  const addr = server.address();
-  const actual = typeof addr === 'object' && addr ? addr.port : port;
+  const url = await listenAt(server, host, port);
   return {
     server,
-    url: `http://${host}:${actual}`,
+    url,
     flushAudit: () => staff.flush(),
     close: async () => {
       await new Promise<void>((r) => server.close(() => r()));

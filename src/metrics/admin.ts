@@ -6,9 +6,9 @@
  * No authentication: the listeners are loopback by default and these paths reveal no tenant data.
  */
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import express, { Router, type Request, type Response } from 'express';
 import { ApiError, sendError } from '../http/errors.js';
+import { listenAt } from '../http/listen.js';
 import { registry, startDefaultMetrics } from './registry.js';
 
 /** One readiness check: ok, and a few words when it is not. */
@@ -63,14 +63,10 @@ export async function startAdminServer(host: string, port: number, router: Route
   });
   const server = createServer(app);
   server.keepAliveTimeout = 5000;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, resolve);
-  });
-  const actual = (server.address() as AddressInfo).port;
+  const url = await listenAt(server, host, port);
   return {
     server,
-    url: `http://${host}:${actual}`,
+    url,
     close: () =>
       new Promise<void>((r) => {
         server.close(() => r());
