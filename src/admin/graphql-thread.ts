@@ -9,13 +9,13 @@
  */
 import { request as httpRequest, createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import express, { type Router } from 'express';
 import type { ConnectionTarget } from '../db/pools.js';
 import { ApiError, sendError } from '../http/errors.js';
-import { listenAt } from '../http/listen.js';
 import type { Logger } from '../log.js';
 import { warnIfExposed, type StaffLimits } from '../staff/access.js';
 import type { FromThread, StaffThreadData, ToThread } from '../staff/thread.js';
@@ -128,10 +128,14 @@ export async function startStaffGraphqlThread(target: ConnectionTarget, host: st
   app.use((req, res) => proxy(req, res));
   const server = createServer(app);
   server.keepAliveTimeout = 5000;
-  const url = await listenAt(server, host, port);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, resolve);
+  });
+  const actual = (server.address() as AddressInfo).port;
   return {
     server,
-    url,
+    url: `http://${host}:${actual}`,
     flushAudit: () =>
       new Promise<void>((resolve) => {
         if (!worker) return resolve();

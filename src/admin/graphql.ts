@@ -2,7 +2,6 @@
 import { createServer, type Server } from 'node:http';
 import express, { type Express, type Router } from 'express';
 import type { ConnectionTarget } from '../db/pools.js';
-import { listenAt } from '../http/listen.js';
 import { createLogger, type Logger } from '../log.js';
 import '../staff/polyfill.js';
 import { startStaffAccess, warnIfExposed, type StaffAccessOptions, type StaffLimits } from '../staff/access.js';
@@ -57,10 +56,15 @@ export async function startStaffGraphql(
   app.use((req, res, next) => {
     load().then((inner) => inner(req, res, next), next);
   });
-  const url = await listenAt(server, host, port);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, resolve);
+  });
+  const addr = server.address();
+  const actual = typeof addr === 'object' && addr ? addr.port : port;
   return {
     server,
-    url,
+    url: `http://${host}:${actual}`,
     flushAudit: () => staff.flush(),
     close: async () => {
       await new Promise<void>((r) => server.close(() => r()));

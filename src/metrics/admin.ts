@@ -6,9 +6,9 @@
  * No authentication: the listeners are loopback by default and these paths reveal no tenant data.
  */
 import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import express, { Router, type Request, type Response } from 'express';
 import { ApiError, sendError } from '../http/errors.js';
-import { listenAt } from '../http/listen.js';
 import { registry, startDefaultMetrics } from './registry.js';
 
 /** One readiness check: ok, and a few words when it is not. */
@@ -63,10 +63,14 @@ export async function startAdminServer(host: string, port: number, router: Route
   });
   const server = createServer(app);
   server.keepAliveTimeout = 5000;
-  const url = await listenAt(server, host, port);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, resolve);
+  });
+  const actual = (server.address() as AddressInfo).port;
   return {
     server,
-    url,
+    url: `http://${host}:${actual}`,
     close: () =>
       new Promise<void>((r) => {
         server.close(() => r());
