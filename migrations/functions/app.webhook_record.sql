@@ -17,6 +17,12 @@ declare
   ep app.webhook_endpoints;
   reason text;
 begin
+  -- The endpoint first, then the attempt: the order in which DELETE of an endpoint takes them (it
+  -- locks the endpoint, then its ON DELETE SET NULL rewrites the attempts). Taking the attempt
+  -- first deadlocked against a DELETE that arrived while a first success was being recorded.
+  perform 1 from app.webhook_endpoints e
+   where e.id = (select w.endpoint_id from app.webhook_deliveries w where w.id = webhook_record.delivery_id)
+     for key share;
   select * into d from app.webhook_deliveries w where w.id = webhook_record.delivery_id for update;
   if not found or d.status <> 'pending' then return null; end if;
   if not ok and d.attempt <= cardinality(retry_delays) then
