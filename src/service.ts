@@ -11,7 +11,7 @@ import { createApiPool, createOwnerPool, createWorkerPool, INGESTION_POOL_SIZE }
 import { superviseEmbedded } from './db/supervisor.js';
 import { DeferredWakeups } from './db/wakeups.js';
 import type { Logger } from './log.js';
-import { databaseCheck, operationsRouter, startAdminServer, type AdminServer, type ReadinessProbe } from './metrics/admin.js';
+import { databaseCheck, operationsRouter, startAdminServer, type AdminServer, type Checks, type ReadinessProbe } from './metrics/admin.js';
 import { resetQueueSources, setQueueSource, trackPool } from './metrics/queues.js';
 import { laneChecks } from './worker/health.js';
 import { startWorker, type Worker } from './worker/index.js';
@@ -57,6 +57,9 @@ export async function startService(cfg: Config, log: Logger, mode: Mode = 'all',
   const svc: Service = { db, stop: async () => undefined };
   // /readyz of this process's admin listener: every part it runs must be ready (src/metrics/admin.ts).
   const probes: ReadinessProbe[] = [];
+  // `all` opens its admin listener before the worker starts: not ready until the worker is.
+  let workerStarted = false;
+  if (mode === 'all') probes.push(async (): Promise<Checks> => (workerStarted ? {} : { worker: { ok: false, detail: 'starting' } }));
   resetQueueSources();
   try {
     await migrateDatabase(db.url, log);
@@ -124,6 +127,7 @@ export async function startService(cfg: Config, log: Logger, mode: Mode = 'all',
         svc.workerAdmin = await startAdminServer(cfg.WORKER_ADMIN_HOST, cfg.WORKER_ADMIN_PORT, operationsRouter(probes));
         log.info({ url: svc.workerAdmin.url }, 'worker admin listening');
       }
+      workerStarted = true;
       log.info('worker started');
     }
   } catch (err) {

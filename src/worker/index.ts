@@ -78,9 +78,10 @@ export interface Worker {
 }
 
 /** graphile-worker's complaints that the database is away: one line per interval while it lasts. */
-const DATABASE_AWAY = /ECONNREFUSED|ECONNRESET|Connection terminated|terminating connection|the database system is|timeout exceeded when trying to connect|connect ETIMEDOUT/i;
+const DATABASE_AWAY = /ECONNREFUSED|ECONNRESET|Connection terminated|terminating connection|the database system is|timeout exceeded when trying to connect|connect ETIMEDOUT|is not queryable/i;
 
-function workerLogger(log: Logger): WorkerLogger {
+/** One logger for both runners: their complaints during one outage share one throttle. */
+export function workerLogger(log: Logger): WorkerLogger {
   const away = new ThrottledWarning(log, 'jobs lane: database unavailable; graphile-worker retries');
   return new WorkerLogger((scope) => (level, message, meta) => {
     if ((level === 'error' || level === 'warning') && DATABASE_AWAY.test(message)) {
@@ -102,13 +103,14 @@ export async function startWorker(baseDeps: TaskDeps, { jobsConcurrency = 2, pol
     // Field-service syncs get a runner of their own (src/integrations/sync.ts): a slow provider
     // never takes the slots of finalize_call and the cron tasks.
     const { integration_sync: syncTask, ...otherTasks } = taskList;
+    const logger = workerLogger(log);
     const jobs = await run({
-      pgPool: deps.pool, noHandleSignals: true, pollInterval, logger: workerLogger(log), preset: GRAPHILE_PRESET,
+      pgPool: deps.pool, noHandleSignals: true, pollInterval, logger, preset: GRAPHILE_PRESET,
       concurrency: jobsConcurrency, taskList: otherTasks, ...(cron ? { crontab: CRONTAB } : { parsedCronItems: [] }),
     });
     started.push(jobs);
     const syncs = await run({
-      pgPool: deps.pool, noHandleSignals: true, pollInterval, logger: workerLogger(log), preset: GRAPHILE_PRESET,
+      pgPool: deps.pool, noHandleSignals: true, pollInterval, logger, preset: GRAPHILE_PRESET,
       concurrency: deps.cfg.INTEGRATION_SYNC_CONCURRENCY, taskList: { integration_sync: syncTask }, parsedCronItems: [],
     });
     started.push(syncs);

@@ -1,0 +1,28 @@
+/**
+ * graphile-worker's own complaints while the database is away go through one throttle shared by
+ * both of the worker's runners: one line per interval, not one per listener retry.
+ */
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
+import { workerLogger } from '../../src/worker/index.js';
+
+test("the runners' database-away errors (UNLISTEN on a broken client included) give one line; others pass through", () => {
+  const lines: { level: number; msg: string }[] = [];
+  const sink = new Writable({
+    write(chunk, _enc, done) {
+      lines.push(...String(chunk).split('\n').filter(Boolean).map((l) => JSON.parse(l)));
+      done();
+    },
+  });
+  const logger = workerLogger(pino({ level: 'info' }, sink)).scope({ label: 'runner' });
+  for (let i = 0; i < 3; i++) {
+    logger.error('Error occurred attempting to UNLISTEN: Error: Client has encountered a connection error and is not queryable');
+    logger.error('Error with notify listener (trying again in 127ms): terminating connection due to unexpected postmaster exit');
+    logger.warn('Failed to connect: connect ECONNREFUSED 127.0.0.1:5432');
+  }
+  logger.error('Task "finalize_call" failed: something else');
+  expect(lines.map((l) => l.msg)).toEqual([
+    'jobs lane: database unavailable; graphile-worker retries',
+    'Task "finalize_call" failed: something else',
+  ]);
+});
