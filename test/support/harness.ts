@@ -85,6 +85,33 @@ export async function mintKey(owner: pg.Pool, location: string, scopes: string[]
   return { token, key };
 }
 
+/** A location and a key on it (every scope unless `scopes` says otherwise). */
+export async function tenant(api: Pick<TestApi, 'owner'>, scopes?: string[], attrs: Record<string, unknown> = {}): Promise<{ loc: TestLocation; token: string }> {
+  const loc = await createLocation(api.owner, attrs);
+  const { token } = await mintKey(api.owner, loc.id, scopes);
+  return { loc, token };
+}
+
+/**
+ * Runs `fn` in one transaction with the tenant set (app.location_id), as the API and the triggers
+ * write; rolled back if `fn` throws.
+ */
+export async function asLocation<T>(pool: pg.Pool, locationId: string, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+  const c = await pool.connect();
+  try {
+    await c.query('begin');
+    await c.query(`select set_config('app.location_id', $1, true)`, [locationId]);
+    const out = await fn(c);
+    await c.query('commit');
+    return out;
+  } catch (e) {
+    await c.query('rollback');
+    throw e;
+  } finally {
+    c.release();
+  }
+}
+
 export interface Res<T = any> {
   status: number;
   body: T;
