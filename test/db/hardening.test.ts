@@ -6,23 +6,14 @@ import { callFn } from '../../src/db/pools.js';
 import { hashToken } from '../../src/auth/tokens.js';
 import { isPublicAddress } from '../../src/net/ssrf.js';
 import { callRow, events, postVoice, types, VOICE_SECRET, voiceFixture, voiceLocation } from '../platform/support.js';
-import { createLocation, mintKey, request, startTestApi, type TestApi, type TestLocation } from '../support/harness.js';
+import { createLocation, mintKey, request, startTestApi, useTenant, useTestApi } from '../support/harness.js';
 
-let t: TestApi;
-let A: TestLocation;
-let B: TestLocation;
-let tokA: string;
+const t = useTestApi({ VOICE_WEBHOOK_SECRET: VOICE_SECRET });
+const A = useTenant(t, { service_phone: '+15125550170' });
+const B = useTenant(t);
 const V = '/api/v1';
 
-beforeAll(async () => {
-  t = await startTestApi({ VOICE_WEBHOOK_SECRET: VOICE_SECRET });
-  A = await createLocation(t.owner, { service_phone: '+15125550170' });
-  B = await createLocation(t.owner);
-  ({ token: tokA } = await mintKey(t.owner, A.id));
-});
-afterAll(() => t.close());
-
-const req = (method: string, path: string, body?: unknown, token = tokA) => request(t.baseUrl, method, path, { token, body });
+const req = (method: string, path: string, body?: unknown, token = A.token) => request(t.baseUrl, method, path, { token, body });
 
 test('1. integrations never show webhook_url (a Slack webhook URL is a secret)', async () => {
   const secretUrl = 'https://hooks.slack.com/services/T000/B000/XXXXSECRET';
@@ -51,7 +42,7 @@ test('3. service_phone is operator-only: PATCH refuses it, the SQL function igno
   expect(res.status).toBe(400);
   expect(res.body.error.code).toBe('validation_error');
   // Straight to the SQL function (as if the HTTP check were bypassed): the number does not move.
-  const out = await callFn<any>(t.owner, 'api.location_patch', [hashToken(tokA), A.id, { service_phone: '+15125550199', name: 'Renamed' }]);
+  const out = await callFn<any>(t.owner, 'api.location_patch', [hashToken(A.token), A.id, { service_phone: '+15125550199', name: 'Renamed' }]);
   expect(out).toMatchObject({ name: 'Renamed', service_phone: '+15125550170' });
   const { rows } = await t.owner.query('select service_phone from app.locations where id = $1', [A.id]);
   expect(rows[0].service_phone).toBe('+15125550170');

@@ -112,6 +112,39 @@ export async function asLocation<T>(pool: pg.Pool, locationId: string, fn: (c: p
   }
 }
 
+/**
+ * Registers the file's API (startTestApi with `env`), started before its tests and closed after.
+ * The returned object is the TestApi, filled in by the time the first test (or a later beforeAll)
+ * runs.
+ */
+export function useTestApi(env: Record<string, string> = {}): TestApi {
+  const api = {} as TestApi;
+  let started: TestApi | undefined;
+  beforeAll(async () => {
+    started = await startTestApi(env);
+    Object.assign(api, started);
+  });
+  afterAll(() => started?.close());
+  return api;
+}
+
+/**
+ * Registers a location of the file's API (made by `make`, createLocation unless given, with
+ * `attrs`) and a key with every scope on it as `token`; filled in like useTestApi.
+ */
+export function useTenant<L extends TestLocation = TestLocation>(
+  api: Pick<TestApi, 'owner'>,
+  attrs: Record<string, unknown> = {},
+  make: (owner: pg.Pool, attrs: Record<string, unknown>) => Promise<L> = createLocation as never,
+): L & { token: string } {
+  const loc = {} as L & { token: string };
+  beforeAll(async () => {
+    Object.assign(loc, await make(api.owner, attrs));
+    loc.token = (await mintKey(api.owner, loc.id)).token;
+  });
+  return loc;
+}
+
 export interface Res<T = any> {
   status: number;
   body: T;

@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import { loadConfig } from '../../src/config.js';
 import { request } from '../support/harness.js';
 import { reply } from '../support/https.js';
-import { createEndpoint, deliveriesOf, emit, sleep, startTestWorker, useWebhookRig, waitFor } from './support.js';
+import { attemptsUntil, createEndpoint, deliveriesOf, emit, sleep, startTestWorker, useWebhookRig, waitFor } from './support.js';
 
 const DELAYS = '0,0,0,0,0';
 const t = useWebhookRig({ WEBHOOK_RETRY_DELAYS: DELAYS, WEBHOOK_TIMEOUT_MS: '1500' }, { tenant: true, resetEach: true });
@@ -42,10 +42,7 @@ test('500, 503, then 200 → three attempts, same event id, three delivery ids, 
   t.rx.respond(reply(500, 'boom'), reply(503, 'busy'), reply(200, 'fine'));
   const ep = await endpoint();
   const eventId = await emit(t.owner, t.loc.id, 'lead.created', lead);
-  const rows = await waitFor(async () => {
-    const r = await deliveriesOf(t.owner, eventId);
-    return r.some((x) => x.status === 'delivered') && r;
-  }, 'third attempt delivered');
+  const rows = await attemptsUntil(t.owner, eventId, 'delivered', 'third attempt delivered');
   expect(rows.map((r) => [r.attempt, r.status, r.response_status])).toEqual([[1, 'failed', 500], [2, 'failed', 503], [3, 'delivered', 200]]);
   expect(new Set(rows.map((r) => r.id)).size).toBe(3);
   const mine = t.rx.received.filter((x) => x.headers['svc-event-id'] === eventId);
@@ -64,10 +61,7 @@ test('six failures → dead, no seventh; manual retry re-sends as a new attempt'
   t.rx.respond(reply(500, 'down'));
   const ep = await endpoint();
   const eventId = await emit(t.owner, t.loc.id, 'lead.created', lead);
-  const rows = await waitFor(async () => {
-    const r = await deliveriesOf(t.owner, eventId);
-    return r.some((x) => x.status === 'dead') && r;
-  }, 'dead');
+  const rows = await attemptsUntil(t.owner, eventId, 'dead', 'dead');
   await sleep(600);
   const after = await deliveriesOf(t.owner, eventId);
   expect(after.map((r) => r.status)).toEqual(['failed', 'failed', 'failed', 'failed', 'failed', 'dead']);
@@ -90,10 +84,7 @@ test('a receiver slower than WEBHOOK_TIMEOUT_MS fails the attempt; a 3xx is a fa
   t.rx.respond((_r, res) => { setTimeout(() => { res.writeHead(200); res.end('late'); }, 4000); }, reply(302, '', { location: 'https://example.com/' }), reply(200));
   const ep = await endpoint();
   const eventId = await emit(t.owner, t.loc.id, 'lead.created', lead);
-  const rows = await waitFor(async () => {
-    const r = await deliveriesOf(t.owner, eventId);
-    return r.some((x) => x.status === 'delivered') && r;
-  }, 'delivered after timeout and redirect');
+  const rows = await attemptsUntil(t.owner, eventId, 'delivered', 'delivered after timeout and redirect');
   expect(rows[0]).toMatchObject({ status: 'failed', response_status: null, error: expect.stringMatching(/within 1500 ms/) });
   expect(rows[1]).toMatchObject({ status: 'failed', response_status: 302, error: expect.stringMatching(/Redirect/) });
   expect(rows[2].status).toBe('delivered');

@@ -59,6 +59,13 @@ export async function deliveriesOf(owner: pg.Pool, eventId: string) {
   return rows as Array<{ id: string; attempt: number; status: string; response_status: number | null; error: string | null; endpoint_id: string | null; next_attempt_at: Date | null; duration_ms: number | null; response_body: string | null }>;
 }
 
+/** Waits until one of the event's attempts has `status`; then all its attempts, in order. */
+export const attemptsUntil = (owner: pg.Pool, eventId: string, status: string, what: string) =>
+  waitFor(async () => {
+    const r = await deliveriesOf(owner, eventId);
+    return r.some((x) => x.status === status) && r;
+  }, what);
+
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** The API (a TestApi, so `t.owner`, `t.baseUrl`… read as before) with the rest of a webhook suite's set-up. */
