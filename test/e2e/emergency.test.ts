@@ -6,14 +6,13 @@
  */
 import { startFanoutReceivers, type FanoutReceivers } from '../support/receivers.js';
 import { createHmac } from 'node:crypto';
-import type pg from 'pg';
-import { callFn, createOwnerPool } from '../../src/db/pools.js';
-import { startWorker, type Worker } from '../../src/worker/index.js';
-import { mintKey, request, startTestApi, testLog, type TestApi } from '../support/harness.js';
+import { callFn } from '../../src/db/pools.js';
+import { mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
 import { type Received } from '../support/https.js';
 import { decodeQuotedPrintable, mailSubject } from '../support/smtp.js';
-import { postVoice, VOICE_SECRET, voiceFixture, voiceLocation, type VoiceLocation } from '../platform/support.js';
-import { waitFor } from '../webhooks/support.js';
+import { postVoice, VOICE_SECRET, voiceFixture, voiceLocation } from '../platform/support.js';
+import { connectSlack } from '../notify/support.js';
+import { createEndpoint, startTestWorker, type TestWorker, waitFor } from '../webhooks/support.js';
 
 const OWNER_CELL = '+12125550100';
 const CALLER = '+15125550177'; // from_number of the emergency-transfer fixtures
@@ -21,8 +20,7 @@ const EVENTS = ['call.emergency', 'lead.created', 'call.ended'];
 
 let rx: FanoutReceivers;
 let t: TestApi;
-let workerPool: pg.Pool | undefined;
-let worker: Worker | undefined;
+let worker: TestWorker | undefined;
 
 beforeAll(async () => {
   rx = await startFanoutReceivers('e2e');
@@ -35,39 +33,17 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await worker?.stop();
-  await workerPool?.end();
   await t?.close();
   await rx?.close();
 });
 
-/** Connects Slack the way the integrations route will: a row written as the location (API role, RLS). */
-async function connectSlack(loc: VoiceLocation, url: string) {
-  const c = await t.apiPool.connect();
-  try {
-    await c.query('begin');
-    await c.query(`select set_config('app.location_id', $1, true)`, [loc.id]);
-    await c.query(
-      `insert into app.integrations (location_id, provider, webhook_url, label, connected_at) values ($1, 'slack', $2, '#dispatch', now())`,
-      [loc.id, url]);
-    await c.query('commit');
-  } catch (err) {
-    await c.query('rollback');
-    throw err;
-  } finally {
-    c.release();
-  }
-}
-
 test('an emergency warm transfer reaches the webhook consumer, the SMS API, Slack and the owner’s inbox', async () => {
   const loc = await voiceLocation(t.owner, { owner_cell: OWNER_CELL });
   await callFn(t.owner, 'admin.member_invite', [loc.id, 'owner@acme.test', 'owner', 'Olive Owner']);
-  await connectSlack(loc, rx.slack.url);
+  await connectSlack(t.apiPool, loc.id, rx.slack.url);
   const { token } = await mintKey(t.owner, loc.id);
-  const ep = await request(t.baseUrl, 'POST', `/api/v1/locations/${loc.id}/webhook-endpoints`, {
-    token, body: { url: rx.hooks.url, events: EVENTS, label: 'crm' },
-  });
-  expect(ep.status).toBe(201);
-  const secret: string = ep.body.data.secret;
+  const ep = await createEndpoint(t, token, loc.id, { url: rx.hooks.url, events: EVENTS, label: 'crm' });
+  const { secret } = ep;
   expect(secret).toEqual(expect.any(String));
 
   // The voice platform: transfer started (the emergency), then the analysis.
@@ -77,9 +53,7 @@ test('an emergency warm transfer reaches the webhook consumer, the SMS API, Slac
   expect((await postVoice(t.baseUrl, 'post-call', analyzed)).status).toBe(200);
 
   // The production worker: every task in tasks/, trusting the test CA.
-  workerPool = createOwnerPool(t.db.url, 8, 'e2e-worker');
-  workerPool.on('connect', (c) => c.on('error', () => undefined));
-  worker = await startWorker({ cfg: t.cfg, log: testLog, pool: workerPool, ca: rx.pki.caPem }, { pollInterval: 100 });
+  worker = await startTestWorker(t.cfg, t.db.url, rx.pki, { pollInterval: 100, cron: true });
 
   const settled = async () => {
     const { rows } = await t.owner.query(
@@ -167,7 +141,7 @@ test('an emergency warm transfer reaches the webhook consumer, the SMS API, Slac
   expect(ds.status).toBe(200);
   expect(ds.body.data.map((d: any) => d.event).sort()).toEqual([...EVENTS].sort());
   for (const d of ds.body.data) {
-    expect(d).toMatchObject({ status: 'delivered', attempt: 1, response_status: 200, endpoint_id: ep.body.data.id, url: rx.hooks.url });
+    expect(d).toMatchObject({ status: 'delivered', attempt: 1, response_status: 200, endpoint_id: ep.id, url: rx.hooks.url });
     expect(rx.hooks.received.find((r) => r.headers['svc-delivery-id'] === d.id)).toBeDefined();
   }
 });

@@ -4,20 +4,17 @@
  * is still draining, by the production worker (startWorker). Order and counts only.
  */
 import { startFanoutReceivers, type FanoutReceivers } from '../support/receivers.js';
-import type pg from 'pg';
-import { callFn, createWorkerPool } from '../../src/db/pools.js';
-import { startWorker, type Worker } from '../../src/worker/index.js';
-import { createLocation, mintKey, request, startTestApi, testLog, type TestApi } from '../support/harness.js';
+import { callFn } from '../../src/db/pools.js';
+import { createLocation, mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
 import { reply, startHttpsReceiver, type Responder } from '../support/https.js';
 import { connectIntegration, emergencyCall, notificationsOf } from '../notify/support.js';
-import { emitMany, waitFor } from '../webhooks/support.js';
+import { emitMany, startTestWorker, type TestWorker, waitFor } from '../webhooks/support.js';
 
 const BACKLOG = 2000;
 
 let rx: FanoutReceivers;
 let t: TestApi;
-let workerPool: pg.Pool | undefined;
-let worker: Worker | undefined;
+let worker: TestWorker | undefined;
 
 beforeAll(async () => {
   rx = await startFanoutReceivers('lane', { hooks: '/crm', slack: '/services/T0/B0/X', sms: '/sms' });
@@ -29,7 +26,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await worker?.stop();
-  await workerPool?.end();
   await t?.close();
   await rx?.close();
 });
@@ -62,9 +58,7 @@ test('an emergency call’s SMS, e-mail and chat are sent while a 2,000-event we
   rx.slack.respond(note('chat', reply(200, 'ok')));
   const { eventId } = await emergencyCall(t.owner, loc.id);
 
-  workerPool = createWorkerPool(t.db.url, 12, 'lanes-worker');
-  workerPool.on('connect', (c) => c.on('error', () => undefined));
-  worker = await startWorker({ cfg: t.cfg, log: testLog, pool: workerPool, ca: rx.pki.caPem }, { pollInterval: 200 });
+  worker = await startTestWorker(t.cfg, t.db.url, rx.pki, { cron: true });
 
   await waitFor(async () => rx.smtp.messages.length >= 1 && seen.sms !== undefined && seen.chat !== undefined, 'emergency notifications sent', 45000);
   seen.email = rx.hooks.received.length; // e-mail has no responder hook: read it right after it arrived
@@ -85,6 +79,7 @@ test('an emergency call’s SMS, e-mail and chat are sent while a 2,000-event we
 
 test('emergency notifications go first: queued behind 40 lead notifications, the emergency Slack post is sent first', async () => {
   await worker?.stop(); // queue everything first, then start the worker
+  worker = undefined;
   const loc = await createLocation(t.owner, { name: 'Queue Jumpers HVAC' });
   const room = await startHttpsReceiver(rx.pki, { path: '/services/T1/B1/Y' });
   try {
@@ -93,7 +88,7 @@ test('emergency notifications go first: queued behind 40 lead notifications, the
     await emitMany(t.owner, loc.id, 'lead.created', 40);
     await emergencyCall(t.owner, loc.id);
     // One send at a time, so the order the lane takes jobs in is the order they arrive.
-    worker = await startWorker({ cfg: { ...t.cfg, NOTIFY_CONCURRENCY: 1 }, log: testLog, pool: workerPool!, ca: rx.pki.caPem }, { pollInterval: 200 });
+    worker = await startTestWorker({ ...t.cfg, NOTIFY_CONCURRENCY: 1 }, t.db.url, rx.pki, { cron: true });
     await waitFor(async () => room.received.length >= 41, 'all 41 Slack posts', 45000);
     const order = room.received.map((r) => (JSON.parse(r.body).text as string).includes('Emergency call'));
     expect(order.indexOf(true)).toBe(0);
