@@ -85,20 +85,19 @@ describe('4. job queueing', () => {
       delivery = (await c.query('select id from app.webhook_deliveries where location_id = $1', [B.id])).rows[0].id;
       expect((await due(delivery)).now).toBe(true); // the fan-out made it due at once
 
-      // The API role, tenant A, asking to reschedule B's delivery: nothing changes.
-      await c.query('begin');
-      await c.query('set local role switchboard_api');
-      await c.query(`select set_config('app.location_id', $1, true)`, [A.id]);
-      await c.query('select app.webhook_enqueue($1, $2, $3)', [delivery, B.id, later]);
-      await c.query('commit');
+      /** The API role, as tenant `tenantId`, asking to reschedule B's delivery. */
+      const enqueueAs = async (tenantId: string) => {
+        await c.query('begin');
+        await c.query('set local role switchboard_api');
+        await c.query(`select set_config('app.location_id', $1, true)`, [tenantId]);
+        await c.query('select app.webhook_enqueue($1, $2, $3)', [delivery, B.id, later]);
+        await c.query('commit');
+      };
+      // Tenant A: nothing changes.
+      await enqueueAs(A.id);
       expect((await due(delivery)).now).toBe(true);
-
       // Tenant B: rescheduled.
-      await c.query('begin');
-      await c.query('set local role switchboard_api');
-      await c.query(`select set_config('app.location_id', $1, true)`, [B.id]);
-      await c.query('select app.webhook_enqueue($1, $2, $3)', [delivery, B.id, later]);
-      await c.query('commit');
+      await enqueueAs(B.id);
       expect((await due(delivery)).next_attempt_at).toEqual(later);
     } finally {
       c.release();
