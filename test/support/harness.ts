@@ -1,6 +1,8 @@
 /**
  * Test harness: a real API (Express app on loopback, port 0) on a real cloned database, plus the
- * CLI's SQL functions to make locations and keys, and a small fetch wrapper.
+ * CLI's SQL functions to make locations and keys, and a small fetch wrapper. The `use…` helpers
+ * (useTestApi, useTenant, useApiWithDatabaseDown) register a suite's beforeAll/afterAll themselves
+ * and return an object filled in before its first test.
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type RequestListener, type Server } from 'node:http';
