@@ -12,17 +12,10 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import puppeteer, { type Browser } from 'puppeteer-core';
+import type { Browser } from 'puppeteer-core';
+import { browserSuite, launchBrowser, type TestBrowser } from '../support/browser.js';
 import { request } from '../support/harness.js';
 import { setup, tenant, type Setup } from '../integrations/support.js';
-
-const chromium = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const haveBrowser = fs.existsSync(chromium);
-const inCi = process.env.CI === 'true';
-if (!haveBrowser && !inCi) {
-  console.warn(`skipping the browser tests: no Chromium at ${chromium} (apt-get install chromium, or set CHROMIUM_PATH)`);
-}
-const suite = haveBrowser || inCi ? describe : describe.skip;
 
 /** base64 SHA-256 of the certificate's public key: Chromium's --ignore-certificate-errors-spki-list pin. */
 function spkiPin(certPem: string): string {
@@ -35,31 +28,20 @@ function spkiPin(certPem: string): string {
   return hash.toString('base64');
 }
 
-suite('connecting Jobber in a real browser', () => {
+browserSuite('connecting Jobber in a real browser', () => {
   let s: Setup;
+  let tb: TestBrowser;
   let browser: Browser;
-  let profile: string;
 
   beforeAll(async () => {
-    if (!haveBrowser) throw new Error(`CI=true but no Chromium at ${chromium}: .ci/run installs it with apt-get`);
     s = await setup();
-    profile = fs.mkdtempSync(path.join(os.tmpdir(), 'sb-chromium-'));
-    browser = await puppeteer.launch({
-      executablePath: chromium,
-      userDataDir: profile,
-      args: [
-        '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-        '--disable-background-networking', '--disable-component-update', '--disable-sync',
-        '--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1',
-        `--ignore-certificate-errors-spki-list=${spkiPin(s.pki.cert)}`,
-      ],
-    });
+    tb = await launchBrowser([`--ignore-certificate-errors-spki-list=${spkiPin(s.pki.cert)}`]);
+    ({ browser } = tb);
   }, 60_000);
 
   afterAll(async () => {
-    await browser?.close();
+    await tb?.close();
     await s?.close();
-    if (profile) fs.rmSync(profile, { recursive: true, force: true });
   });
 
   test('Allow: consent page, authorization server, callback page naming the provider and the location', async () => {

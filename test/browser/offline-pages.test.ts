@@ -7,52 +7,32 @@
  * Needs /usr/bin/chromium (or CHROMIUM_PATH). With CI=true a missing browser fails the test;
  * elsewhere the file is skipped with a message saying how to install it.
  */
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import type { Browser, Page } from 'puppeteer-core';
 import { startStaffGraphql, type StaffServer } from '../../src/admin/graphql.js';
 import { eventTypes } from '../../src/allowed-values.js';
+import { browserSuite, launchBrowser, type TestBrowser } from '../support/browser.js';
 import { startTestApi, type TestApi } from '../support/harness.js';
 import { mintMember } from '../staff/support.js';
 
-const chromium = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const haveBrowser = fs.existsSync(chromium);
-const inCi = process.env.CI === 'true';
-if (!haveBrowser && !inCi) {
-  console.warn(`skipping the browser tests: no Chromium at ${chromium} (apt-get install chromium, or set CHROMIUM_PATH)`);
-}
-const suite = haveBrowser || inCi ? describe : describe.skip;
-
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '[::1]']);
 
-suite('pages in a real browser, offline', () => {
+browserSuite('pages in a real browser, offline', () => {
+  let tb: TestBrowser;
   let browser: Browser;
   let api: TestApi;
   let staff: StaffServer;
   let staffToken: string;
-  let profile: string;
 
   beforeAll(async () => {
-    if (!haveBrowser) throw new Error(`CI=true but no Chromium at ${chromium}: .ci/run installs it with apt-get`);
     api = await startTestApi();
     staff = await startStaffGraphql(api.db.url, '127.0.0.1', 0);
     staffToken = (await mintMember(api.owner, 'viewer')).token;
-    profile = fs.mkdtempSync(path.join(os.tmpdir(), 'sb-chromium-'));
-    browser = await puppeteer.launch({
-      executablePath: chromium,
-      userDataDir: profile,
-      args: [
-        '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-        '--disable-background-networking', '--disable-component-update', '--disable-sync',
-        // Offline as far as the page can tell: no name but loopback resolves.
-        '--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1',
-      ],
-    });
+    tb = await launchBrowser();
+    ({ browser } = tb);
   }, 60_000);
 
   afterAll(async () => {
-    await browser?.close();
+    await tb?.close();
     await staff?.close();
     // PostGraphile ends its pool without waiting for every connection: let them go before the drop.
     for (let i = 0; api && i < 50; i++) {
@@ -61,7 +41,6 @@ suite('pages in a real browser, offline', () => {
       await new Promise((r) => setTimeout(r, 100));
     }
     await api?.close();
-    if (profile) fs.rmSync(profile, { recursive: true, force: true });
   });
 
   /** Opens a page, recording every request it makes (documents, scripts, styles, fonts, fetches). */

@@ -5,21 +5,10 @@
  * migrated database's catalog, compared as sets. A new enumerated CHECK in SQL must be listed here
  * (mirrored in TypeScript or named as SQL-only), so no list escapes the comparison.
  */
-import pg from 'pg';
 import * as allowed from '../../src/allowed-values.js';
-import { createTestDatabase, type TestDatabase } from '../support/db.js';
+import { useTestDatabase } from '../support/db.js';
 
-let db: TestDatabase;
-let c: pg.Client;
-beforeAll(async () => {
-  db = await createTestDatabase();
-  c = new pg.Client({ connectionString: db.url });
-  await c.connect();
-});
-afterAll(async () => {
-  await c.end();
-  await db.drop();
-});
+const db = useTestDatabase({ client: true });
 
 const OURS = ['app', 'app_private', 'billing', 'api', 'admin'];
 
@@ -47,7 +36,7 @@ interface EnumeratedCheck { column: string; constraint: string; expr: string }
 
 /** Every single-column CHECK of our schemas that enumerates values, keyed `schema.table.column`. */
 async function enumeratedChecks(): Promise<EnumeratedCheck[]> {
-  const { rows } = await c.query<{ tbl: string; conname: string; def: string; cols: string[] }>(`
+  const { rows } = await db.client.query<{ tbl: string; conname: string; def: string; cols: string[] }>(`
     select n.nspname || '.' || t.relname as tbl, con.conname, pg_get_constraintdef(con.oid) as def,
            array(select a.attname::text from pg_attribute a where a.attrelid = con.conrelid and a.attnum = any (con.conkey)) as cols
       from pg_constraint con join pg_class t on t.oid = con.conrelid join pg_namespace n on n.oid = t.relnamespace
@@ -63,13 +52,13 @@ async function enumeratedChecks(): Promise<EnumeratedCheck[]> {
 /** The values SQL allows in `schema.table.column`: its enum type's labels, or its enumerating CHECK. */
 async function columnValues(column: string): Promise<string[]> {
   const [schema, table, col] = column.split('.');
-  const type = await c.query<{ typtype: string; oid: number }>(`
+  const type = await db.client.query<{ typtype: string; oid: number }>(`
     select ty.typtype, ty.oid from pg_attribute a join pg_class t on t.oid = a.attrelid
       join pg_namespace n on n.oid = t.relnamespace join pg_type ty on ty.oid = a.atttypid
      where n.nspname = $1 and t.relname = $2 and a.attname = $3 and not a.attisdropped`, [schema, table, col]);
   if (type.rowCount !== 1) throw new Error(`${column}: no such column`);
   if (type.rows[0].typtype === 'e') {
-    return (await c.query(`select array_agg(enumlabel::text order by enumsortorder) v from pg_enum where enumtypid = $1`, [type.rows[0].oid])).rows[0].v;
+    return (await db.client.query(`select array_agg(enumlabel::text order by enumsortorder) v from pg_enum where enumtypid = $1`, [type.rows[0].oid])).rows[0].v;
   }
   const checks = (await enumeratedChecks()).filter((k) => k.column === column);
   if (checks.length !== 1) throw new Error(`${column}: expected one CHECK (${column.split('.').pop()} = ANY (…)), found ${checks.length}`);
@@ -78,7 +67,7 @@ async function columnValues(column: string): Promise<string[]> {
 
 /** Evaluates a SQL array expression (a literal or a call of an immutable app.*() function). */
 async function evaluate(expr: string): Promise<string[]> {
-  return (await c.query(`select (${expr})::text[] as v`)).rows[0].v;
+  return (await db.client.query(`select (${expr})::text[] as v`)).rows[0].v;
 }
 
 type Source = { column: string } | { fn: string };

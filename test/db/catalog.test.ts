@@ -1,23 +1,12 @@
 /** Schema hygiene the conventions promise, checked from the catalog so new tables obey too. */
-import pg from 'pg';
-import { createTestDatabase, type TestDatabase } from '../support/db.js';
+import { useTestDatabase } from '../support/db.js';
 
-let db: TestDatabase;
-let c: pg.Client;
-beforeAll(async () => {
-  db = await createTestDatabase();
-  c = new pg.Client({ connectionString: db.url });
-  await c.connect();
-});
-afterAll(async () => {
-  await c.end();
-  await db.drop();
-});
+const db = useTestDatabase({ client: true });
 
 const OURS = "('app', 'app_private', 'billing', 'api', 'admin', 'staff')";
 
 test('every foreign key is backed by an index whose leading columns are the key', async () => {
-  const { rows } = await c.query(`
+  const { rows } = await db.client.query(`
     select con.conrelid::regclass::text as tbl, con.conname
       from pg_constraint con join pg_namespace n on n.oid = con.connamespace
      where con.contype = 'f' and n.nspname in ${OURS}
@@ -30,14 +19,14 @@ test('every foreign key is backed by an index whose leading columns are the key'
 });
 
 test('every table of ours has a comment', async () => {
-  const tables = await c.query(`
+  const tables = await db.client.query(`
     select c.oid::regclass::text as name from pg_class c join pg_namespace n on n.oid = c.relnamespace
      where n.nspname in ${OURS} and c.relkind = 'r' and obj_description(c.oid, 'pg_class') is null`);
   expect(tables.rows).toEqual([]);
 });
 
 test('every function of ours has a comment, and every SECURITY DEFINER one pins search_path', async () => {
-  const { rows } = await c.query(`
+  const { rows } = await db.client.query(`
     select p.oid::regprocedure::text as fn, p.prosecdef, p.proconfig, obj_description(p.oid, 'pg_proc') as comment
       from pg_proc p join pg_namespace n on n.oid = p.pronamespace
      where n.nspname in ${OURS}`);
@@ -48,12 +37,12 @@ test('every function of ours has a comment, and every SECURITY DEFINER one pins 
 });
 
 test('the API role cannot execute CLI or worker-side functions', async () => {
-  const { rows } = await c.query(`
+  const { rows } = await db.client.query(`
     select p.oid::regprocedure::text as fn
       from pg_proc p join pg_namespace n on n.oid = p.pronamespace
      where n.nspname = 'admin' and has_function_privilege('switchboard_api', p.oid, 'execute')`);
   expect(rows).toEqual([]);
-  const schema = await c.query("select has_schema_privilege('switchboard_api', 'admin', 'usage') as admin, has_schema_privilege('switchboard_api', 'billing', 'usage') as billing");
+  const schema = await db.client.query("select has_schema_privilege('switchboard_api', 'admin', 'usage') as admin, has_schema_privilege('switchboard_api', 'billing', 'usage') as billing");
   expect(schema.rows[0]).toEqual({ admin: false, billing: false });
 });
 
@@ -85,7 +74,7 @@ describe('scale-out keys', () => {
   let tables: { name: string; location_attnum: number | null; location_notnull: boolean }[];
   const kind = (name: string) => (name in REFERENCE ? 'reference' : name in LOCAL ? 'local' : 'distributed');
   beforeAll(async () => {
-    ({ rows: tables } = await c.query(`
+    ({ rows: tables } = await db.client.query(`
       select c.oid::regclass::text as name, a.attnum as location_attnum, coalesce(a.attnotnull, false) as location_notnull
         from pg_class c join pg_namespace n on n.oid = c.relnamespace
         left join pg_attribute a on a.attrelid = c.oid and a.attname = 'location_id' and not a.attisdropped
@@ -101,7 +90,7 @@ describe('scale-out keys', () => {
   });
 
   test('every primary key, unique constraint and unique index of a distributed table includes location_id', async () => {
-    const { rows } = await c.query(`
+    const { rows } = await db.client.query(`
       select i.indrelid::regclass::text as tbl, i.indexrelid::regclass::text as idx, i.indisprimary as pk
         from pg_index i
        where i.indisunique and i.indrelid = any ($1::regclass[])
@@ -109,7 +98,7 @@ describe('scale-out keys', () => {
                           where a.attrelid = i.indrelid and a.attname = 'location_id' and a.attnum = any (i.indkey::int2[]))`,
       [tables.filter((t) => kind(t.name) === 'distributed').map((t) => t.name)]);
     expect(rows).toEqual([]);
-    const { rows: nopk } = await c.query(`
+    const { rows: nopk } = await db.client.query(`
       select t::regclass::text as tbl from unnest($1::regclass[]) t
        where not exists (select 1 from pg_index i where i.indrelid = t and i.indisprimary)`,
       [tables.filter((t) => kind(t.name) === 'distributed').map((t) => t.name)]);
@@ -117,7 +106,7 @@ describe('scale-out keys', () => {
   });
 
   test('foreign keys: between distributed tables they pair location_id with location_id; none points from reference or local to distributed', async () => {
-    const { rows } = await c.query(`
+    const { rows } = await db.client.query(`
       select con.conname, con.conrelid::regclass::text as src, con.confrelid::regclass::text as dst,
              array(select a.attname from unnest(con.conkey) with ordinality k(n, o) join pg_attribute a on a.attrelid = con.conrelid and a.attnum = k.n order by k.o)::text[] as cols,
              array(select a.attname from unnest(con.confkey) with ordinality k(n, o) join pg_attribute a on a.attrelid = con.confrelid and a.attnum = k.n order by k.o)::text[] as refcols
@@ -137,12 +126,12 @@ describe('scale-out keys', () => {
 
   test("a row cannot point at another location's row, and deleting the target nulls only the reference", async () => {
     const loc = async (slug: string) =>
-      (await c.query(`select (admin.location_create(jsonb_build_object('name', $1::text, 'slug', $1::text)) ->> 'id')::uuid as id`, [slug])).rows[0].id;
+      (await db.client.query(`select (admin.location_create(jsonb_build_object('name', $1::text, 'slug', $1::text)) ->> 'id')::uuid as id`, [slug])).rows[0].id;
     const [a, b] = [await loc('keys-a'), await loc('keys-b')];
-    const call = (await c.query(`insert into app.calls (location_id, platform_call_id) values ($1, 'k-1') returning id`, [a])).rows[0].id;
-    await expect(c.query(`insert into app.leads (location_id, call_id) values ($1, $2)`, [b, call])).rejects.toMatchObject({ code: '23503' });
-    const lead = (await c.query(`insert into app.leads (location_id, call_id) values ($1, $2) returning id`, [a, call])).rows[0].id;
-    await c.query(`delete from app.calls where id = $1`, [call]);
-    expect((await c.query(`select location_id, call_id from app.leads where id = $1`, [lead])).rows).toEqual([{ location_id: a, call_id: null }]);
+    const call = (await db.client.query(`insert into app.calls (location_id, platform_call_id) values ($1, 'k-1') returning id`, [a])).rows[0].id;
+    await expect(db.client.query(`insert into app.leads (location_id, call_id) values ($1, $2)`, [b, call])).rejects.toMatchObject({ code: '23503' });
+    const lead = (await db.client.query(`insert into app.leads (location_id, call_id) values ($1, $2) returning id`, [a, call])).rows[0].id;
+    await db.client.query(`delete from app.calls where id = $1`, [call]);
+    expect((await db.client.query(`select location_id, call_id from app.leads where id = $1`, [lead])).rows).toEqual([{ location_id: a, call_id: null }]);
   });
 });

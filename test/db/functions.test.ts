@@ -6,24 +6,13 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import pg from 'pg';
 import { compareFunctionFiles, functionFiles, writeFunctionFiles } from '../../src/db/function-files.js';
-import { createTestDatabase, type TestDatabase } from '../support/db.js';
+import { useTestDatabase } from '../support/db.js';
 
-let db: TestDatabase;
-let c: pg.Client;
-beforeAll(async () => {
-  db = await createTestDatabase();
-  c = new pg.Client({ connectionString: db.url });
-  await c.connect();
-});
-afterAll(async () => {
-  await c.end();
-  await db.drop();
-});
+const db = useTestDatabase({ client: true });
 
 test('migrations/functions/ matches the migrated database: no file differs, is missing or is extra', async () => {
-  const files = await functionFiles(c);
+  const files = await functionFiles(db.client);
   const { changed, missing, extra } = compareFunctionFiles(files);
   const problems = [...changed.map((f) => `differs: ${f}`), ...missing.map((f) => `missing: ${f}`), ...extra.map((f) => `extra: ${f}`)];
   if (problems.length) {
@@ -37,15 +26,15 @@ test('migrations/functions/ matches the migrated database: no file differs, is m
 test('a changed function shows up as its one file', async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sb-functions-'));
   try {
-    writeFunctionFiles(await functionFiles(c), dir);
-    expect(compareFunctionFiles(await functionFiles(c), dir)).toEqual({ changed: [], missing: [], extra: [] });
-    await c.query('begin');
-    await c.query(`create or replace function app.mask_phone(phone text) returns text language sql immutable parallel safe
+    writeFunctionFiles(await functionFiles(db.client), dir);
+    expect(compareFunctionFiles(await functionFiles(db.client), dir)).toEqual({ changed: [], missing: [], extra: [] });
+    await db.client.query('begin');
+    await db.client.query(`create or replace function app.mask_phone(phone text) returns text language sql immutable parallel safe
                      as $$ select '***' $$`);
-    await c.query(`create function app.brand_new() returns int language sql as 'select 1'`);
-    await c.query(`drop function app.notification_priority(text)`);
-    const after = compareFunctionFiles(await functionFiles(c), dir);
-    await c.query('rollback');
+    await db.client.query(`create function app.brand_new() returns int language sql as 'select 1'`);
+    await db.client.query(`drop function app.notification_priority(text)`);
+    const after = compareFunctionFiles(await functionFiles(db.client), dir);
+    await db.client.query('rollback');
     expect(after).toEqual({ changed: ['app.mask_phone.sql'], missing: ['app.brand_new.sql'], extra: ['app.notification_priority.sql'] });
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });

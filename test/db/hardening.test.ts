@@ -6,23 +6,14 @@ import { callFn } from '../../src/db/pools.js';
 import { hashToken } from '../../src/auth/tokens.js';
 import { isPublicAddress } from '../../src/net/ssrf.js';
 import { callRow, events, postVoice, types, VOICE_SECRET, voiceFixture, voiceLocation } from '../platform/support.js';
-import { createLocation, mintKey, request, startTestApi, type TestApi, type TestLocation } from '../support/harness.js';
+import { createLocation, mintKey, request, startTestApi, useTenant, useTestApi } from '../support/harness.js';
 
-let t: TestApi;
-let A: TestLocation;
-let B: TestLocation;
-let tokA: string;
+const t = useTestApi({ VOICE_WEBHOOK_SECRET: VOICE_SECRET });
+const A = useTenant(t, { service_phone: '+15125550170' });
+const B = useTenant(t);
 const V = '/api/v1';
 
-beforeAll(async () => {
-  t = await startTestApi({ VOICE_WEBHOOK_SECRET: VOICE_SECRET });
-  A = await createLocation(t.owner, { service_phone: '+15125550170' });
-  B = await createLocation(t.owner);
-  ({ token: tokA } = await mintKey(t.owner, A.id));
-});
-afterAll(() => t.close());
-
-const req = (method: string, path: string, body?: unknown, token = tokA) => request(t.baseUrl, method, path, { token, body });
+const req = (method: string, path: string, body?: unknown, token = A.token) => request(t.baseUrl, method, path, { token, body });
 
 test('1. integrations never show webhook_url (a Slack webhook URL is a secret)', async () => {
   const secretUrl = 'https://hooks.slack.com/services/T000/B000/XXXXSECRET';
@@ -51,7 +42,7 @@ test('3. service_phone is operator-only: PATCH refuses it, the SQL function igno
   expect(res.status).toBe(400);
   expect(res.body.error.code).toBe('validation_error');
   // Straight to the SQL function (as if the HTTP check were bypassed): the number does not move.
-  const out = await callFn<any>(t.owner, 'api.location_patch', [hashToken(tokA), A.id, { service_phone: '+15125550199', name: 'Renamed' }]);
+  const out = await callFn<any>(t.owner, 'api.location_patch', [hashToken(A.token), A.id, { service_phone: '+15125550199', name: 'Renamed' }]);
   expect(out).toMatchObject({ name: 'Renamed', service_phone: '+15125550170' });
   const { rows } = await t.owner.query('select service_phone from app.locations where id = $1', [A.id]);
   expect(rows[0].service_phone).toBe('+15125550170');
@@ -94,20 +85,19 @@ describe('4. job queueing', () => {
       delivery = (await c.query('select id from app.webhook_deliveries where location_id = $1', [B.id])).rows[0].id;
       expect((await due(delivery)).now).toBe(true); // the fan-out made it due at once
 
-      // The API role, tenant A, asking to reschedule B's delivery: nothing changes.
-      await c.query('begin');
-      await c.query('set local role switchboard_api');
-      await c.query(`select set_config('app.location_id', $1, true)`, [A.id]);
-      await c.query('select app.webhook_enqueue($1, $2, $3)', [delivery, B.id, later]);
-      await c.query('commit');
+      /** The API role, as tenant `tenantId`, asking to reschedule B's delivery. */
+      const enqueueAs = async (tenantId: string) => {
+        await c.query('begin');
+        await c.query('set local role switchboard_api');
+        await c.query(`select set_config('app.location_id', $1, true)`, [tenantId]);
+        await c.query('select app.webhook_enqueue($1, $2, $3)', [delivery, B.id, later]);
+        await c.query('commit');
+      };
+      // Tenant A: nothing changes.
+      await enqueueAs(A.id);
       expect((await due(delivery)).now).toBe(true);
-
       // Tenant B: rescheduled.
-      await c.query('begin');
-      await c.query('set local role switchboard_api');
-      await c.query(`select set_config('app.location_id', $1, true)`, [B.id]);
-      await c.query('select app.webhook_enqueue($1, $2, $3)', [delivery, B.id, later]);
-      await c.query('commit');
+      await enqueueAs(B.id);
       expect((await due(delivery)).next_attempt_at).toEqual(later);
     } finally {
       c.release();

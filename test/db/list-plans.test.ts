@@ -12,26 +12,23 @@
 import pg from 'pg';
 import { callFn } from '../../src/db/pools.js';
 import { hashToken } from '../../src/auth/tokens.js';
-import { createTestDatabase, type TestDatabase } from '../support/db.js';
+import { useTestDatabase } from '../support/db.js';
 import { createLocation, mintKey, type TestLocation } from '../support/harness.js';
 
-let db: TestDatabase;
-let owner: pg.Pool;
+const db = useTestDatabase({ pool: true });
 let small: TestLocation;
 let smallToken: string;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  owner = new pg.Pool({ connectionString: db.url, max: 2 });
-  const big = await createLocation(owner);
-  small = await createLocation(owner);
-  ({ token: smallToken } = await mintKey(owner, small.id));
+  const big = await createLocation(db.owner);
+  small = await createLocation(db.owner);
+  ({ token: smallToken } = await mintKey(db.owner, small.id));
   for (const [loc, calls] of [[big, 30000], [small, 120]] as const) {
-    await callFn(owner, 'admin.demo_seed_prepare', [loc.slug, 50]);
-    await callFn(owner, 'admin.demo_seed_calls', [loc.slug, calls, 30]);
-    await callFn(owner, 'admin.demo_seed_finish', [loc.slug]);
+    await callFn(db.owner, 'admin.demo_seed_prepare', [loc.slug, 50]);
+    await callFn(db.owner, 'admin.demo_seed_calls', [loc.slug, calls, 30]);
+    await callFn(db.owner, 'admin.demo_seed_finish', [loc.slug]);
     // Notifications and webhook deliveries: one live lead's event, then many rows pointing at it.
-    const c = await owner.connect();
+    const c = await db.owner.connect();
     try {
       await c.query('begin');
       await c.query("select set_config('app.location_id', $1, true)", [loc.id]);
@@ -59,13 +56,8 @@ beforeAll(async () => {
       c.release();
     }
   }
-  await owner.query('analyze');
+  await db.owner.query('analyze');
 });
-afterAll(async () => {
-  await owner?.end();
-  await db?.drop();
-});
-
 /** Runs `sql` `times` times inside one DO block; returns how often the planner ran meanwhile. */
 async function plannerRuns(c: pg.Client, sql: string, times: number): Promise<number> {
   let runs = 0;
@@ -120,7 +112,7 @@ test.each(deepPages)('a deep page of %s starts at its cursor in the index', asyn
   await c.connect();
   try {
     const deep = 40;
-    const cursor = (await owner.query(
+    const cursor = (await db.owner.query(
       `select app.cursor_encode(created_at, id) as c from ${table} where location_id = $1 order by created_at desc, id desc offset $2 limit 1`,
       [small.id, deep - 1])).rows[0].c;
     const call = sql(hashToken(smallToken), small.id, JSON.stringify({ cursor, limit: 5 }));

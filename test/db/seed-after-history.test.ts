@@ -16,25 +16,22 @@
  */
 import pg from 'pg';
 import { callFn } from '../../src/db/pools.js';
-import { createTestDatabase, type TestDatabase } from '../support/db.js';
+import { useTestDatabase } from '../support/db.js';
 import { createLocation, type TestLocation } from '../support/harness.js';
 
 const CALLS = 3000;
-let db: TestDatabase;
-let owner: pg.Pool;
+const db = useTestDatabase({ pool: true });
 let history: TestLocation;
 let second: TestLocation;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  owner = new pg.Pool({ connectionString: db.url, max: 2 });
-  history = await createLocation(owner);
-  second = await createLocation(owner);
-  await callFn(owner, 'admin.demo_seed_prepare', [history.slug, 210]);
-  await callFn(owner, 'admin.demo_seed_calls', [history.slug, 300, 30]);
-  await callFn(owner, 'admin.demo_seed_finish', [history.slug]);
+  history = await createLocation(db.owner);
+  second = await createLocation(db.owner);
+  await callFn(db.owner, 'admin.demo_seed_prepare', [history.slug, 210]);
+  await callFn(db.owner, 'admin.demo_seed_calls', [history.slug, 300, 30]);
+  await callFn(db.owner, 'admin.demo_seed_finish', [history.slug]);
   // The history's deliveries and notifications: the statistics know only its location.
-  const c = await owner.connect();
+  const c = await db.owner.connect();
   try {
     await c.query('begin');
     await liveRows(c, history.id, 1000);
@@ -44,7 +41,7 @@ beforeAll(async () => {
   } finally {
     c.release();
   }
-  await owner.query('analyze app.calls, app.customers, app.leads, app.bookings, app.events, app.webhook_deliveries, app.notifications, app.notification_log');
+  await db.owner.query('analyze app.calls, app.customers, app.leads, app.bookings, app.events, app.webhook_deliveries, app.notifications, app.notification_log');
 });
 
 /** `n` recent events of the location, each with two settled deliveries and two sent notifications. */
@@ -61,18 +58,13 @@ async function liveRows(c: pg.PoolClient, loc: string, n: number): Promise<void>
     [loc, n]);
 }
 
-afterAll(async () => {
-  await owner.end();
-  await db.drop();
-});
-
 // Heap tuples fetched in this transaction through the indexes of the three tables (an index scan
 // counts its fetches against the index; idx_tup_fetch of pg_stat_user_tables sums the same).
 const FETCHED = `select coalesce(sum(pg_stat_get_xact_tuples_fetched(i.indexrelid)), 0)::bigint n
                    from pg_index i where i.indrelid = any (array['app.calls', 'app.leads', 'app.bookings']::regclass[])`;
 
 test('finishing a seed into a location the statistics do not know reads rows linearly, not per deleted customer', async () => {
-  const c = await owner.connect();
+  const c = await db.owner.connect();
   try {
     await c.query('begin');
     await callFn(c, 'admin.demo_seed_prepare', [second.slug, Math.ceil(CALLS * 0.7)]);
@@ -107,8 +99,8 @@ test('finishing a seed into a location the statistics do not know reads rows lin
 }, 120_000);
 
 test('retention deleting the old events of a location the statistics do not know reads no deliveries per event', async () => {
-  const third = await createLocation(owner);
-  const c = await owner.connect();
+  const third = await createLocation(db.owner);
+  const c = await db.owner.connect();
   try {
     await c.query('begin');
     await liveRows(c, third.id, 2000);

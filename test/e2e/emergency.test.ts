@@ -4,70 +4,29 @@
  * webhooks and the notifications (SMS API, Slack, e-mail) to real loopback receivers trusting a
  * throwaway CA. Then the REST API shows the notifications sent and the deliveries delivered.
  */
-import { startFanoutReceivers, type FanoutReceivers } from '../support/receivers.js';
+import { useFanoutRig } from '../support/receivers.js';
 import { createHmac } from 'node:crypto';
-import type pg from 'pg';
-import { callFn, createOwnerPool } from '../../src/db/pools.js';
-import { startWorker, type Worker } from '../../src/worker/index.js';
-import { mintKey, request, startTestApi, testLog, type TestApi } from '../support/harness.js';
+import { callFn } from '../../src/db/pools.js';
+import { mintKey, request } from '../support/harness.js';
 import { type Received } from '../support/https.js';
 import { decodeQuotedPrintable, mailSubject } from '../support/smtp.js';
-import { postVoice, VOICE_SECRET, voiceFixture, voiceLocation, type VoiceLocation } from '../platform/support.js';
-import { waitFor } from '../webhooks/support.js';
+import { postVoice, VOICE_SECRET, voiceFixture, voiceLocation } from '../platform/support.js';
+import { connectSlack } from '../notify/support.js';
+import { createEndpoint, waitFor } from '../webhooks/support.js';
 
 const OWNER_CELL = '+12125550100';
 const CALLER = '+15125550177'; // from_number of the emergency-transfer fixtures
 const EVENTS = ['call.emergency', 'lead.created', 'call.ended'];
 
-let rx: FanoutReceivers;
-let t: TestApi;
-let workerPool: pg.Pool | undefined;
-let worker: Worker | undefined;
-
-beforeAll(async () => {
-  rx = await startFanoutReceivers('e2e');
-  t = await startTestApi({
-    VOICE_WEBHOOK_SECRET: VOICE_SECRET,
-    ...rx.env,
-    WEBHOOK_RETRY_DELAYS: '1,1,1',
-  });
-});
-
-afterAll(async () => {
-  await worker?.stop();
-  await workerPool?.end();
-  await t?.close();
-  await rx?.close();
-});
-
-/** Connects Slack the way the integrations route will: a row written as the location (API role, RLS). */
-async function connectSlack(loc: VoiceLocation, url: string) {
-  const c = await t.apiPool.connect();
-  try {
-    await c.query('begin');
-    await c.query(`select set_config('app.location_id', $1, true)`, [loc.id]);
-    await c.query(
-      `insert into app.integrations (location_id, provider, webhook_url, label, connected_at) values ($1, 'slack', $2, '#dispatch', now())`,
-      [loc.id, url]);
-    await c.query('commit');
-  } catch (err) {
-    await c.query('rollback');
-    throw err;
-  } finally {
-    c.release();
-  }
-}
+const t = useFanoutRig('e2e', { VOICE_WEBHOOK_SECRET: VOICE_SECRET, WEBHOOK_RETRY_DELAYS: '1,1,1' });
 
 test('an emergency warm transfer reaches the webhook consumer, the SMS API, Slack and the owner’s inbox', async () => {
   const loc = await voiceLocation(t.owner, { owner_cell: OWNER_CELL });
   await callFn(t.owner, 'admin.member_invite', [loc.id, 'owner@acme.test', 'owner', 'Olive Owner']);
-  await connectSlack(loc, rx.slack.url);
+  await connectSlack(t.apiPool, loc.id, t.rx.slack.url);
   const { token } = await mintKey(t.owner, loc.id);
-  const ep = await request(t.baseUrl, 'POST', `/api/v1/locations/${loc.id}/webhook-endpoints`, {
-    token, body: { url: rx.hooks.url, events: EVENTS, label: 'crm' },
-  });
-  expect(ep.status).toBe(201);
-  const secret: string = ep.body.data.secret;
+  const ep = await createEndpoint(t, token, loc.id, { url: t.rx.hooks.url, events: EVENTS, label: 'crm' });
+  const { secret } = ep;
   expect(secret).toEqual(expect.any(String));
 
   // The voice platform: transfer started (the emergency), then the analysis.
@@ -77,9 +36,7 @@ test('an emergency warm transfer reaches the webhook consumer, the SMS API, Slac
   expect((await postVoice(t.baseUrl, 'post-call', analyzed)).status).toBe(200);
 
   // The production worker: every task in tasks/, trusting the test CA.
-  workerPool = createOwnerPool(t.db.url, 8, 'e2e-worker');
-  workerPool.on('connect', (c) => c.on('error', () => undefined));
-  worker = await startWorker({ cfg: t.cfg, log: testLog, pool: workerPool, ca: rx.pki.caPem }, { pollInterval: 100 });
+  await t.startWorker(undefined, { pollInterval: 100 });
 
   const settled = async () => {
     const { rows } = await t.owner.query(
@@ -87,16 +44,16 @@ test('an emergency warm transfer reaches the webhook consumer, the SMS API, Slac
               (select count(*) from app.notifications where location_id = $1 and status <> 'pending')::int as done,
               (select count(*) from app.notifications where location_id = $1)::int as total`, [loc.id]);
     const r = rows[0];
-    return r.delivered >= EVENTS.length && r.total > 0 && r.done === r.total && rx.smtp.messages.length >= 2;
+    return r.delivered >= EVENTS.length && r.total > 0 && r.done === r.total && t.rx.smtp.messages.length >= 2;
   };
   await waitFor(settled, 'webhooks delivered and notifications settled', 30000);
 
   // Webhooks: exactly one of each event, signed over the raw bytes with the registration secret.
-  const byEvent = (e: string) => rx.hooks.received.filter((r) => r.headers['svc-event'] === e);
+  const byEvent = (e: string) => t.rx.hooks.received.filter((r) => r.headers['svc-event'] === e);
   for (const e of EVENTS) expect(byEvent(e)).toHaveLength(1);
-  expect(rx.hooks.received).toHaveLength(EVENTS.length);
+  expect(t.rx.hooks.received).toHaveLength(EVENTS.length);
   const bodies: Record<string, any> = {};
-  for (const r of rx.hooks.received) {
+  for (const r of t.rx.hooks.received) {
     expect(r.method).toBe('POST');
     expect(r.path).toBe('/crm/hooks');
     expect(r.headers['content-type']).toBe('application/json');
@@ -115,8 +72,8 @@ test('an emergency warm transfer reaches the webhook consumer, the SMS API, Slac
   expect(bodies['lead.created']).toMatchObject({ status: 'new', urgency_level: 5 });
 
   // SMS API: one Twilio-style form with basic auth, to the owner's cell.
-  expect(rx.sms.received).toHaveLength(1);
-  const s = rx.sms.received[0];
+  expect(t.rx.sms.received).toHaveLength(1);
+  const s = t.rx.sms.received[0];
   expect(s.method).toBe('POST');
   expect(s.path).toBe('/2010-04-01/Accounts/AC_e2e/Messages.json');
   expect(s.headers['content-type']).toBe('application/x-www-form-urlencoded');
@@ -128,7 +85,7 @@ test('an emergency warm transfer reaches the webhook consumer, the SMS API, Slac
   expect(form.get('Body')).toContain(CALLER);
 
   // Slack: { text, blocks } for the emergency and for the new lead.
-  const chats = rx.slack.received.map((r: Received) => JSON.parse(r.body));
+  const chats = t.rx.slack.received.map((r: Received) => JSON.parse(r.body));
   expect(chats).toHaveLength(2);
   for (const m of chats) {
     expect(Object.keys(m).sort()).toEqual(['blocks', 'text']);
@@ -137,8 +94,8 @@ test('an emergency warm transfer reaches the webhook consumer, the SMS API, Slac
   expect(chats.filter((m) => m.text.includes('Emergency call'))).toHaveLength(1);
 
   // E-mail: to the owner, the emergency among them.
-  expect(rx.smtp.messages.map((m) => m.to)).toEqual([['owner@acme.test'], ['owner@acme.test']]);
-  const emergencyMail = rx.smtp.messages.find((m) => mailSubject(m.raw).startsWith('Emergency call'));
+  expect(t.rx.smtp.messages.map((m) => m.to)).toEqual([['owner@acme.test'], ['owner@acme.test']]);
+  const emergencyMail = t.rx.smtp.messages.find((m) => mailSubject(m.raw).startsWith('Emergency call'));
   expect(emergencyMail).toBeDefined();
   expect(emergencyMail!.from).toBe('alerts@switchboard.test');
   expect(mailSubject(emergencyMail!.raw)).toBe('Emergency call — Acme Heating & Air');
@@ -167,7 +124,7 @@ test('an emergency warm transfer reaches the webhook consumer, the SMS API, Slac
   expect(ds.status).toBe(200);
   expect(ds.body.data.map((d: any) => d.event).sort()).toEqual([...EVENTS].sort());
   for (const d of ds.body.data) {
-    expect(d).toMatchObject({ status: 'delivered', attempt: 1, response_status: 200, endpoint_id: ep.body.data.id, url: rx.hooks.url });
-    expect(rx.hooks.received.find((r) => r.headers['svc-delivery-id'] === d.id)).toBeDefined();
+    expect(d).toMatchObject({ status: 'delivered', attempt: 1, response_status: 200, endpoint_id: ep.id, url: t.rx.hooks.url });
+    expect(t.rx.hooks.received.find((r) => r.headers['svc-delivery-id'] === d.id)).toBeDefined();
   }
 });

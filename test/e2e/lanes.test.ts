@@ -3,71 +3,49 @@
  * ahead of it, an emergency call's SMS, e-mail and Slack notifications are sent while the backlog
  * is still draining, by the production worker (startWorker). Order and counts only.
  */
-import { startFanoutReceivers, type FanoutReceivers } from '../support/receivers.js';
-import type pg from 'pg';
-import { callFn, createWorkerPool } from '../../src/db/pools.js';
-import { startWorker, type Worker } from '../../src/worker/index.js';
-import { createLocation, mintKey, request, startTestApi, testLog, type TestApi } from '../support/harness.js';
+import { useFanoutRig } from '../support/receivers.js';
+import { callFn } from '../../src/db/pools.js';
+import { createLocation, mintKey, request } from '../support/harness.js';
 import { reply, startHttpsReceiver, type Responder } from '../support/https.js';
 import { connectIntegration, emergencyCall, notificationsOf } from '../notify/support.js';
 import { emitMany, waitFor } from '../webhooks/support.js';
 
 const BACKLOG = 2000;
 
-let rx: FanoutReceivers;
-let t: TestApi;
-let workerPool: pg.Pool | undefined;
-let worker: Worker | undefined;
-
-beforeAll(async () => {
-  rx = await startFanoutReceivers('lane', { hooks: '/crm', slack: '/services/T0/B0/X', sms: '/sms' });
-  t = await startTestApi({
-    SMTP_URL: rx.smtp.url, MAIL_FROM: 'alerts@switchboard.test',
-    SMS_API_URL: rx.sms.url, SMS_ACCOUNT_SID: 'AC_lane', SMS_AUTH_TOKEN: 'tok', SMS_FROM: '+15005550006',
-    WEBHOOK_RETRY_DELAYS: '3600',
-  });
-});
-afterAll(async () => {
-  await worker?.stop();
-  await workerPool?.end();
-  await t?.close();
-  await rx?.close();
-});
+const t = useFanoutRig('lane', { MAIL_FROM: 'alerts@switchboard.test', SMS_AUTH_TOKEN: 'tok', WEBHOOK_RETRY_DELAYS: '3600' }, { hooks: '/crm', slack: '/services/T0/B0/X', sms: '/sms' });
 
 test('an emergency call’s SMS, e-mail and chat are sent while a 2,000-event webhook backlog is still draining', async () => {
   // A busy location: a CRM endpoint answering in 20 ms, with 2,000 lead events queued for it.
   const busy = await createLocation(t.owner, { name: 'Busy Roofing' });
   const { token } = await mintKey(t.owner, busy.id);
   const ep = await request(t.baseUrl, 'POST', `/api/v1/locations/${busy.id}/webhook-endpoints`, {
-    token, body: { url: rx.hooks.url, events: ['lead.created'] },
+    token, body: { url: t.rx.hooks.url, events: ['lead.created'] },
   });
   expect(ep.status).toBe(201);
   const slow: Responder = (r, res) => {
     setTimeout(() => reply(200, 'ok')(r, res), 20);
   };
-  rx.hooks.respond(slow);
+  t.rx.hooks.respond(slow);
   await emitMany(t.owner, busy.id, 'lead.created', BACKLOG);
 
   // Another location's emergency, queued after the whole backlog.
   const loc = await createLocation(t.owner, { name: 'Acme Heating', owner_cell: '+12125550100' });
   await callFn(t.owner, 'admin.member_invite', [loc.id, 'owner@acme.test', 'owner', 'Olive Owner']);
-  await connectIntegration(t.owner, loc.id, 'slack', rx.slack.url, '#dispatch');
+  await connectIntegration(t.owner, loc.id, 'slack', t.rx.slack.url, '#dispatch');
   // Each notification receiver notes how much of the backlog had been delivered when it got its message.
   const seen: Record<string, number> = {};
   const note = (what: string, r: Responder): Responder => (req, res) => {
-    seen[what] ??= rx.hooks.received.length;
+    seen[what] ??= t.rx.hooks.received.length;
     r(req, res);
   };
-  rx.sms.respond(note('sms', reply(201, '{"sid":"SM1"}')));
-  rx.slack.respond(note('chat', reply(200, 'ok')));
+  t.rx.sms.respond(note('sms', reply(201, '{"sid":"SM1"}')));
+  t.rx.slack.respond(note('chat', reply(200, 'ok')));
   const { eventId } = await emergencyCall(t.owner, loc.id);
 
-  workerPool = createWorkerPool(t.db.url, 12, 'lanes-worker');
-  workerPool.on('connect', (c) => c.on('error', () => undefined));
-  worker = await startWorker({ cfg: t.cfg, log: testLog, pool: workerPool, ca: rx.pki.caPem }, { pollInterval: 200 });
+  await t.startWorker();
 
-  await waitFor(async () => rx.smtp.messages.length >= 1 && seen.sms !== undefined && seen.chat !== undefined, 'emergency notifications sent', 45000);
-  seen.email = rx.hooks.received.length; // e-mail has no responder hook: read it right after it arrived
+  await waitFor(async () => t.rx.smtp.messages.length >= 1 && seen.sms !== undefined && seen.chat !== undefined, 'emergency notifications sent', 45000);
+  seen.email = t.rx.hooks.received.length; // e-mail has no responder hook: read it right after it arrived
   const ns = await waitFor(async () => {
     const r = await notificationsOf(t.owner, eventId);
     return r.every((n) => n.status === 'sent') && r;
@@ -84,16 +62,17 @@ test('an emergency call’s SMS, e-mail and chat are sent while a 2,000-event we
 });
 
 test('emergency notifications go first: queued behind 40 lead notifications, the emergency Slack post is sent first', async () => {
-  await worker?.stop(); // queue everything first, then start the worker
+  await t.worker?.stop(); // queue everything first, then start the worker
+  t.worker = undefined;
   const loc = await createLocation(t.owner, { name: 'Queue Jumpers HVAC' });
-  const room = await startHttpsReceiver(rx.pki, { path: '/services/T1/B1/Y' });
+  const room = await startHttpsReceiver(t.rx.pki, { path: '/services/T1/B1/Y' });
   try {
     await connectIntegration(t.owner, loc.id, 'slack', room.url, '#leads');
     await t.owner.query(`update app.notification_settings set routes = routes || '{"lead.created": ["chat"], "call.emergency": ["chat"]}' where location_id = $1`, [loc.id]);
     await emitMany(t.owner, loc.id, 'lead.created', 40);
     await emergencyCall(t.owner, loc.id);
     // One send at a time, so the order the lane takes jobs in is the order they arrive.
-    worker = await startWorker({ cfg: { ...t.cfg, NOTIFY_CONCURRENCY: 1 }, log: testLog, pool: workerPool!, ca: rx.pki.caPem }, { pollInterval: 200 });
+    await t.startWorker({ ...t.cfg, NOTIFY_CONCURRENCY: 1 });
     await waitFor(async () => room.received.length >= 41, 'all 41 Slack posts', 45000);
     const order = room.received.map((r) => (JSON.parse(r.body).text as string).includes('Emergency call'));
     expect(order.indexOf(true)).toBe(0);

@@ -3,60 +3,24 @@
  * method, URL and status (never the Authorization header). List and single-object responses are
  * the `{ data }` envelope around the JSON SQL wrote.
  */
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { Writable } from 'node:stream';
-import { pino } from 'pino';
-import { createApiPool, createOwnerPool } from '../../src/db/pools.js';
-import { createApp } from '../../src/http/app.js';
-import { redactPaths } from '../../src/log.js';
-import { createTestDatabase, type TestDatabase } from '../support/db.js';
-import { createLocation, mintKey, testConfig } from '../support/harness.js';
+import { createLocation, memoryLog, mintKey, useTestApi } from '../support/harness.js';
 
-const lines: Record<string, any>[] = [];
-const sink = new Writable({
-  write(chunk, _enc, cb) {
-    for (const l of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(l));
-    cb();
-  },
-});
-const log = pino({ level: 'info', redact: { paths: redactPaths, censor: '[redacted]' } }, sink);
+const { log, records } = memoryLog('info');
+const t = useTestApi({}, { log });
 
-let db: TestDatabase;
-let server: Server;
-let base: string;
-let owner: ReturnType<typeof createOwnerPool>;
-let apiPool: ReturnType<typeof createApiPool>;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  owner = createOwnerPool(db.url, 2);
-  apiPool = createApiPool(db.url, 2);
-  const app = createApp({ cfg: testConfig({ DATABASE_URL: db.url }), log, apiPool, ownerPool: owner });
-  server = createServer(app);
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-});
-afterAll(async () => {
-  await new Promise<void>((r) => server.close(() => r()));
-  await apiPool.end();
-  await owner.end();
-  await db.drop();
-});
-
-const completed = (id: string) => lines.filter((l) => l.msg === 'request completed' && l.req?.id === id);
+const completed = (id: string) => records().filter((l) => l.msg === 'request completed' && l.req?.id === id);
 
 test('one access line per request, with the id of the x-request-id header, status and URL; no token', async () => {
-  const loc = await createLocation(owner);
-  const { token } = await mintKey(owner, loc.id);
-  const res = await fetch(`${base}/api/v1/me`, { headers: { authorization: `Bearer ${token}`, 'x-request-id': 'req-abc.1' } });
+  const loc = await createLocation(t.owner);
+  const { token } = await mintKey(t.owner, loc.id);
+  const res = await fetch(`${t.baseUrl}/api/v1/me`, { headers: { authorization: `Bearer ${token}`, 'x-request-id': 'req-abc.1' } });
   expect(res.status).toBe(200);
   expect(res.headers.get('x-request-id')).toBe('req-abc.1');
   const body = (await res.json()) as any;
   expect(Object.keys(body)).toEqual(['data']);
   expect(body.data.location.id).toBe(loc.id);
 
-  const missing = await fetch(`${base}/api/v1/nope`);
+  const missing = await fetch(`${t.baseUrl}/api/v1/nope`);
   const id = missing.headers.get('x-request-id')!;
   expect(id).toMatch(/^[0-9a-f-]{36}$/);
   await missing.text();
@@ -66,34 +30,34 @@ test('one access line per request, with the id of the x-request-id header, statu
     expect.objectContaining({ level: 30, req: { id: 'req-abc.1', method: 'GET', url: '/api/v1/me' }, res: { statusCode: 200 }, responseTime: expect.any(Number) }),
   ]);
   expect(completed(id)).toEqual([expect.objectContaining({ req: { id, method: 'GET', url: '/api/v1/nope' }, res: { statusCode: 404 } })]);
-  expect(JSON.stringify(lines)).not.toContain(token);
+  expect(JSON.stringify(records())).not.toContain(token);
 });
 
 test('a list page is exactly { data: [...] } with the next page in Link', async () => {
-  const loc = await createLocation(owner);
-  const { token } = await mintKey(owner, loc.id);
+  const loc = await createLocation(t.owner);
+  const { token } = await mintKey(t.owner, loc.id);
   for (let i = 0; i < 3; i++) {
-    const r = await fetch(`${base}/api/v1/locations/${loc.id}/faqs`, {
+    const r = await fetch(`${t.baseUrl}/api/v1/locations/${loc.id}/faqs`, {
       method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
       body: JSON.stringify({ question: `Q${i}?`, answer: `A${i}` }),
     });
     expect(r.status).toBe(201);
   }
-  const res = await fetch(`${base}/api/v1/locations/${loc.id}/faqs?limit=2`, { headers: { authorization: `Bearer ${token}` } });
+  const res = await fetch(`${t.baseUrl}/api/v1/locations/${loc.id}/faqs?limit=2`, { headers: { authorization: `Bearer ${token}` } });
   expect(res.status).toBe(200);
   expect(res.headers.get('content-type')).toBe('application/json; charset=utf-8');
   const body = (await res.json()) as any;
   expect(Object.keys(body)).toEqual(['data']);
   expect(body.data.map((f: { question: string }) => f.question)).toEqual(['Q2?', 'Q1?']);
   const next = /<([^>]+)>; rel="next"/.exec(res.headers.get('link') ?? '')![1];
-  const second = (await (await fetch(`${base}${next}`, { headers: { authorization: `Bearer ${token}` } })).json()) as any;
+  const second = (await (await fetch(`${t.baseUrl}${next}`, { headers: { authorization: `Bearer ${token}` } })).json()) as any;
   expect(second.data.map((f: { question: string }) => f.question)).toEqual(['Q0?']);
 });
 
 test('query values never reach the access line: names only (a phone in ?phone= or as a bare name is left out)', async () => {
-  const loc = await createLocation(owner);
-  const { token } = await mintKey(owner, loc.id);
-  const res = await fetch(`${base}/api/v1/locations/${loc.id}/calls?outcome=booked&limit=5&phone=%2B15125550143&%2B15125550143`, {
+  const loc = await createLocation(t.owner);
+  const { token } = await mintKey(t.owner, loc.id);
+  const res = await fetch(`${t.baseUrl}/api/v1/locations/${loc.id}/calls?outcome=booked&limit=5&phone=%2B15125550143&%2B15125550143`, {
     headers: { authorization: `Bearer ${token}`, 'x-request-id': 'req-query.1' },
   });
   await res.text();
@@ -101,5 +65,5 @@ test('query values never reach the access line: names only (a phone in ?phone= o
   expect(completed('req-query.1')).toEqual([expect.objectContaining({
     req: { id: 'req-query.1', method: 'GET', url: `/api/v1/locations/${loc.id}/calls?outcome=[redacted]&limit=[redacted]&phone=[redacted]` },
   })]);
-  expect(JSON.stringify(lines)).not.toMatch(/5125550143|booked/);
+  expect(JSON.stringify(records())).not.toMatch(/5125550143|booked/);
 });

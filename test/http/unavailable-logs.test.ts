@@ -3,53 +3,21 @@
  * throttled "database unavailable" warning, not two stack traces per request.
  */
 import { randomUUID } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { Writable } from 'node:stream';
-import { pino } from 'pino';
-import { createApiPool } from '../../src/db/pools.js';
-import { createApp } from '../../src/http/app.js';
 import { OutageLog } from '../../src/http/errors.js';
-import { redactPaths } from '../../src/log.js';
-import { request, testConfig } from '../support/harness.js';
-import { freePort } from '../support/spawn.js';
+import { memoryLog, request, useApiWithDatabaseDown } from '../support/harness.js';
 
-const lines: string[] = [];
-const sink = new Writable({
-  write(chunk, _enc, done) {
-    lines.push(...String(chunk).split('\n').filter(Boolean));
-    done();
-  },
-});
-// The service's logger settings, writing into memory.
-const log = pino({ level: 'info', base: { service: 'switchboard' }, redact: { paths: redactPaths, censor: '[redacted]' } }, sink);
-
-let server: Server;
-let base: string;
-let pools: ReturnType<typeof createApiPool>[];
-
-beforeAll(async () => {
-  // Nothing listens on this port: the database is "down" for every request.
-  const dead = `postgres://postgres:x@127.0.0.1:${await freePort()}/switchboard`;
-  pools = [createApiPool(dead, 2), createApiPool(dead, 2)];
-  const app = createApp({ cfg: testConfig(), log, apiPool: pools[0], ownerPool: pools[1] });
-  server = createServer(app);
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-});
-afterAll(async () => {
-  await new Promise((r) => server.close(r));
-  await Promise.all(pools.map((p) => p.end()));
-});
+// The service's logger settings, writing into memory; the database is "down" for every request.
+const { log, lines } = memoryLog();
+const api = useApiWithDatabaseDown(log);
 
 test('N failed requests write N one-line records and one outage warning, with no stack trace', async () => {
   const N = 40;
   lines.length = 0;
   for (let i = 0; i < N; i++) {
-    const res = await request(base, 'GET', '/api/v1/me', { token: randomUUID() });
+    const res = await request(api.baseUrl, 'GET', '/api/v1/me', { token: randomUUID() });
     expect(res.status).toBe(503);
   }
-  const ready = await request(base, 'GET', '/readyz');
+  const ready = await request(api.baseUrl, 'GET', '/readyz');
   expect(ready.status).toBe(503);
   await new Promise((r) => setImmediate(r));
 

@@ -8,31 +8,23 @@
 import { randomUUID } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
 import { pruneIdempotency } from '../../src/idempotency/retention.js';
-import { createLocation, mintKey, request, startTestApi, type TestApi, type TestLocation } from '../support/harness.js';
+import { mintKey, request, useTenant, useTestApi } from '../support/harness.js';
 
-let t: TestApi;
-let A: TestLocation;
-let B: TestLocation;
-let tokA: string;
-let tokB: string;
+const t = useTestApi();
+const A = useTenant(t, { name: 'Idem Heating' });
+const B = useTenant(t, { name: 'Idem Plumbing' });
 const V = '/api/v1';
 
 beforeAll(async () => {
-  t = await startTestApi();
-  A = await createLocation(t.owner, { name: 'Idem Heating' });
-  B = await createLocation(t.owner, { name: 'Idem Plumbing' });
-  ({ token: tokA } = await mintKey(t.owner, A.id));
-  ({ token: tokB } = await mintKey(t.owner, B.id));
   // A subscriber, so each lead.created also queues one webhook attempt.
   const ep = await request(t.baseUrl, 'POST', `${V}/locations/${A.id}/webhook-endpoints`, {
-    token: tokA, body: { url: 'https://127.0.0.1:9/hook', events: ['lead.created'] },
+    token: A.token, body: { url: 'https://127.0.0.1:9/hook', events: ['lead.created'] },
   });
   expect(ep.status).toBe(201);
 });
-afterAll(() => t.close());
 
 /** Raw answer: the body as text too, to compare replays byte for byte. */
-async function post(path: string, body: unknown, key?: string, token = tokA) {
+async function post(path: string, body: unknown, key?: string, token = A.token) {
   const headers: Record<string, string> = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
   if (key !== undefined) headers['idempotency-key'] = key;
   const res = await fetch(t.baseUrl + path, { method: 'POST', headers, body: JSON.stringify(body) });
@@ -77,7 +69,7 @@ test('a replay is the first answer byte for byte, whatever the key order or spac
   const key = randomUUID();
   const first = await post(`${V}/locations/${A.id}/leads`, lead('Replay Caller'), key);
   expect([first.status, first.replayed]).toEqual([201, null]);
-  const headers = { authorization: `Bearer ${tokA}`, 'content-type': 'application/json', 'idempotency-key': `"${key}"` };
+  const headers = { authorization: `Bearer ${A.token}`, 'content-type': 'application/json', 'idempotency-key': `"${key}"` };
   const reordered = '{ "notes": "retried after a time-out", "phone": "+15125550123",  "name": "Replay Caller" }';
   const res = await fetch(`${t.baseUrl}/locations/${A.slug}/leads`, { method: 'POST', headers, body: reordered });
   expect([res.status, res.headers.get('idempotent-replayed'), await res.text()]).toEqual([201, 'true', first.text]);
@@ -98,13 +90,13 @@ test('the same key for another request is 422 and changes nothing', async () => 
 test('keys are per location: the same key in another location is a new request there', async () => {
   const key = randomUUID();
   const a = await post(`${V}/locations/${A.id}/leads`, lead('Shared Key Caller'), key);
-  const b = await post(`${V}/locations/${B.id}/leads`, lead('Shared Key Caller'), key, tokB);
+  const b = await post(`${V}/locations/${B.id}/leads`, lead('Shared Key Caller'), key, B.token);
   expect([a.status, a.replayed, b.status, b.replayed]).toEqual([201, null, 201, null]);
   expect(b.body.data.location_id).toBe(B.id);
   expect(await leadsOf(A.id, 'Shared Key Caller')).toHaveLength(1);
   expect(await leadsOf(B.id, 'Shared Key Caller')).toHaveLength(1);
   // B's token cannot reach A's answer: its location is not B's (404), not a replay.
-  const cross = await post(`${V}/locations/${A.id}/leads`, lead('Shared Key Caller'), key, tokB);
+  const cross = await post(`${V}/locations/${A.id}/leads`, lead('Shared Key Caller'), key, B.token);
   expect([cross.status, cross.body.error.code]).toEqual([404, 'not_found']);
 });
 
@@ -148,7 +140,7 @@ test('a malformed key is 400 invalid_idempotency_key after the token check, and 
   const twice = await new Promise<{ status: number; body: any }>((resolve, reject) => {
     const r = httpRequest(`${t.baseUrl}${V}/locations/${A.id}/leads`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${tokA}`, 'content-type': 'application/json', 'idempotency-key': ['one', 'two'] },
+      headers: { authorization: `Bearer ${A.token}`, 'content-type': 'application/json', 'idempotency-key': ['one', 'two'] },
     }, (res) => {
       let text = '';
       res.on('data', (d) => (text += d));
@@ -202,7 +194,7 @@ test('answers expire after 24 hours: the key runs again, and the retention job p
   expect(await leadsOf(A.id, 'Expiring Caller')).toHaveLength(2);
 
   const stale = randomUUID();
-  await post(`${V}/locations/${B.id}/leads`, lead('Pruned Caller'), stale, tokB);
+  await post(`${V}/locations/${B.id}/leads`, lead('Pruned Caller'), stale, B.token);
   await t.owner.query("update app_private.idempotency_keys set created_at = now() - interval '25 hours' where idempotency_key = $1", [stale]);
   const count = async () => (await t.owner.query('select idempotency_key from app_private.idempotency_keys where idempotency_key = any ($1)', [[key, stale]])).rows;
   expect(await count()).toHaveLength(2);

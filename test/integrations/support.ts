@@ -5,7 +5,7 @@
 import https from 'node:https';
 import { integrationKey, open, SECRETS, type IntegrationSecrets } from '../../src/integrations/crypto.js';
 import { startFieldServiceWorld, type FieldServiceWorld } from '../support/field-service.js';
-import { createLocation, mintKey, request, startTestApi, type TestApi, type TestLocation } from '../support/harness.js';
+import { request, startTestApi, type TestApi } from '../support/harness.js';
 import { makePki, type TestPki } from '../support/https.js';
 
 export interface Setup {
@@ -30,11 +30,7 @@ export async function setup(env: Record<string, string> = {}): Promise<Setup> {
   };
 }
 
-export async function tenant(api: TestApi, scopes?: string[]): Promise<{ loc: TestLocation; token: string }> {
-  const loc = await createLocation(api.owner);
-  const { token } = await mintKey(api.owner, loc.id, scopes);
-  return { loc, token };
-}
+export { tenant } from '../support/harness.js';
 
 /** A GET over HTTPS trusting the test CA, without following redirects. */
 export function httpsGet(url: string, ca: string): Promise<{ status: number; location?: string; body: string }> {

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import type { Config } from '../../src/config.js';
 import { NotificationEngine } from '../../src/notify/engine.js';
-import { testLog } from '../support/harness.js';
+import { asLocation, testLog } from '../support/harness.js';
 import { waitFor } from '../webhooks/support.js';
 
 /**
@@ -35,6 +35,13 @@ export async function connectIntegration(owner: pg.Pool, locationId: string, pro
     `insert into app.integrations (location_id, provider, webhook_url, label, connected_at) values ($1, $2, $3, $4, now())`,
     [locationId, provider, url, label ?? null],
   );
+}
+
+/** Connects Slack the way the integrations route does: a row written as the location (API role, RLS). */
+export async function connectSlack(apiPool: pg.Pool, locationId: string, url: string): Promise<void> {
+  await asLocation(apiPool, locationId, (c) => c.query(
+    `insert into app.integrations (location_id, provider, webhook_url, label, connected_at) values ($1, 'slack', $2, '#dispatch', now())`,
+    [locationId, url]));
 }
 
 /** A finalised emergency call and its call.emergency event, as ingestion would write them. */

@@ -107,3 +107,12 @@ export async function count(owner: pg.Pool, sql: string, params: unknown[] = [])
   const { rows } = await owner.query(`select count(*)::int as n from (${sql}) x`, params);
   return rows[0].n;
 }
+
+/** The finalize_call job queued for a call (graphile-worker's own tables): none, or one. */
+export async function finalizeJobs(owner: pg.Pool, callId: string) {
+  const { rows } = await owner.query(
+    `select j.key, j.run_at, t.identifier as task_identifier, j.payload
+       from graphile_worker._private_jobs j join graphile_worker._private_tasks t on t.id = j.task_id where j.key = $1`,
+    [`finalize_call:${callId}`]);
+  return rows;
+}

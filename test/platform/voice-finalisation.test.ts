@@ -2,18 +2,11 @@ import { Logger, run } from 'graphile-worker';
 import { callFn } from '../../src/db/pools.js';
 import { loadTasks } from '../../src/worker/index.js';
 import finalizeCall from '../../tasks/finalize_call.js';
-import { startTestApi, testLog, type TestApi } from '../support/harness.js';
-import { callRow, count, events, postVoice, types, VOICE_SECRET, voiceFixture, voiceLocation } from './support.js';
+import { useTestApi, testLog } from '../support/harness.js';
+import { callRow, count, events, finalizeJobs, postVoice, types, VOICE_SECRET, voiceFixture, voiceLocation } from './support.js';
 
-let t: TestApi;
-
-beforeAll(async () => {
-  t = await startTestApi({ VOICE_WEBHOOK_SECRET: VOICE_SECRET });
-});
-afterAll(() => t.close());
-
-const jobsFor = (callId: string) =>
-  t.owner.query(`select j.key, j.run_at, t.identifier as task_identifier, j.payload from graphile_worker._private_jobs j join graphile_worker._private_tasks t on t.id = j.task_id where j.key = $1`, [`finalize_call:${callId}`]).then((r) => r.rows);
+const t = useTestApi({ VOICE_WEBHOOK_SECRET: VOICE_SECRET });
+const jobsFor = (callId: string) => finalizeJobs(t.owner, callId);
 
 describe('finalisation when call_analyzed never comes', () => {
   test('call_ended schedules finalize_call in 10 minutes (one job per call); the job settles the call', async () => {

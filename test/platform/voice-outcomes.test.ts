@@ -1,15 +1,8 @@
-import { startTestApi, type TestApi } from '../support/harness.js';
-import { callRow, count, events, postVoice, types, VOICE_SECRET, voiceFixture, voiceLocation } from './support.js';
+import { useTestApi } from '../support/harness.js';
+import { callRow, count, events, finalizeJobs, postVoice, types, VOICE_SECRET, voiceFixture, voiceLocation } from './support.js';
 
-let t: TestApi;
-
-beforeAll(async () => {
-  t = await startTestApi({ VOICE_WEBHOOK_SECRET: VOICE_SECRET });
-});
-afterAll(() => t.close());
-
-const jobsFor = (callId: string) =>
-  t.owner.query(`select j.key, j.run_at, t.identifier as task_identifier, j.payload from graphile_worker._private_jobs j join graphile_worker._private_tasks t on t.id = j.task_id where j.key = $1`, [`finalize_call:${callId}`]).then((r) => r.rows);
+const t = useTestApi({ VOICE_WEBHOOK_SECRET: VOICE_SECRET });
+const jobsFor = (callId: string) => finalizeJobs(t.owner, callId);
 
 describe('POST /api/voice/post-call outcomes', () => {
   test('booked: call, customer, booked lead, scheduled booking; lead.created, booking.created, call.ended', async () => {

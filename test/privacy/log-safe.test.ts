@@ -4,35 +4,23 @@
  * while the SQLSTATE, constraint and table stay for whoever reads the log.
  */
 import { Writable } from 'node:stream';
-import pg from 'pg';
 import { pino } from 'pino';
 import { createLogger } from '../../src/log.js';
 import { safeErr } from '../../src/privacy/log-safe.js';
-import { createTestDatabase, type TestDatabase } from '../support/db.js';
+import { useTestDatabase } from '../support/db.js';
 
-let db: TestDatabase;
-let client: pg.Client;
+const db = useTestDatabase({ client: true });
+beforeAll(() => db.client.query(`create temp table callers (phone text primary key, name text not null check (length(name) > 100))`));
 
-beforeAll(async () => {
-  db = await createTestDatabase();
-  client = new pg.Client({ connectionString: db.url });
-  await client.connect();
-  await client.query(`create temp table callers (phone text primary key, name text not null check (length(name) > 100))`);
-});
-afterAll(async () => {
-  await client.end();
-  await db.drop();
-});
-
-const failure = (sql: string, params: unknown[] = []) => client.query(sql, params).then(() => { throw new Error('expected a failure'); }, (e: Error) => e);
+const failure = (sql: string, params: unknown[] = []) => db.client.query(sql, params).then(() => { throw new Error('expected a failure'); }, (e: Error) => e);
 
 test('the failing row, the key and quoted input never reach a log line; code, constraint and table do', async () => {
   const errors = [
     await failure(`insert into callers values ('+15125550143', 'Marcus Bell')`),
     await failure(`select $1::uuid`, ['+15125550143 Marcus Bell']),
   ];
-  await client.query('alter table callers drop constraint callers_name_check');
-  await client.query(`insert into callers values ('+15125550143', 'Marcus Bell')`);
+  await db.client.query('alter table callers drop constraint callers_name_check');
+  await db.client.query(`insert into callers values ('+15125550143', 'Marcus Bell')`);
   errors.push(await failure(`insert into callers values ('+15125550143', 'Marcus Bell')`));
   // What PostgreSQL says, unsanitised: the caller's phone and name.
   expect(errors.map((e) => JSON.stringify({ ...e, message: e.message })).join('\n')).toMatch(/5125550143|Marcus/);

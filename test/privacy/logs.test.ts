@@ -16,7 +16,7 @@ import { createLocation, mintKey, request } from '../support/harness.js';
 import { freePort, startMain } from '../support/spawn.js';
 import { postVoice, VOICE_SECRET, voiceFixture, type VoiceLocation } from '../platform/support.js';
 import { waitFor } from '../webhooks/support.js';
-import { connectSlack } from './support.js';
+import { connectSlack } from '../notify/support.js';
 
 let rx: FanoutReceivers;
 let db: TestDatabase;

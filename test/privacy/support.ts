@@ -139,21 +139,3 @@ export function redactedFixture(call: any) {
     issueSummary: call.call_analysis ? replaceAll(call.call_analysis.custom_analysis_data.issue_summary) : undefined,
   };
 }
-
-/** Connects Slack the way the integrations route does: a row written as the location (API role, RLS). */
-export async function connectSlack(apiPool: pg.Pool, locationId: string, url: string): Promise<void> {
-  const c = await apiPool.connect();
-  try {
-    await c.query('begin');
-    await c.query(`select set_config('app.location_id', $1, true)`, [locationId]);
-    await c.query(
-      `insert into app.integrations (location_id, provider, webhook_url, label, connected_at) values ($1, 'slack', $2, '#dispatch', now())`,
-      [locationId, url]);
-    await c.query('commit');
-  } catch (err) {
-    await c.query('rollback');
-    throw err;
-  } finally {
-    c.release();
-  }
-}

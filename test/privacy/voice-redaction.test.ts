@@ -14,7 +14,8 @@ import { mintKey, request, startTestApi, type TestApi } from '../support/harness
 import { decodeQuotedPrintable } from '../support/smtp.js';
 import { postVoice, VOICE_SECRET, voiceFixture, voiceLocation, type VoiceLocation } from '../platform/support.js';
 import { startTestWorker, waitFor } from '../webhooks/support.js';
-import { asSpoken, connectSlack, KEPT, leaks, redactedFixture } from './support.js';
+import { connectSlack } from '../notify/support.js';
+import { asSpoken, KEPT, leaks, redactedFixture } from './support.js';
 
 let rx: FanoutReceivers;
 let t: TestApi;

@@ -2,26 +2,15 @@
  * Every resource endpoint of issue 3: happy path, a validation failure, a missing scope (403
  * naming it) and another location's id (404).
  */
-import { ALL_SCOPES, createLocation, mintKey, request, startTestApi, type TestApi, type TestLocation } from '../support/harness.js';
+import { ALL_SCOPES, createLocation, mintKey, request, startTestApi, useTenant, useTestApi } from '../support/harness.js';
 import { insertBooking, insertCall, insertMember } from './fixtures.js';
 
-let t: TestApi;
-let A: TestLocation;
-let B: TestLocation;
-let tokA: string;
-let tokB: string;
+const t = useTestApi();
+const A = useTenant(t, { name: 'Acme Heating', service_phone: '+15125550100' });
+const B = useTenant(t, { name: 'Beta Plumbing' });
 const V = '/api/v1';
 
-beforeAll(async () => {
-  t = await startTestApi();
-  A = await createLocation(t.owner, { name: 'Acme Heating', service_phone: '+15125550100' });
-  B = await createLocation(t.owner, { name: 'Beta Plumbing' });
-  ({ token: tokA } = await mintKey(t.owner, A.id));
-  ({ token: tokB } = await mintKey(t.owner, B.id));
-});
-afterAll(() => t.close());
-
-const req = (method: string, path: string, body?: unknown, token = tokA) =>
+const req = (method: string, path: string, body?: unknown, token = A.token) =>
   request(t.baseUrl, method, path, { token, body });
 
 /** A token with every scope but `scope`. */
@@ -103,7 +92,7 @@ describe('leads', () => {
   const base = () => `${V}/locations/${A.id}/leads`;
   let leadB: string;
   beforeAll(async () => {
-    leadB = (await req('POST', `${V}/locations/${B.id}/leads`, { name: 'B lead', phone: '+15125550199' }, tokB)).body.data.id;
+    leadB = (await req('POST', `${V}/locations/${B.id}/leads`, { name: 'B lead', phone: '+15125550199' }, B.token)).body.data.id;
   });
 
   test('create: E.164, 201, lead.created with call_id null', async () => {
@@ -237,11 +226,11 @@ describe.each([
     await expectForbidden('GET', `${base()}/${id}`, `${scope}:read`);
     await expectForbidden('PATCH', `${base()}/${id}`, `${scope}:write`, patch);
     await expectForbidden('DELETE', `${base()}/${id}`, `${scope}:write`);
-    const other = (await req('POST', `${V}/locations/${B.id}/${name}`, create, tokB)).body.data.id;
+    const other = (await req('POST', `${V}/locations/${B.id}/${name}`, create, B.token)).body.data.id;
     expect((await req('GET', `${base()}/${other}`)).status).toBe(404);
     expect((await req('PATCH', `${base()}/${other}`, patch)).status).toBe(404);
     expect((await req('DELETE', `${base()}/${other}`)).status).toBe(404);
-    expect((await req('GET', `${V}/locations/${B.id}/${name}/${other}`, undefined, tokB)).status).toBe(200);
+    expect((await req('GET', `${V}/locations/${B.id}/${name}/${other}`, undefined, B.token)).status).toBe(200);
     expect((await req('GET', `${V}/locations/${B.id}/${name}`)).status).toBe(404);
   });
 });
@@ -348,7 +337,7 @@ describe('integrations', () => {
     await expectForbidden('GET', base(), 'integrations:read');
     await expectForbidden('POST', base(), 'integrations:write', { provider: 'calcom', webhook_url: 'https://cal.com/x' });
     await expectForbidden('DELETE', `${base()}/make`, 'integrations:write');
-    await req('POST', `${V}/locations/${B.id}/integrations`, { provider: 'calcom', webhook_url: 'https://cal.com/x' }, tokB);
+    await req('POST', `${V}/locations/${B.id}/integrations`, { provider: 'calcom', webhook_url: 'https://cal.com/x' }, B.token);
     expect((await req('DELETE', `${base()}/calcom`)).status).toBe(404);
     expect((await req('GET', `${V}/locations/${B.id}/integrations`)).status).toBe(404);
     expect((await req('DELETE', `${V}/locations/${B.id}/integrations/calcom`)).status).toBe(404);

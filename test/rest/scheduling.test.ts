@@ -3,31 +3,26 @@
  * the location's zone (DST included), booking a window with capacity enforced by PostgreSQL under
  * concurrency, 409 slot_unavailable with alternatives, moving a booking's window.
  */
-import { ALL_SCOPES, createLocation, mintKey, request, startTestApi, type TestApi, type TestLocation } from '../support/harness.js';
+import { ALL_SCOPES, createLocation, mintKey, request, tenant, useTenant, useTestApi } from '../support/harness.js';
 import { instant, localDate, openEveryDay, setScheduling } from '../support/scheduling.js';
 
-let t: TestApi;
-let A: TestLocation;
-let B: TestLocation;
-let tokA: string;
-let tokB: string;
 const V = '/api/v1';
 const TZ = 'America/Chicago';
+const t = useTestApi();
+const A = useTenant(t, { name: 'Acme Heating', timezone: TZ });
+const B = useTenant(t, { name: 'Beta Plumbing', timezone: TZ });
+beforeAll(() => openEveryDay(t.owner, A.id));
 
-beforeAll(async () => {
-  t = await startTestApi();
-  A = await createLocation(t.owner, { name: 'Acme Heating', timezone: TZ });
-  B = await createLocation(t.owner, { name: 'Beta Plumbing', timezone: TZ });
-  ({ token: tokA } = await mintKey(t.owner, A.id));
-  ({ token: tokB } = await mintKey(t.owner, B.id));
-  await openEveryDay(t.owner, A.id);
-});
-afterAll(() => t.close());
-
-const req = (method: string, path: string, body?: unknown, token = tokA, headers?: Record<string, string>) =>
+const req = (method: string, path: string, body?: unknown, token = A.token, headers?: Record<string, string>) =>
   request(t.baseUrl, method, path, { token, body, headers });
 const events = async (loc: string, type: string) =>
   (await t.owner.query('select data from app.events where location_id = $1 and type = $2 order by created_at, id', [loc, type])).rows.map((r) => r.data);
+/** A location in TZ open every day, and a key on it. */
+async function openLocation() {
+  const { loc, token } = await tenant(t, undefined, { timezone: TZ });
+  await openEveryDay(t.owner, loc.id);
+  return { loc, token };
+}
 const person = { name: 'Dana Whitfield', phone: '+15125550142', address: '1842 Oak Ridge Dr' };
 
 describe('GET/PATCH scheduling', () => {
@@ -52,8 +47,8 @@ describe('GET/PATCH scheduling', () => {
     const denied = await req('PATCH', `${V}/locations/${loc.id}/scheduling`, { capacity: 2 }, readOnly);
     expect(denied.status).toBe(403);
     expect(denied.body.error.details).toEqual({ required_scope: 'settings:write' });
-    expect((await req('GET', `${V}/locations/${loc.id}/scheduling`, undefined, tokB)).status).toBe(404);
-    expect((await req('PATCH', `${V}/locations/${loc.id}/scheduling`, { capacity: 9 }, tokB)).status).toBe(404);
+    expect((await req('GET', `${V}/locations/${loc.id}/scheduling`, undefined, B.token)).status).toBe(404);
+    expect((await req('PATCH', `${V}/locations/${loc.id}/scheduling`, { capacity: 9 }, B.token)).status).toBe(404);
   });
 });
 
@@ -66,7 +61,7 @@ describe('GET availability', () => {
     const ends = await Promise.all(['10:00', '12:00', '14:00', '16:00', '18:00'].map((h) => instant(t.owner, TZ, day, h)));
     expect(res.body.data).toEqual(starts.map((start, i) => ({ start, end: ends[i], remaining: 1 })));
     // Another location's token sees nothing of A; a bad query is 400.
-    expect((await req('GET', `${V}/locations/${A.id}/availability`, undefined, tokB)).status).toBe(404);
+    expect((await req('GET', `${V}/locations/${A.id}/availability`, undefined, B.token)).status).toBe(404);
     expect((await req('GET', `${V}/locations/${A.id}/availability?days=0`)).status).toBe(400);
     expect((await req('GET', `${V}/locations/${A.id}/availability?from=tomorrow`)).status).toBe(400);
   });
@@ -107,9 +102,7 @@ describe('GET availability', () => {
 
 describe('POST bookings', () => {
   test('books a window: 201 Booking with its window, source api, scheduled_date/time in location time, booking.created once; Idempotency-Key replays', async () => {
-    const loc = await createLocation(t.owner, { timezone: TZ });
-    const { token } = await mintKey(t.owner, loc.id);
-    await openEveryDay(t.owner, loc.id);
+    const { loc, token } = await openLocation();
     const day = await localDate(t.owner, TZ, 2);
     const start = await instant(t.owner, TZ, day, '10:00');
     const body = { window_start: start, ...person, service_type: 'AC repair', notes: 'Gate code 4411' };
@@ -132,9 +125,7 @@ describe('POST bookings', () => {
   });
 
   test('full, out-of-hours, closed and past windows → 409 slot_unavailable with the next three open windows; nothing stored', async () => {
-    const loc = await createLocation(t.owner, { timezone: TZ });
-    const { token } = await mintKey(t.owner, loc.id);
-    await openEveryDay(t.owner, loc.id);
+    const { loc, token } = await openLocation();
     const day = await localDate(t.owner, TZ, 2);
     const start = await instant(t.owner, TZ, day, '08:00');
     expect((await req('POST', `${V}/locations/${loc.id}/bookings`, { window_start: start, ...person }, token)).status).toBe(201);
@@ -163,13 +154,11 @@ describe('POST bookings', () => {
     expect(rows[0].n).toBe(1);
     expect((await req('POST', `${V}/locations/${loc.id}/bookings`, { window_start: start, name: 'X' }, token)).status).toBe(400);
     expect((await req('POST', `${V}/locations/${loc.id}/bookings`, { window_start: 'tomorrow', ...person }, token)).status).toBe(400);
-    expect((await req('POST', `${V}/locations/${loc.id}/bookings`, { window_start: start, ...person }, tokB)).status).toBe(404);
+    expect((await req('POST', `${V}/locations/${loc.id}/bookings`, { window_start: start, ...person }, B.token)).status).toBe(404);
   });
 
   test('50 concurrent bookings at a window of capacity 2: exactly 2 succeed, 48 get 409 slot_unavailable', async () => {
-    const loc = await createLocation(t.owner, { timezone: TZ });
-    const { token } = await mintKey(t.owner, loc.id);
-    await openEveryDay(t.owner, loc.id);
+    const { loc, token } = await openLocation();
     await setScheduling(t.owner, loc.id, { capacity: 2 });
     const start = await instant(t.owner, TZ, await localDate(t.owner, TZ, 2), '12:00');
     const results = await Promise.all(Array.from({ length: 50 }, (_, i) =>
@@ -187,9 +176,7 @@ describe('POST bookings', () => {
 
 describe('PATCH a booking window', () => {
   test('moves to an open window (booking.updated with the previous window), refuses a full one, frees seats on cancel', async () => {
-    const loc = await createLocation(t.owner, { timezone: TZ });
-    const { token } = await mintKey(t.owner, loc.id);
-    await openEveryDay(t.owner, loc.id);
+    const { loc, token } = await openLocation();
     const day = await localDate(t.owner, TZ, 2);
     const [w8, w10, w12] = await Promise.all(['08:00', '10:00', '12:00'].map((h) => instant(t.owner, TZ, day, h)));
     const one = (await req('POST', `${V}/locations/${loc.id}/bookings`, { window_start: w8, ...person }, token)).body.data;

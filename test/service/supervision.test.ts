@@ -13,9 +13,9 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { scrape } from '../support/metrics.js';
-import { answers200, clusterPool, eventually, LeadLoad, postmasterOf, startDist } from '../support/service.js';
+import { answers200, eventually, postmasterOf, startDist } from '../support/service.js';
 import {
-  baseEnv, expectEveryEventDelivered, pools, procs, provision, repeated, status, until, useSupervisionFixture,
+  baseEnv, expectEveryEventDelivered, killPostmasterUnderLoad, procs, repeated, status, until, useSupervisionFixture,
 } from '../support/supervision.js';
 import { freePort } from '../support/spawn.js';
 
@@ -27,15 +27,7 @@ test('npm start: kill -9 of the postmaster under load; the cluster is restarted 
   const admin = `http://127.0.0.1:${env.ADMIN_PORT}`;
   const svc = await startDist(env, [], () => answers200(`${admin}/readyz`));
   procs.push(svc);
-  const pool = clusterPool(dataDir);
-  pools.push(pool);
-  const { locationId, token } = await provision(pool, api);
-
-  const load = new LeadLoad(api, locationId, token);
-  await until('leads before the kill', async () => load.count(201) >= 20);
-  const before = postmasterOf(dataDir)!;
-  const killedAt = Date.now();
-  process.kill(before.pid, 'SIGKILL');
+  const { pool, locationId, load, before, killedAt } = await killPostmasterUnderLoad(dataDir, api);
   // During the outage: the API's and the admin listener's readiness say so.
   await until('API /readyz 503', async () => (await status(`${api}/readyz`)) === 503);
   await until('admin /readyz 503', async () => (await status(`${admin}/readyz`)) === 503);
@@ -78,15 +70,7 @@ test('start:api + start:worker: the worker finds the restarted cluster on its ne
   const worker = await startDist({ ...env, PORT: '', WORKER_ADMIN_PORT: new URL(workerAdmin).port }, ['worker'],
     () => answers200(`${workerAdmin}/readyz`));
   procs.push(worker);
-  const pool = clusterPool(dataDir);
-  pools.push(pool);
-  const { locationId, token } = await provision(pool, api);
-
-  const load = new LeadLoad(api, locationId, token);
-  await until('leads before the kill', async () => load.count(201) >= 20);
-  const before = postmasterOf(dataDir)!;
-  const killedAt = Date.now();
-  process.kill(before.pid, 'SIGKILL');
+  const { pool, locationId, load, before, killedAt } = await killPostmasterUnderLoad(dataDir, api);
   // Another program takes the old port while the cluster is down: the restart must move.
   const squatter = net.createServer((s) => s.destroy());
   await eventually(() => new Promise<void>((resolve, reject) => {

@@ -9,8 +9,9 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
-async function admin<T>(fn: (c: pg.Client) => Promise<T>): Promise<T> {
-  const c = new pg.Client({ connectionString: process.env.SB_TEST_ADMIN_URL });
+/** Runs `fn` on a client of its own to `url`, ended afterwards. */
+export async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
+  const c = new pg.Client({ connectionString: url });
   await c.connect();
   try {
     return await fn(c);
@@ -18,6 +19,8 @@ async function admin<T>(fn: (c: pg.Client) => Promise<T>): Promise<T> {
     await c.end();
   }
 }
+
+const admin = <T>(fn: (c: pg.Client) => Promise<T>) => withClient(process.env.SB_TEST_ADMIN_URL!, fn);
 
 /** A new database cloned from the migrated template: each test file gets its own. */
 export async function createTestDatabase(): Promise<TestDatabase> {
@@ -39,4 +42,36 @@ async function newDatabase(options: string): Promise<TestDatabase> {
     url: withDatabase(process.env.SB_TEST_ADMIN_URL!, name),
     drop: () => admin((c) => c.query(`drop database if exists ${name} with (force)`)).then(() => undefined),
   };
+}
+
+/** A test file's database and, when asked for, a connected client and an owner pool on it. */
+export interface DatabaseFixture extends TestDatabase {
+  client: pg.Client;
+  owner: pg.Pool;
+}
+
+/**
+ * Registers the file's database: made before its tests (migrated, or with `empty` no schema at
+ * all), with a connected `client` and/or an owner `pool` (2 connections) when asked for; all ended
+ * and dropped after the file. The returned object is filled in by the time the first test (or a
+ * later beforeAll) runs.
+ */
+export function useTestDatabase(opts: { empty?: boolean; client?: boolean; pool?: boolean } = {}): DatabaseFixture {
+  const fx = {} as DatabaseFixture;
+  let db: TestDatabase | undefined;
+  beforeAll(async () => {
+    db = opts.empty ? await createEmptyDatabase() : await createTestDatabase();
+    Object.assign(fx, db);
+    if (opts.pool) fx.owner = new pg.Pool({ connectionString: db.url, max: 2 });
+    if (opts.client) {
+      fx.client = new pg.Client({ connectionString: db.url });
+      await fx.client.connect();
+    }
+  });
+  afterAll(async () => {
+    await fx.client?.end();
+    await fx.owner?.end();
+    await db?.drop();
+  });
+  return fx;
 }

@@ -1,20 +1,25 @@
 /**
  * Test harness: a real API (Express app on loopback, port 0) on a real cloned database, plus the
- * CLI's SQL functions to make locations and keys, and a small fetch wrapper.
+ * CLI's SQL functions to make locations and keys, and a small fetch wrapper. The `use…` helpers
+ * (useTestApi, useTenant, useApiWithDatabaseDown) register a suite's beforeAll/afterAll themselves
+ * and return an object filled in before its first test.
  */
 import { randomUUID } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
+import { createServer, type RequestListener, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
 import pg from 'pg';
+import { pino } from 'pino';
 import { scopes } from '../../src/allowed-values.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { callFn, createApiPool, createOwnerPool } from '../../src/db/pools.js';
 import { createApp } from '../../src/http/app.js';
 import { hashToken } from '../../src/auth/tokens.js';
-import { createLogger } from '../../src/log.js';
+import { createLogger, redactPaths, type Logger } from '../../src/log.js';
 import type { ExtraCa } from '../../src/net/ca.js';
 import { assertConforms } from './contract.js';
 import { createTestDatabase, type TestDatabase } from './db.js';
+import { freePort } from './spawn.js';
 
 export interface TestApi {
   baseUrl: string;
@@ -33,30 +38,83 @@ export function testConfig(env: Record<string, string> = {}): Config {
   return loadConfig({ LOG_LEVEL: 'silent', WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', ...env });
 }
 
-export async function startTestApi(env: Record<string, string> = {}, db?: TestDatabase, opts: { ca?: ExtraCa } = {}): Promise<TestApi> {
+export interface TestApiOptions {
+  ca?: ExtraCa;
+  /** The app's logger (testLog unless given; see memoryLog). */
+  log?: Logger;
+}
+
+export async function startTestApi(env: Record<string, string> = {}, db?: TestDatabase, opts: TestApiOptions = {}): Promise<TestApi> {
   db ??= await createTestDatabase();
   const cfg = testConfig({ ...env, DATABASE_URL: db.url });
   const owner = createOwnerPool(db.url, 5, 'test-owner');
   const apiPool = createApiPool(db.url, 5);
-  const app = createApp({ cfg, log: testLog, apiPool, ownerPool: owner, ca: opts.ca });
-  const server = createServer(app);
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as AddressInfo;
+  const { server, baseUrl, close } = await listen(createApp({ cfg, log: opts.log ?? testLog, apiPool, ownerPool: owner, ca: opts.ca }));
   return {
-    baseUrl: `http://127.0.0.1:${port}`,
+    baseUrl,
     db,
     cfg,
     owner,
     apiPool,
     server,
     close: async () => {
-      server.closeAllConnections();
-      await new Promise<void>((r) => server.close(() => r()));
+      await close();
       await apiPool.end();
       await owner.end();
       await db!.drop();
     },
   };
+}
+
+/** Serves `app` on a free loopback port. */
+async function listen(app: RequestListener): Promise<{ server: Server; baseUrl: string; close(): Promise<void> }> {
+  const server = createServer(app);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  return {
+    server,
+    baseUrl: `http://127.0.0.1:${port}`,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
+
+/**
+ * Registers the app with its database down (pools aimed at a loopback port nobody listens on, so
+ * every connection is refused), served before the file's tests and closed after.
+ */
+export function useApiWithDatabaseDown(log: Logger = testLog): { baseUrl: string } {
+  const api = { baseUrl: '' };
+  let close: (() => Promise<void>) | undefined;
+  const pools: pg.Pool[] = [];
+  beforeAll(async () => {
+    const dead = `postgres://postgres:x@127.0.0.1:${await freePort()}/switchboard`;
+    pools.push(createApiPool(dead, 2), createApiPool(dead, 2));
+    ({ baseUrl: api.baseUrl, close } = await listen(createApp({ cfg: testConfig(), log, apiPool: pools[0], ownerPool: pools[1] })));
+  });
+  afterAll(async () => {
+    await close?.();
+    await Promise.all(pools.map((p) => p.end()));
+  });
+  return api;
+}
+
+/**
+ * A logger with the service's redaction writing into memory: `lines` holds each line as written,
+ * `records()` them parsed. Errors keep pino's standard serializer, so a test sees all they carry.
+ */
+export function memoryLog(level = 'info'): { log: Logger; lines: string[]; records(): Record<string, any>[] } {
+  const lines: string[] = [];
+  const sink = new Writable({
+    write(chunk, _enc, done) {
+      lines.push(...String(chunk).split('\n').filter(Boolean));
+      done();
+    },
+  });
+  const log = pino({ level, base: { service: 'switchboard' }, redact: { paths: redactPaths, censor: '[redacted]' } }, sink);
+  return { log, lines, records: () => lines.map((l) => JSON.parse(l)) };
 }
 
 export interface TestLocation {
@@ -83,6 +141,66 @@ export async function mintKey(owner: pg.Pool, location: string, scopes: string[]
     location, label, scopes, hashToken(token), token.slice(0, 8),
   ]);
   return { token, key };
+}
+
+/** A location and a key on it (every scope unless `scopes` says otherwise). */
+export async function tenant(api: Pick<TestApi, 'owner'>, scopes?: string[], attrs: Record<string, unknown> = {}): Promise<{ loc: TestLocation; token: string }> {
+  const loc = await createLocation(api.owner, attrs);
+  const { token } = await mintKey(api.owner, loc.id, scopes);
+  return { loc, token };
+}
+
+/**
+ * Runs `fn` in one transaction with the tenant set (app.location_id), as the API and the triggers
+ * write; rolled back if `fn` throws.
+ */
+export async function asLocation<T>(pool: pg.Pool, locationId: string, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+  const c = await pool.connect();
+  try {
+    await c.query('begin');
+    await c.query(`select set_config('app.location_id', $1, true)`, [locationId]);
+    const out = await fn(c);
+    await c.query('commit');
+    return out;
+  } catch (e) {
+    await c.query('rollback');
+    throw e;
+  } finally {
+    c.release();
+  }
+}
+
+/**
+ * Registers the file's API (startTestApi with `env`), started before its tests and closed after.
+ * The returned object is the TestApi, filled in by the time the first test (or a later beforeAll)
+ * runs.
+ */
+export function useTestApi(env: Record<string, string> = {}, opts: TestApiOptions = {}): TestApi {
+  const api = {} as TestApi;
+  let started: TestApi | undefined;
+  beforeAll(async () => {
+    started = await startTestApi(env, undefined, opts);
+    Object.assign(api, started);
+  });
+  afterAll(() => started?.close());
+  return api;
+}
+
+/**
+ * Registers a location of the file's API (made by `make`, createLocation unless given, with
+ * `attrs`) and a key with every scope on it as `token`; filled in like useTestApi.
+ */
+export function useTenant<L extends TestLocation = TestLocation>(
+  api: Pick<TestApi, 'owner'>,
+  attrs: Record<string, unknown> = {},
+  make: (owner: pg.Pool, attrs: Record<string, unknown>) => Promise<L> = createLocation as never,
+): L & { token: string } {
+  const loc = {} as L & { token: string };
+  beforeAll(async () => {
+    Object.assign(loc, await make(api.owner, attrs));
+    loc.token = (await mintKey(api.owner, loc.id)).token;
+  });
+  return loc;
 }
 
 export interface Res<T = any> {

@@ -12,7 +12,7 @@ import type pg from 'pg';
 import { callFn } from '../../src/db/pools.js';
 import { mintKey } from './harness.js';
 import { makePki, startHttpsReceiver, type HttpsReceiver, type TestPki } from './https.js';
-import { eventually, postmasterOf, type Proc } from './service.js';
+import { clusterPool, eventually, LeadLoad, postmasterOf, type Proc } from './service.js';
 import { freePort } from './spawn.js';
 
 let pki: TestPki;
@@ -73,6 +73,22 @@ export async function provision(pool: pg.Pool, api: string) {
   });
   expect(res.status).toBe(201);
   return { locationId: loc.id, token };
+}
+
+/**
+ * Provisions the service at `api` (a location, key and endpoint), puts it under a steady lead load
+ * and, once 20 leads were created, kills the cluster's postmaster with SIGKILL.
+ */
+export async function killPostmasterUnderLoad(dataDir: string, api: string) {
+  const pool = clusterPool(dataDir);
+  pools.push(pool);
+  const { locationId, token } = await provision(pool, api);
+  const load = new LeadLoad(api, locationId, token);
+  await until('leads before the kill', async () => load.count(201) >= 20);
+  const before = postmasterOf(dataDir)!;
+  const killedAt = Date.now();
+  process.kill(before.pid, 'SIGKILL');
+  return { pool, locationId, load, before, killedAt };
 }
 
 export async function until(what: string, fn: () => Promise<boolean>, timeoutMs = 60_000, everyMs = 50): Promise<void> {

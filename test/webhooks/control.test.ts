@@ -4,46 +4,26 @@
  * attempts already in flight finish and are recorded.
  */
 import type { ServerResponse } from 'node:http';
-import { createLocation, mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
-import { makePki, startHttpsReceiver, type HttpsReceiver, type Responder, type TestPki } from '../support/https.js';
-import { emitMany, sleep, startTestWorker, waitFor } from './support.js';
+import { request, tenant } from '../support/harness.js';
+import type { Responder } from '../support/https.js';
+import { createEndpoint, emitMany, sleep, useWebhookRig, waitFor } from './support.js';
 
-let t: TestApi;
-let pki: TestPki;
-let rx: HttpsReceiver;
-let worker: Awaited<ReturnType<typeof startTestWorker>>;
-
-beforeAll(async () => {
-  pki = makePki();
-  // Receivers hold requests far longer than the API's 15 s statement time-out could wait.
-  t = await startTestApi({ WEBHOOK_RETRY_DELAYS: '3600', WEBHOOK_TIMEOUT_MS: '60000' });
-  rx = await startHttpsReceiver(pki);
-  worker = await startTestWorker(t.cfg, t.db.url, pki);
-});
-afterAll(async () => {
-  await worker?.stop();
-  await rx?.close();
-  await t?.close();
-});
+// Receivers hold requests far longer than the API's 15 s statement time-out could wait.
+const t = useWebhookRig({ WEBHOOK_RETRY_DELAYS: '3600', WEBHOOK_TIMEOUT_MS: '60000' });
 
 const statuses = (endpointId: string) =>
   t.owner.query(`select status, count(*)::int as n from app.webhook_deliveries where endpoint_id = $1 group by status order by status`, [endpointId])
     .then((r) => Object.fromEntries(r.rows.map((x) => [x.status, x.n])));
 
 test('pause, then DELETE, with attempts in flight: both answer at once, nothing starts afterwards, the in-flight ones are recorded', async () => {
-  const loc = await createLocation(t.owner);
-  const { token } = await mintKey(t.owner, loc.id);
-  const ep = await request(t.baseUrl, 'POST', `/api/v1/locations/${loc.id}/webhook-endpoints`, {
-    token, body: { url: rx.url, events: ['lead.created'] },
-  });
-  expect(ep.status).toBe(201);
-  const id = ep.body.data.id as string;
+  const { loc, token } = await tenant(t);
+  const { id } = await createEndpoint(t, token, loc.id, { url: t.rx.url, events: ['lead.created'] });
 
   const held: ServerResponse[] = [];
   const hold: Responder = (_r, res) => {
     held.push(res);
   };
-  rx.respond(hold);
+  t.rx.respond(hold);
   await emitMany(t.owner, loc.id, 'lead.created', 20);
   await waitFor(async () => held.length === 2, 'two attempts in flight (the per-endpoint cap)');
 
@@ -58,13 +38,13 @@ test('pause, then DELETE, with attempts in flight: both answer at once, nothing 
   }
   await waitFor(async () => (await statuses(id)).delivered === 2, 'in-flight attempts recorded');
   await sleep(500);
-  expect(rx.received).toHaveLength(2);
+  expect(t.rx.received).toHaveLength(2);
   expect(await statuses(id)).toEqual({ delivered: 2, pending: 18 });
 
   // Resume: deliveries start again (two at a time); DELETE while two are in flight.
   expect((await request(t.baseUrl, 'PATCH', `/api/v1/webhook-endpoints/${id}`, { token, body: { active: true } })).status).toBe(200);
   await waitFor(async () => held.length === 2, 'two attempts in flight again');
-  const inFlight = rx.received.slice(2).map((r) => r.headers['svc-delivery-id']);
+  const inFlight = t.rx.received.slice(2).map((r) => r.headers['svc-delivery-id']);
   const del = await request(t.baseUrl, 'DELETE', `/api/v1/webhook-endpoints/${id}`, { token });
   expect(del.status).toBe(200);
   expect(del.body.data.id).toBe(id);
@@ -81,5 +61,5 @@ test('pause, then DELETE, with attempts in flight: both answer at once, nothing 
     `select count(*)::int as n from app.webhook_deliveries where id = any($1::uuid[]) and status = 'delivered'`, [inFlight])).rows[0].n === 2,
   'in-flight attempts recorded after DELETE');
   await sleep(500);
-  expect(rx.received).toHaveLength(4);
+  expect(t.rx.received).toHaveLength(4);
 });

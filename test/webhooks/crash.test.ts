@@ -7,11 +7,11 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import { createLocation, mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
+import { createLocation, startTestApi, tenant, type TestApi } from '../support/harness.js';
 import { sweep } from '../../src/worker/sweep.js';
 import { makePki, reply, silence, startHttpsReceiver, type HttpsReceiver, type TestPki } from '../support/https.js';
 import { emergencyCall, notificationsOf } from '../notify/support.js';
-import { deliveriesOf, emit, startTestWorker, waitFor } from './support.js';
+import { createEndpoint, deliveriesOf, emit, startTestWorker, waitFor } from './support.js';
 
 const SMS = { SMS_ACCOUNT_SID: 'AC_crash', SMS_AUTH_TOKEN: 'tok', SMS_FROM: '+15005550006' };
 const TIMEOUT_MS = '8000';
@@ -54,12 +54,8 @@ async function kill9(c: ChildProcess): Promise<void> {
 }
 
 test('webhook: a worker killed -9 mid-delivery; the sweeper re-queues the attempt and it arrives', async () => {
-  const loc = await createLocation(t.owner);
-  const { token } = await mintKey(t.owner, loc.id);
-  const ep = await request(t.baseUrl, 'POST', `/api/v1/locations/${loc.id}/webhook-endpoints`, {
-    token, body: { url: rx.url, events: ['call.ended'] },
-  });
-  expect(ep.status).toBe(201);
+  const { loc, token } = await tenant(t);
+  await createEndpoint(t, token, loc.id, { url: rx.url, events: ['call.ended'] });
 
   // The receiver holds the first request open (never answers); later ones get 200.
   rx.respond(silence, reply(200, 'ok'));

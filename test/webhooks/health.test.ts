@@ -11,7 +11,7 @@ import { createLocation, mintKey, request, startTestApi, type TestApi } from '..
 import { makePki, reply, startHttpsReceiver, type HttpsReceiver, type TestPki } from '../support/https.js';
 import { mailSubject, startSmtp, type SmtpReceiver } from '../support/smtp.js';
 import { connectIntegration } from '../notify/support.js';
-import { deliveriesOf, emit, sleep, startTestWorker, waitFor } from './support.js';
+import { createEndpoint, deliveriesOf, emit, sleep, startTestWorker, waitFor } from './support.js';
 
 let t: TestApi;
 let pki: TestPki;
@@ -55,11 +55,8 @@ async function setup(name: string): Promise<Setup> {
   await t.owner.query(`update app.notification_settings set routes = routes || '{"lead.created": []}' where location_id = $1`, [loc.id]);
   const { token } = await mintKey(t.owner, loc.id);
   const rx = await startHttpsReceiver(pki);
-  const ep = await request(t.baseUrl, 'POST', `/api/v1/locations/${loc.id}/webhook-endpoints`, {
-    token, body: { url: rx.url, events: ['lead.created'], label: 'CRM sync' },
-  });
-  expect(ep.status).toBe(201);
-  return { loc: loc as Setup['loc'], token, rx, endpointId: ep.body.data.id };
+  const ep = await createEndpoint(t, token, loc.id, { url: rx.url, events: ['lead.created'], label: 'CRM sync' });
+  return { loc: loc as Setup['loc'], token, rx, endpointId: ep.id };
 }
 
 const getEndpoint = async (s: Setup) => {

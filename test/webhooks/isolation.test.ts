@@ -5,7 +5,7 @@
  */
 import { createLocation, mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
 import { makePki, reply, startHttpsReceiver, type HttpsReceiver, type Responder, type TestPki } from '../support/https.js';
-import { emitMany, startTestWorker, waitFor } from './support.js';
+import { createEndpoint, emitMany, startTestWorker, waitFor } from './support.js';
 
 let t: TestApi;
 let pki: TestPki;
@@ -27,11 +27,7 @@ afterAll(async () => {
 
 async function endpointFor(locationId: string, url: string): Promise<string> {
   const { token } = await mintKey(t.owner, locationId);
-  const ep = await request(t.baseUrl, 'POST', `/api/v1/locations/${locationId}/webhook-endpoints`, {
-    token, body: { url, events: ['lead.created'] },
-  });
-  expect(ep.status).toBe(201);
-  return ep.body.data.id;
+  return (await createEndpoint(t, token, locationId, { url, events: ['lead.created'] })).id;
 }
 
 test('noisy neighbour: all of A’s 50 events arrive while B’s silent endpoint still has ≥ 150 of its 200 unsent', async () => {

@@ -4,71 +4,45 @@
  */
 import { callFn } from '../../src/db/pools.js';
 import { hashToken } from '../../src/auth/tokens.js';
-import { createLocation, mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
-import { makePki, reply, startHttpsReceiver, type HttpsReceiver, type TestPki } from '../support/https.js';
-import { deliveriesOf, emit, startTestWorker, waitFor } from './support.js';
+import { mintKey, request, tenant, type TestLocation } from '../support/harness.js';
+import { reply } from '../support/https.js';
+import { createEndpoint, deliveriesOf, emit, startTestWorker, useWebhookRig, waitFor } from './support.js';
 
-let t: TestApi;
-let pki: TestPki;
-let rx: HttpsReceiver;
-let worker: Awaited<ReturnType<typeof startTestWorker>>;
-let loc: { id: string; slug: string };
-let other: { id: string };
-let token: string;
+const t = useWebhookRig({ WEBHOOK_RETRY_DELAYS: '0', WEBHOOK_TIMEOUT_MS: '3000', DELIVERY_RETENTION_DAYS: '7' }, { tenant: true, resetEach: true });
+let other: TestLocation;
 let otherToken: string;
 let readOnly: string;
-
 beforeAll(async () => {
-  pki = makePki();
-  t = await startTestApi({ WEBHOOK_RETRY_DELAYS: '0', WEBHOOK_TIMEOUT_MS: '3000', DELIVERY_RETENTION_DAYS: '7' });
-  worker = await startTestWorker(t.cfg, t.db.url, pki);
-  rx = await startHttpsReceiver(pki);
-  loc = await createLocation(t.owner);
-  other = await createLocation(t.owner);
-  ({ token } = await mintKey(t.owner, loc.id));
-  ({ token: otherToken } = await mintKey(t.owner, other.id));
-  ({ token: readOnly } = await mintKey(t.owner, loc.id, ['webhooks:read']));
-});
-afterAll(async () => {
-  await worker?.stop();
-  await rx?.close();
-  await t?.close();
-});
-beforeEach(() => {
-  rx.received.length = 0;
-  rx.respond(reply(200, 'ok'));
+  ({ loc: other, token: otherToken } = await tenant(t));
+  ({ token: readOnly } = await mintKey(t.owner, t.loc.id, ['webhooks:read']));
 });
 
-async function endpoint(events: string[], tok = token, location = loc.id) {
-  const res = await request(t.baseUrl, 'POST', `/api/v1/locations/${location}/webhook-endpoints`, { token: tok, body: { url: rx.url, events } });
-  expect(res.status).toBe(201);
-  return res.body.data as { id: string; secret: string };
-}
-const recover = (id: string, body: unknown, tok = token, path = `/api/v1/webhook-endpoints/${id}/recover`) =>
+const endpoint = (events: string[], tok = t.token, location = t.loc.id) => createEndpoint(t, tok, location, { url: t.rx.url, events });
+const recover = (id: string, body: unknown, tok = t.token, path = `/api/v1/webhook-endpoints/${id}/recover`) =>
   request(t.baseUrl, 'POST', path, { token: tok, body });
-const patch = (id: string, body: unknown) => request(t.baseUrl, 'PATCH', `/webhook-endpoints/${id}`, { token, body });
+const patch = (id: string, body: unknown) => request(t.baseUrl, 'PATCH', `/webhook-endpoints/${id}`, { token: t.token, body });
 const nowIso = async (offset = '0 seconds') =>
   (await t.owner.query(`select app.iso(now() + $1::interval) as t`, [offset])).rows[0].t as string;
-const receivedIds = (id: string) => rx.received.filter((r) => r.headers['svc-event-id'] === id);
+const receivedIds = (id: string) => t.rx.received.filter((r) => r.headers['svc-event-id'] === id);
 const lead = (n: number) => ({ id: `7d6f1c1e-7b0a-4b59-9f7e-00000000000${n}`, name: `Lead ${n}`, status: 'new' });
 
 test('re-sends paused-period and dead events once; skips delivered, pending, unsubscribed and older ones', async () => {
   const ep = await endpoint(['lead.created', 'booking.created']);
-  const before = await emit(t.owner, loc.id, 'lead.created', lead(0));
+  const before = await emit(t.owner, t.loc.id, 'lead.created', lead(0));
   await waitFor(async () => (await deliveriesOf(t.owner, before))[0]?.status === 'delivered', 'delivered before since');
   const since = await nowIso();
 
-  const delivered = await emit(t.owner, loc.id, 'lead.created', lead(1));
+  const delivered = await emit(t.owner, t.loc.id, 'lead.created', lead(1));
   await waitFor(async () => (await deliveriesOf(t.owner, delivered))[0]?.status === 'delivered', 'delivered');
-  rx.respond(reply(500, 'down'));
-  const dead = await emit(t.owner, loc.id, 'booking.created', { id: 'b1' });
+  t.rx.respond(reply(500, 'down'));
+  const dead = await emit(t.owner, t.loc.id, 'booking.created', { id: 'b1' });
   await waitFor(async () => (await deliveriesOf(t.owner, dead)).some((d) => d.status === 'dead'), 'dead');
-  rx.respond(reply(200, 'ok'));
+  t.rx.respond(reply(200, 'ok'));
 
   expect((await patch(ep.id, { active: false })).status).toBe(200);
-  const paused1 = await emit(t.owner, loc.id, 'lead.created', lead(2));
-  const paused2 = await emit(t.owner, loc.id, 'booking.created', { id: 'b2' });
-  const unsubscribed = await emit(t.owner, loc.id, 'call.ended', { id: 'c1' });
+  const paused1 = await emit(t.owner, t.loc.id, 'lead.created', lead(2));
+  const paused2 = await emit(t.owner, t.loc.id, 'booking.created', { id: 'b2' });
+  const unsubscribed = await emit(t.owner, t.loc.id, 'call.ended', { id: 'c1' });
   const elsewhere = await emit(t.owner, other.id, 'lead.created', lead(3));
   // The fan-out made no attempt for the paused endpoint.
   expect(await deliveriesOf(t.owner, paused1)).toEqual([]);
@@ -79,7 +53,7 @@ test('re-sends paused-period and dead events once; skips delivered, pending, uns
   expect(await deliveriesOf(t.owner, paused1)).toEqual([]);
 
   expect((await patch(ep.id, { active: true })).status).toBe(200);
-  rx.received.length = 0;
+  t.rx.received.length = 0;
   const res = await recover(ep.id, { since });
   expect(res.status).toBe(202);
   expect(res.body).toEqual({ data: { queued: 3, has_more: false } });
@@ -100,19 +74,19 @@ test('re-sends paused-period and dead events once; skips delivered, pending, uns
   expect(await deliveriesOf(t.owner, elsewhere)).toEqual([]);
 
   // Once more: everything since is delivered → nothing queued.
-  const again = await recover(ep.id, { since }, token, `/api/v1/locations/${loc.slug}/webhook-endpoints/${ep.id}/recover`);
+  const again = await recover(ep.id, { since }, t.token, `/api/v1/locations/${t.loc.slug}/webhook-endpoints/${ep.id}/recover`);
   expect(again.status).toBe(202);
   expect(again.body.data).toEqual({ queued: 0, has_more: false });
-  await request(t.baseUrl, 'DELETE', `/webhook-endpoints/${ep.id}`, { token });
+  await request(t.baseUrl, 'DELETE', `/webhook-endpoints/${ep.id}`, { token: t.token });
 });
 
 test('an event with an attempt still pending for the endpoint is not queued twice; at most max_events per call', async () => {
   // Worker stopped: attempts stay pending.
-  await worker.stop();
+  await t.worker!.stop();
   try {
     const ep = await endpoint(['lead.updated']);
     const since = await nowIso();
-    const pending = await emit(t.owner, loc.id, 'lead.updated', lead(4));
+    const pending = await emit(t.owner, t.loc.id, 'lead.updated', lead(4));
     expect((await deliveriesOf(t.owner, pending)).map((d) => d.status)).toEqual(['pending']);
     expect((await recover(ep.id, { since })).body.data).toEqual({ queued: 0, has_more: false });
     expect(await deliveriesOf(t.owner, pending)).toHaveLength(1);
@@ -120,10 +94,10 @@ test('an event with an attempt still pending for the endpoint is not queued twic
     // Five missed events (paused), recovered two at a time: the SQL function's bound.
     await patch(ep.id, { active: false });
     const missed = [];
-    for (let i = 0; i < 5; i++) missed.push(await emit(t.owner, loc.id, 'lead.updated', lead(5 + i)));
+    for (let i = 0; i < 5; i++) missed.push(await emit(t.owner, t.loc.id, 'lead.updated', lead(5 + i)));
     await patch(ep.id, { active: true });
     const call = () => callFn<{ queued: number; has_more: boolean }>(t.owner, 'api.webhook_endpoint_recover',
-      [hashToken(token), null, ep.id, since, 7, 2]);
+      [hashToken(t.token), null, ep.id, since, 7, 2]);
     expect(await call()).toEqual({ queued: 2, has_more: true });
     expect(await call()).toEqual({ queued: 2, has_more: true });
     expect(await call()).toEqual({ queued: 1, has_more: false });
@@ -135,9 +109,9 @@ test('an event with an attempt still pending for the endpoint is not queued twic
         where d.event_id = any ($1::uuid[]) and d.endpoint_id = $2 and d.status = 'pending'
           and d.next_attempt_at <= now() and d.lease_expires_at is null`, [missed, ep.id]);
     expect(rows[0].n).toBe(5);
-    await request(t.baseUrl, 'DELETE', `/webhook-endpoints/${ep.id}`, { token });
+    await request(t.baseUrl, 'DELETE', `/webhook-endpoints/${ep.id}`, { token: t.token });
   } finally {
-    worker = await startTestWorker(t.cfg, t.db.url, pki);
+    t.worker = await startTestWorker(t.cfg, t.db.url, t.pki);
   }
 });
 
@@ -163,11 +137,11 @@ test('400 for since in the future, beyond retention, malformed or missing; 404 f
 
   const foreign = await endpoint(['lead.created'], otherToken, other.id);
   expect((await recover(foreign.id, ok)).status).toBe(404);
-  expect((await recover(foreign.id, ok, token, `/api/v1/locations/${loc.id}/webhook-endpoints/${foreign.id}/recover`)).status).toBe(404);
-  expect((await recover(ep.id, ok, token, `/api/v1/locations/${other.id}/webhook-endpoints/${ep.id}/recover`)).status).toBe(404);
+  expect((await recover(foreign.id, ok, t.token, `/api/v1/locations/${t.loc.id}/webhook-endpoints/${foreign.id}/recover`)).status).toBe(404);
+  expect((await recover(ep.id, ok, t.token, `/api/v1/locations/${other.id}/webhook-endpoints/${ep.id}/recover`)).status).toBe(404);
   expect((await recover('not-a-uuid', ok)).status).toBe(404);
   const ro = await recover(ep.id, ok, readOnly);
   expect([ro.status, ro.body.error.details.required_scope]).toEqual([403, 'webhooks:write']);
   expect((await request(t.baseUrl, 'POST', `/webhook-endpoints/${ep.id}/recover`, { body: ok })).status).toBe(401);
-  await request(t.baseUrl, 'DELETE', `/webhook-endpoints/${ep.id}`, { token });
+  await request(t.baseUrl, 'DELETE', `/webhook-endpoints/${ep.id}`, { token: t.token });
 });

@@ -6,9 +6,7 @@
  * header (the schedule here is 1 s, then 7,200 s).
  */
 import { parseHttpDate, retryAfterSeconds } from '../../src/webhooks/retry-after.js';
-import { createLocation, mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
-import { makePki, startHttpsReceiver, type HttpsReceiver, type TestPki } from '../support/https.js';
-import { emit, startTestWorker, waitFor } from './support.js';
+import { createEndpoint, emit, useWebhookRig, waitFor } from './support.js';
 
 describe('parsing the header', () => {
   const NOW = Date.UTC(2026, 10, 20, 12, 0, 0);
@@ -51,45 +49,26 @@ describe('parsing the header', () => {
 });
 
 describe('the worker applies it', () => {
-  let t: TestApi;
-  let pki: TestPki;
-  let rx: HttpsReceiver;
-  let worker: Awaited<ReturnType<typeof startTestWorker>>;
-  let loc: { id: string };
-  let token: string;
+  const t = useWebhookRig({ WEBHOOK_RETRY_DELAYS: '1,7200', WEBHOOK_TIMEOUT_MS: '3000' }, { tenant: true });
   /** First answer per event, by the event's `case`; any later attempt gets 200. */
   const firstAnswer = new Map<string, { status: number; retryAfter?: () => string }>();
   const seen = new Set<string>();
 
   beforeAll(async () => {
-    pki = makePki();
-    t = await startTestApi({ WEBHOOK_RETRY_DELAYS: '1,7200', WEBHOOK_TIMEOUT_MS: '3000' });
-    worker = await startTestWorker(t.cfg, t.db.url, pki);
-    rx = await startHttpsReceiver(pki);
-    rx.respond((r, res) => {
+    t.rx.respond((r, res) => {
       const id = r.headers['svc-event-id'] as string;
       const answer = seen.has(id) ? undefined : firstAnswer.get(JSON.parse(r.body).data.case as string);
       seen.add(id);
       res.writeHead(answer?.status ?? 200, answer?.retryAfter ? { 'retry-after': answer.retryAfter() } : {});
       res.end();
     });
-    loc = await createLocation(t.owner);
-    ({ token } = await mintKey(t.owner, loc.id));
-    const ep = await request(t.baseUrl, 'POST', `/api/v1/locations/${loc.id}/webhook-endpoints`, {
-      token, body: { url: rx.url, events: ['lead.created'] },
-    });
-    expect(ep.status).toBe(201);
-  });
-  afterAll(async () => {
-    await worker?.stop();
-    await rx?.close();
-    await t?.close();
+    await createEndpoint(t, t.token, t.loc.id, { url: t.rx.url, events: ['lead.created'] });
   });
 
   /** Sends one event whose first attempt gets `status` (+ Retry-After); returns attempt 1 as recorded. */
   async function firstAttempt(name: string, status: number, retryAfter?: () => string) {
     firstAnswer.set(name, { status, retryAfter });
-    const eventId = await emit(t.owner, loc.id, 'lead.created', { case: name });
+    const eventId = await emit(t.owner, t.loc.id, 'lead.created', { case: name });
     const { rows } = await waitFor(async () => {
       const r = await t.owner.query(
         `select status, response_status, attempted_at, next_attempt_at, extract(epoch from next_attempt_at - attempted_at)::float8 as wait

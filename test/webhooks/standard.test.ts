@@ -7,50 +7,23 @@ import { createHmac, randomBytes } from 'node:crypto';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { Webhook as SvixWebhook } from 'svix';
 import { deliveryHeaders, secretKeyBytes } from '../../src/webhooks/sign.js';
-import { createLocation, mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
-import { makePki, reply, startHttpsReceiver, type HttpsReceiver, type Received, type TestPki } from '../support/https.js';
-import { emit, startTestWorker, waitFor } from './support.js';
+import { request } from '../support/harness.js';
+import type { Received } from '../support/https.js';
+import { createEndpoint, emit, useWebhookRig, waitFor } from './support.js';
 
-let t: TestApi;
-let pki: TestPki;
-let rx: HttpsReceiver;
-let worker: Awaited<ReturnType<typeof startTestWorker>>;
-let loc: { id: string };
-let token: string;
+const t = useWebhookRig({ WEBHOOK_RETRY_DELAYS: '0,0', WEBHOOK_TIMEOUT_MS: '3000' }, { tenant: true, resetEach: true });
 
-beforeAll(async () => {
-  pki = makePki();
-  t = await startTestApi({ WEBHOOK_RETRY_DELAYS: '0,0', WEBHOOK_TIMEOUT_MS: '3000' });
-  worker = await startTestWorker(t.cfg, t.db.url, pki);
-  rx = await startHttpsReceiver(pki);
-  loc = await createLocation(t.owner);
-  ({ token } = await mintKey(t.owner, loc.id));
-});
-afterAll(async () => {
-  await worker?.stop();
-  await rx?.close();
-  await t?.close();
-});
-beforeEach(() => {
-  rx.received.length = 0;
-  rx.respond(reply(200, 'ok'));
-});
-
-async function endpoint(events = ['lead.created']) {
-  const res = await request(t.baseUrl, 'POST', `/api/v1/locations/${loc.id}/webhook-endpoints`, { token, body: { url: rx.url, events } });
-  expect(res.status).toBe(201);
-  return res.body.data as { id: string; secret: string };
-}
+const endpoint = (events = ['lead.created']) => createEndpoint(t, t.token, t.loc.id, { url: t.rx.url, events });
 
 const lead = { id: '7d6f1c1e-7b0a-4b59-9f7e-000000000001', name: 'Ana Díaz', phone: '+15551234567', status: 'new' };
 
 async function deliveredTo(eventId: string): Promise<Received> {
-  return waitFor(async () => rx.received.find((r) => r.headers['svc-event-id'] === eventId), `delivery of ${eventId}`);
+  return waitFor(async () => t.rx.received.find((r) => r.headers['svc-event-id'] === eventId), `delivery of ${eventId}`);
 }
 
 /** Deletes a test's endpoint; a delete that failed would leave it receiving the next test's events. */
 async function remove(ep: { id: string }) {
-  expect((await request(t.baseUrl, 'DELETE', `/webhook-endpoints/${ep.id}`, { token })).status).toBe(200);
+  expect((await request(t.baseUrl, 'DELETE', `/webhook-endpoints/${ep.id}`, { token: t.token })).status).toBe(200);
 }
 
 const headersOf = (r: Received) => r.headers as Record<string, string>;
@@ -66,7 +39,7 @@ test('new secrets are whsec_ + padded standard base64 of 32 bytes', async () => 
 
 test('a real delivery verifies with standardwebhooks and with svix; svc-* headers are unchanged', async () => {
   const ep = await endpoint();
-  const eventId = await emit(t.owner, loc.id, 'lead.created', lead);
+  const eventId = await emit(t.owner, t.loc.id, 'lead.created', lead);
   const r = await deliveredTo(eventId);
   const h = headersOf(r);
   expect(h['webhook-id']).toBe(eventId);
@@ -89,11 +62,11 @@ test('a real delivery verifies with standardwebhooks and with svix; svc-* header
 
 test('during a rotation overlap both the old and the new secret verify, with both libraries', async () => {
   const ep = await endpoint();
-  const rot = await request(t.baseUrl, 'POST', `/webhook-endpoints/${ep.id}/rotate-secret`, { token });
+  const rot = await request(t.baseUrl, 'POST', `/webhook-endpoints/${ep.id}/rotate-secret`, { token: t.token });
   expect(rot.status).toBe(200);
   const fresh: string = rot.body.data.secret;
   expect(fresh).not.toBe(ep.secret);
-  const eventId = await emit(t.owner, loc.id, 'lead.created', lead);
+  const eventId = await emit(t.owner, t.loc.id, 'lead.created', lead);
   const r = await deliveredTo(eventId);
   const h = headersOf(r);
   const payload = r.raw.toString('utf8');
@@ -110,7 +83,7 @@ test('during a rotation overlap both the old and the new secret verify, with bot
   expect(second).toBe(new StandardWebhook(ep.secret).sign(eventId, ts, payload));
   // After the overlap only the new secret signs.
   await t.owner.query(`update app.webhook_endpoints set previous_secret_expires_at = now() - interval '1 second' where id = $1`, [ep.id]);
-  const later = await emit(t.owner, loc.id, 'lead.created', lead);
+  const later = await emit(t.owner, t.loc.id, 'lead.created', lead);
   const r2 = await deliveredTo(later);
   const h2 = headersOf(r2);
   expect(h2['webhook-signature'].split(' ')).toHaveLength(1);
@@ -127,7 +100,7 @@ test('a secret issued in the older base64url form keeps its svc-signature; webho
   const legacy = `whsec_${bytes.toString('base64url')}`;
   expect(legacy).toMatch(/^whsec_[A-Za-z0-9_-]{43}$/);
   await t.owner.query(`update app.webhook_endpoints set secret = $2 where id = $1`, [ep.id, legacy]);
-  const eventId = await emit(t.owner, loc.id, 'lead.created', lead);
+  const eventId = await emit(t.owner, t.loc.id, 'lead.created', lead);
   const r = await deliveredTo(eventId);
   const h = headersOf(r);
   const payload = r.raw.toString('utf8');

@@ -1,14 +1,17 @@
 /**
  * Webhook test kit: the production worker (delivery engine + notification lane + jobs lane) in
- * this process, trusting the test CA, and small DB helpers. The test CA and HTTPS receivers live
- * in test/support/https.ts.
+ * this process, trusting the test CA; the rig most webhook suites run on (API, worker and one HTTPS
+ * receiver); endpoint creation and small DB helpers. The test CA and HTTPS receivers live in
+ * test/support/https.ts.
  */
 import pg from 'pg';
 import type { Config } from '../../src/config.js';
 import { createWorkerPool } from '../../src/db/pools.js';
 import { startWorker, type Worker, type WorkerOptions } from '../../src/worker/index.js';
-import { testLog } from '../support/harness.js';
-import type { TestPki } from '../support/https.js';
+import { asLocation, request, startTestApi, tenant, testLog, type TestApi, type TestLocation } from '../support/harness.js';
+import { makePki, reply, startHttpsReceiver, type HttpsReceiver, type TestPki } from '../support/https.js';
+
+export type TestWorker = Awaited<ReturnType<typeof startTestWorker>>;
 
 /** The production worker in this process (no crontab: tests run the sweeper themselves), trusting the test CA. */
 export async function startTestWorker(cfg: Config, dbUrl: string, pki: Pick<TestPki, 'caPem'>, opts: WorkerOptions = {}): Promise<{ worker: Worker; pool: pg.Pool; stop(): Promise<void> }> {
@@ -29,35 +32,14 @@ export async function startTestWorker(cfg: Config, dbUrl: string, pki: Pick<Test
 
 /** Writes an event the way triggers do (tenant set for the transaction). */
 export async function emit(owner: pg.Pool, locationId: string, type: string, data: unknown): Promise<string> {
-  const c = await owner.connect();
-  try {
-    await c.query('begin');
-    await c.query(`select set_config('app.location_id', $1, true)`, [locationId]);
-    const { rows } = await c.query('select app.emit($1, $2, $3) as id', [locationId, type, JSON.stringify(data)]);
-    await c.query('commit');
-    return rows[0].id as string;
-  } catch (e) {
-    await c.query('rollback');
-    throw e;
-  } finally {
-    c.release();
-  }
+  return asLocation(owner, locationId, async (c) =>
+    (await c.query('select app.emit($1, $2, $3) as id', [locationId, type, JSON.stringify(data)])).rows[0].id as string);
 }
 
 /** `count` events of one type for one location, written in one transaction (as a burst of calls would). */
 export async function emitMany(owner: pg.Pool, locationId: string, type: string, count: number): Promise<void> {
-  const c = await owner.connect();
-  try {
-    await c.query('begin');
-    await c.query(`select set_config('app.location_id', $1, true)`, [locationId]);
-    await c.query(`select app.emit($1, $2, jsonb_build_object('n', i)) from generate_series(1, $3::int) i`, [locationId, type, count]);
-    await c.query('commit');
-  } catch (e) {
-    await c.query('rollback');
-    throw e;
-  } finally {
-    c.release();
-  }
+  await asLocation(owner, locationId, (c) =>
+    c.query(`select app.emit($1, $2, jsonb_build_object('n', i)) from generate_series(1, $3::int) i`, [locationId, type, count]));
 }
 
 export async function waitFor<T>(fn: () => Promise<T | undefined | null | false>, what: string, timeoutMs = 15000): Promise<T> {
@@ -77,4 +59,69 @@ export async function deliveriesOf(owner: pg.Pool, eventId: string) {
   return rows as Array<{ id: string; attempt: number; status: string; response_status: number | null; error: string | null; endpoint_id: string | null; next_attempt_at: Date | null; duration_ms: number | null; response_body: string | null }>;
 }
 
+/** Waits until one of the event's attempts has `status`; then all its attempts, in order. */
+export const attemptsUntil = (owner: pg.Pool, eventId: string, status: string, what: string) =>
+  waitFor(async () => {
+    const r = await deliveriesOf(owner, eventId);
+    return r.some((x) => x.status === status) && r;
+  }, what);
+
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** The API (a TestApi, so `t.owner`, `t.baseUrl`… read as before) with the rest of a webhook suite's set-up. */
+export interface WebhookRig extends TestApi {
+  pki: TestPki;
+  /** The file's HTTPS receiver (the endpoints' URL). */
+  rx: HttpsReceiver;
+  /** The running worker, if the rig started one; a test that swaps it assigns the new one here. */
+  worker?: TestWorker;
+  /** Stops the running worker and starts one on `cfg` (the API's settings unless given). */
+  restartWorker(cfg?: Config): Promise<void>;
+  /** With `tenant: true`: a location and a key with every scope. */
+  loc: TestLocation;
+  token: string;
+}
+
+/**
+ * Registers the file's set-up: the API on its own database with `env`, a test CA, one HTTPS
+ * receiver and (unless `worker: false`) the production worker, all closed after the file; with
+ * `tenant`, a location and its key. With `resetEach`, the receiver forgets what it got and answers
+ * 200 again before every test. The returned object is filled in by the time the first test (or a
+ * later beforeAll) runs.
+ */
+export function useWebhookRig(env: Record<string, string>, opts: { worker?: boolean; tenant?: boolean; resetEach?: boolean } = {}): WebhookRig {
+  const rig = {
+    restartWorker: async (cfg?: Config) => {
+      await rig.worker?.stop();
+      rig.worker = await startTestWorker(cfg ?? rig.cfg, rig.db.url, rig.pki);
+    },
+  } as WebhookRig;
+  let api: TestApi | undefined;
+  beforeAll(async () => {
+    rig.pki = makePki();
+    api = await startTestApi(env);
+    Object.assign(rig, api);
+    rig.rx = await startHttpsReceiver(rig.pki);
+    if (opts.worker !== false) rig.worker = await startTestWorker(rig.cfg, rig.db.url, rig.pki);
+    if (opts.tenant) Object.assign(rig, await tenant(api));
+  });
+  afterAll(async () => {
+    await rig.worker?.stop();
+    await rig.rx?.close();
+    await api?.close();
+  });
+  if (opts.resetEach) {
+    beforeEach(() => {
+      rig.rx.received.length = 0;
+      rig.rx.respond(reply(200, 'ok'));
+    });
+  }
+  return rig;
+}
+
+/** POST /locations/{id}/webhook-endpoints, which must answer 201; the endpoint as created (with its secret). */
+export async function createEndpoint(t: Pick<TestApi, 'baseUrl'>, token: string, locationId: string, body: Record<string, unknown>) {
+  const res = await request(t.baseUrl, 'POST', `/api/v1/locations/${locationId}/webhook-endpoints`, { token, body });
+  expect(res.status).toBe(201);
+  return res.body.data as { id: string; secret: string; [k: string]: unknown };
+}

@@ -5,28 +5,13 @@
  * An attempt of a deleted endpoint whose worker died is discarded, as DELETE would have done.
  */
 import type { ServerResponse } from 'node:http';
-import { createLocation, mintKey, request, startTestApi, testLog, type TestApi } from '../support/harness.js';
+import { asLocation, createLocation, tenant, testLog } from '../support/harness.js';
 import { makeSweepTask } from '../../src/worker/sweep.js';
-import { makePki, reply, startHttpsReceiver, type HttpsReceiver, type Responder, type TestPki } from '../support/https.js';
-import { deliveriesOf, emit, startTestWorker, waitFor } from './support.js';
+import { reply, type Responder } from '../support/https.js';
+import { createEndpoint, deliveriesOf, emit, useWebhookRig, waitFor } from './support.js';
 
-let t: TestApi;
-let pki: TestPki;
-let rx: HttpsReceiver;
-let worker: Awaited<ReturnType<typeof startTestWorker>>;
-
-beforeAll(async () => {
-  pki = makePki();
-  // A long time-out keeps the held attempt in flight for the whole test; no automatic retry.
-  t = await startTestApi({ WEBHOOK_RETRY_DELAYS: '3600', WEBHOOK_TIMEOUT_MS: '30000' });
-  rx = await startHttpsReceiver(pki);
-  worker = await startTestWorker(t.cfg, t.db.url, pki);
-});
-afterAll(async () => {
-  await worker?.stop();
-  await rx?.close();
-  await t?.close();
-});
+// A long time-out keeps the held attempt in flight for the whole test; no automatic retry.
+const t = useWebhookRig({ WEBHOOK_RETRY_DELAYS: '3600', WEBHOOK_TIMEOUT_MS: '30000' });
 
 async function leaseOf(deliveryId: string) {
   const { rows } = await t.owner.query(
@@ -36,56 +21,42 @@ async function leaseOf(deliveryId: string) {
 
 /** A pending attempt as a worker that died mid-send leaves it: leased, lease lapsed 5 minutes ago. */
 async function deadAttempt(locationId: string, eventId: string, endpointId: string | null, url: string): Promise<string> {
-  const c = await t.owner.connect();
-  try {
-    await c.query('begin');
-    await c.query(`select set_config('app.location_id', $1, true)`, [locationId]);
+  return asLocation(t.owner, locationId, async (c) => {
     const { rows } = await c.query(
       `insert into app.webhook_deliveries (location_id, event_id, endpoint_id, event, attempt, status, url, next_attempt_at,
                                            attempted_at, lease_owner, lease_expires_at)
        values ($1, $2, $3, 'lead.created', 1, 'pending', $4, now() - interval '6 minutes',
                now() - interval '6 minutes', 'engine:dead-host:1:00000000', now() - interval '5 minutes') returning id`,
       [locationId, eventId, endpointId, url]);
-    await c.query('commit');
-    return rows[0].id;
-  } catch (e) {
-    await c.query('rollback');
-    throw e;
-  } finally {
-    c.release();
-  }
+    return rows[0].id as string;
+  });
 }
 
-const requestsFor = (deliveryId: string) => rx.received.filter((r) => r.headers['svc-delivery-id'] === deliveryId);
+const requestsFor = (deliveryId: string) => t.rx.received.filter((r) => r.headers['svc-delivery-id'] === deliveryId);
 
 test('the sweeper skips an attempt still in flight and re-queues one whose worker died', async () => {
-  const loc = await createLocation(t.owner);
-  const { token } = await mintKey(t.owner, loc.id);
-  const ep = await request(t.baseUrl, 'POST', `/api/v1/locations/${loc.id}/webhook-endpoints`, {
-    token, body: { url: rx.url, events: ['call.ended'] },
-  });
-  expect(ep.status).toBe(201);
-  const endpointId = ep.body.data.id as string;
+  const { loc, token } = await tenant(t);
+  const { id: endpointId } = await createEndpoint(t, token, loc.id, { url: t.rx.url, events: ['call.ended'] });
 
   // The first request is held open (answered only when the test says so); later ones get 200.
   let held: ServerResponse | undefined;
   const hold: Responder = (_r, res) => {
     held = res;
   };
-  rx.respond(hold, reply(200, 'ok'));
+  t.rx.respond(hold, reply(200, 'ok'));
 
   // A: in flight — the engine leased it and is waiting for the receiver.
   const eventA = await emit(t.owner, loc.id, 'call.ended', { id: 'call-a' });
   await waitFor(async () => held !== undefined, 'attempt A reached the receiver');
   const [a] = await deliveriesOf(t.owner, eventA);
   expect(a.status).toBe('pending');
-  expect(await leaseOf(a.id)).toEqual({ lease_owner: worker.worker.engine.id, live: true });
+  expect(await leaseOf(a.id)).toEqual({ lease_owner: t.worker!.worker.engine.id, live: true });
   expect(requestsFor(a.id)).toHaveLength(1);
 
   // B: an attempt whose worker died mid-send (lease lapsed, no result).
   const eventB = await emit(t.owner, loc.id, 'lead.created', { id: 'lead-b' }); // not subscribed: no fan-out
   expect(await deliveriesOf(t.owner, eventB)).toEqual([]);
-  const b = await deadAttempt(loc.id, eventB, endpointId, rx.url);
+  const b = await deadAttempt(loc.id, eventB, endpointId, t.rx.url);
   // No engine touches it while its (lapsed) lease stands.
   expect(await leaseOf(b)).toEqual({ lease_owner: 'engine:dead-host:1:00000000', live: false });
 
@@ -115,17 +86,17 @@ test('the sweeper skips an attempt still in flight and re-queues one whose worke
   expect(await leaseOf(a.id)).toEqual({ lease_owner: null, live: null });
   expect(requestsFor(a.id)).toHaveLength(1);
   expect(requestsFor(b)).toHaveLength(1);
-  expect(rx.received).toHaveLength(2);
+  expect(t.rx.received).toHaveLength(2);
 });
 
 test('a dead attempt of an endpoint deleted meanwhile is discarded, not sent', async () => {
   const loc = await createLocation(t.owner);
   const eventC = await emit(t.owner, loc.id, 'lead.created', { id: 'lead-c' });
-  const c = await deadAttempt(loc.id, eventC, null, rx.url);
-  const before = rx.received.length;
+  const c = await deadAttempt(loc.id, eventC, null, t.rx.url);
+  const before = t.rx.received.length;
   const { rows: [{ n }] } = await t.owner.query('select app.webhook_sweep(0) as n');
   expect(n).toBe(0);
   expect(await deliveriesOf(t.owner, eventC)).toEqual([]);
   expect((await t.owner.query('select 1 from app.webhook_deliveries where id = $1', [c])).rowCount).toBe(0);
-  expect(rx.received.length).toBe(before);
+  expect(t.rx.received.length).toBe(before);
 });
