@@ -43,7 +43,7 @@ export const TAGS: Record<string, string> = {
   Notifications: 'Which events notify which channels, and the notifications sent.',
   Privacy: 'Retention settings, erasure of a caller\'s personal data and the export of what is held about a caller.',
   'Voice platform': 'Webhooks the voice platform (Retell-compatible) calls: signed with x-retell-signature, not with an API key.',
-  'Webhook events': 'Events Switchboard POSTs to your webhook endpoints (the `webhooks` section): one operation per event type.',
+  'Webhook events': 'Events Switchboard POSTs to your webhook endpoints (the `webhooks` section): one operation per event type. An example body of each type is in GET /event-types.',
 };
 
 export const SECURITY_SCHEMES: Json = {

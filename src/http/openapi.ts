@@ -4,6 +4,7 @@
  * Every schema named with `.meta({ id })` becomes a component (src/http/openapi-components.ts);
  * envelopes, list pages, pagination parameters and headers are named components too.
  */
+import { isDeepStrictEqual } from 'node:util';
 import { Router } from 'express';
 import type { ZodType } from 'zod';
 import { eventCatalog } from '../webhooks/events.js';
@@ -17,19 +18,28 @@ import { locationParam, pageQuery, type RouteSpec } from './route.js';
 
 type Json = Record<string, any>;
 
+/**
+ * What each error status means. Every error answer is the `Error` envelope, so an operation names
+ * two shared responses, `4XX` (Error4XX) and `default` (ErrorDefault), which state these texts once,
+ * and lists the statuses it can answer in `x-error-statuses` (test/rest/contract.test.ts provokes
+ * each one). One `$ref` per status and operation was 27 KB of the document.
+ */
 const ERROR_CODES: Record<number, string> = {
   400: 'Validation failed (validation_error, oauth_required), body not JSON or nested deeper than 32 levels (invalid_json), body not decodable with its Content-Encoding (invalid_body), Idempotency-Key empty, over 255 characters, repeated or not printable ASCII (invalid_idempotency_key)',
   401: 'Missing, malformed, unknown or revoked bearer token (unauthorized)',
   403: 'The token lacks the required scope (forbidden; details.required_scope)',
   404: 'No such resource, or another location\'s (not_found)',
   409: 'Conflict or invalid status move (conflict, invalid_transition); on a POST, a request with the same Idempotency-Key still being processed (idempotency_key_in_use: retry later)',
+  410: 'The answer stored under this Idempotency-Key held a caller\'s personal data that has since been erased (idempotency_answer_erased): it is not replayed and the request does not run again; send a new key',
   413: 'Body over 64 KiB (payload_too_large)',
   415: 'Body not JSON, or a Content-Encoding other than gzip, deflate, br (unsupported_media_type)',
-  410: 'The answer stored under this Idempotency-Key held a caller\'s personal data that has since been erased (idempotency_answer_erased): it is not replayed and the request does not run again; send a new key',
   422: 'The Idempotency-Key was already used for a different request (idempotency_key_reused): another method, path or body',
   429: 'Per-key rate limit (rate_limited; Retry-After, RateLimit, RateLimit-Policy)',
   503: 'A secret the route needs is not configured on this server (not_configured)',
 };
+const statusList = (codes: number[]) => codes.map((c) => `- ${c}: ${ERROR_CODES[c]}`).join('\n');
+const CLIENT_STATUSES = Object.keys(ERROR_CODES).map(Number).filter((c) => c < 500);
+const SERVER_STATUSES = Object.keys(ERROR_CODES).map(Number).filter((c) => c >= 500);
 
 const header = (description: string, schema: Json = { type: 'string' }) => ({ description, schema });
 
@@ -47,7 +57,6 @@ const headerRef = (name: string) => ({ $ref: `#/components/headers/${name}` });
 const IDEMPOTENCY_PARAMETER: Json = {
   name: 'Idempotency-Key',
   in: 'header',
-  required: false,
   description: 'Makes a retry safe: the first request with a key runs and its answer is stored for 24 h (per location); the same request with '
     + 'the same key gets that answer again with `Idempotent-Replayed: true`, a different request 422, a request while the first is still '
     + 'running 409. Errors are not stored (a retry runs again). Any 1–255 printable ASCII characters, e.g. a UUID; a quoted structured-field string is unquoted.',
@@ -60,14 +69,18 @@ const PAGE_PARAMETERS: Record<keyof typeof pageQuery, [string, string]> = {
   cursor: ['Cursor', 'Opaque cursor from the previous page\'s Link header'],
 };
 const pageParameter = (name: keyof typeof pageQuery): Json => ({
-  name, in: 'query', required: false, description: PAGE_PARAMETERS[name][1], schema: jsonSchemaOf(pageQuery[name], 'input'),
+  name, in: 'query', description: PAGE_PARAMETERS[name][1], schema: jsonSchemaOf(pageQuery[name], 'input'),
 });
 
 const errorResponse = (description: string) => ({
   description,
   content: { 'application/json': { schema: { $ref: `${SCHEMAS}Error` } } },
 });
-const errorRef = (status: number | string) => ({ $ref: `#/components/responses/Error${status}` });
+/** The two shared error responses and the operation's own statuses (`x-error-statuses`). */
+const errorResponses = (statuses: readonly number[]) => ({
+  responses: { '4XX': { $ref: '#/components/responses/Error4XX' }, default: { $ref: '#/components/responses/ErrorDefault' } },
+  'x-error-statuses': [...statuses],
+});
 
 /** `/locations/:locationId` → `/locations/{locationId}`. */
 const oasPath = (p: string) => p.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
@@ -88,7 +101,8 @@ function parameters(spec: RouteSpec, c: Components): Json[] {
         continue;
       }
       const { description, ...schema } = prop;
-      out.push({ name, in: where, required: where === 'path' || required.includes(name), ...(description ? { description } : {}), schema });
+      // `required: false` is the default: written only when true.
+      out.push({ name, in: where, ...(where === 'path' || required.includes(name) ? { required: true } : {}), ...(description ? { description } : {}), schema });
     }
   }
   return out;
@@ -147,8 +161,8 @@ function operation(spec: RouteSpec, c: Components): Json {
   const named = /:[A-Za-z]/.test(spec.path);
   const errs = [400, ...(auth ? [401] : []), ...(spec.scope ? [403] : []), ...(named ? [404] : []),
     ...(spec.conflict || idempotent ? [409] : []), ...(spec.body ? [413, 415] : []), ...(idempotent && spec.callerData ? [410] : []), ...(idempotent ? [422] : []), ...(auth ? [429] : [])];
-  for (const e of errs) responses[String(e)] = errorRef(e);
-  responses.default = errorRef('Default');
+  const errors = errorResponses(errs);
+  Object.assign(responses, errors.responses);
   const scopeText = spec.scope ? `Requires scope \`${spec.scope}\`.` : auth ? 'Any valid token (no scope).' : 'No authentication.';
   const rules = spec.rules ?? [];
   // The rule texts are in info.description once ("Rules a schema cannot state"); ids here.
@@ -164,13 +178,33 @@ function operation(spec: RouteSpec, c: Components): Json {
     security: auth ? [{ bearerAuth: spec.scope ? [spec.scope] : [] }] : [],
     parameters: [...parameters(spec, c), ...(idempotent ? [{ $ref: '#/components/parameters/IdempotencyKey' }] : [])],
     responses,
+    'x-error-statuses': errors['x-error-statuses'],
   };
+  if (!op.parameters.length) delete op.parameters;
   if (spec.body) {
     // A body schema that accepts no body at all (e.g. POST …/test) makes the body optional.
     const required = !spec.body.safeParse(undefined).success;
     op.requestBody = { required, content: { 'application/json': { schema: c.schema(spec.body, 'input') } } };
   }
   return op;
+}
+
+/**
+ * The path parameters of a path with several operations are declared once, on the path item (they
+ * are the same for each: they come from the path). An operation left without parameters says none.
+ */
+function hoistPathParameters(item: Json): void {
+  const ops = Object.values<Json>(item);
+  if (ops.length < 2) return;
+  const isPath = (p: Json) => p.in === 'path' || p.$ref === '#/components/parameters/LocationId';
+  const pathParams = (op: Json) => ((op.parameters ?? []) as Json[]).filter(isPath);
+  const shared = pathParams(ops[0]);
+  if (!shared.length || ops.some((op) => !isDeepStrictEqual(pathParams(op), shared))) return;
+  item.parameters = shared;
+  for (const op of ops) {
+    op.parameters = (op.parameters as Json[]).filter((p) => !isPath(p));
+    if (!op.parameters.length) delete op.parameters;
+  }
 }
 
 /** Only for a route that names none (lintRoutes fails the build's tests on it). */
@@ -204,6 +238,7 @@ export function buildOpenApi(routes: RouteSpec[]): Json {
   c.schema(ErrorEnvelope, 'output');
   const paths: Json = {};
   for (const spec of routes) (paths[oasPath(spec.path)] ??= {})[spec.method] = operation(spec, c);
+  for (const item of Object.values<Json>(paths)) hoistPathParameters(item);
   for (const v of [...voiceOperations, ...toolOperations]) {
     for (const part of v.parts) c.schema(part, 'input');
     paths[v.path] = {
@@ -217,9 +252,9 @@ export function buildOpenApi(routes: RouteSpec[]): Json {
         requestBody: { required: true, content: { 'application/json': { schema: c.schema(v.body, 'input') } } },
         responses: {
           200: { description: 'Handled', content: { 'application/json': { schema: c.schema(v.response, 'output') } } },
-          ...Object.fromEntries(v.errors.map((e) => [String(e), errorRef(e)])),
-          default: errorRef('Default'),
+          ...errorResponses(v.errors).responses,
         },
+        'x-error-statuses': [...v.errors],
       },
     };
   }
@@ -237,8 +272,8 @@ export function buildOpenApi(routes: RouteSpec[]): Json {
     components: {
       schemas,
       responses: {
-        ...Object.fromEntries(Object.entries(ERROR_CODES).map(([status, text]) => [`Error${status}`, errorResponse(text)])),
-        ErrorDefault: errorResponse('Any other error (internal_error, unavailable)'),
+        Error4XX: errorResponse(`A client error. The statuses an operation can answer are listed in its \`x-error-statuses\`:\n${statusList(CLIENT_STATUSES)}`),
+        ErrorDefault: errorResponse(`A server error: internal_error (500), unavailable (503), and where the operation lists it:\n${statusList(SERVER_STATUSES)}`),
         ...Object.fromEntries([...sharedResponses.keys()].sort().map((k) => [k, doc.responses[k]])),
       },
       parameters: {
@@ -286,7 +321,8 @@ function webhooksSection(c: Components): Json {
       parameters: DELIVERY_HEADERS.map(([name]) => ({ $ref: `#/components/parameters/${deliveryHeaderName(name)}` })),
       requestBody: {
         required: true,
-        content: { 'application/json': { schema: c.schema(e.schema, 'output'), examples: { example: { value: e.example } } } },
+        // The example body of each type is served by GET /event-types (and sent by POST …/test), not repeated here.
+        content: { 'application/json': { schema: c.schema(e.schema, 'output') } },
       },
       responses: { '2XX': { description: 'Received. Anything else (a redirect included, or no answer within 10 s) is retried.' } },
     },

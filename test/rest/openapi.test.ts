@@ -187,18 +187,24 @@ test('every resource is a named component referenced with $ref, envelopes and pa
 
 test('every registered route is documented with its scope in the security requirement, params, body and responses', () => {
   for (const r of routes) {
-    const op = doc.paths[oasPath(r.path)]?.[r.method];
+    const item = doc.paths[oasPath(r.path)];
+    const op = item?.[r.method];
     expect(op).toBeDefined();
+    // Path parameters shared by every operation of a path are declared once, on the path item.
+    const params = [...(item.parameters ?? []), ...(op.parameters ?? [])];
     expect(op.security).toEqual(r.auth === false ? [] : [{ bearerAuth: r.scope ? [r.scope] : [] }]);
     if (r.scope) expect(op.description).toContain(r.scope);
     for (const name of r.path.match(/:([A-Za-z0-9_]+)/g) ?? []) {
       const p = name.slice(1);
-      expect(op.parameters).toContainEqual(p === 'locationId'
+      expect(params).toContainEqual(p === 'locationId'
         ? { $ref: '#/components/parameters/LocationId' }
         : expect.objectContaining({ name: p, in: 'path', required: true }));
     }
-    if (r.scope) expect(op.responses['403']).toEqual({ $ref: '#/components/responses/Error403' });
-    else expect(op.responses['403']).toBeUndefined();
+    // Errors: the shared 4XX and default responses, the operation's own statuses listed.
+    expect(op.responses).toMatchObject({ '4XX': { $ref: '#/components/responses/Error4XX' }, default: { $ref: '#/components/responses/ErrorDefault' } });
+    expect(Object.keys(op.responses).filter((s) => /^[45]/.test(s))).toEqual(['4XX']);
+    expect(op['x-error-statuses'].includes(403)).toBe(Boolean(r.scope));
+    expect(op['x-error-statuses'].includes(401)).toBe(r.auth !== false);
   }
   const leads = doc.paths['/locations/{locationId}/leads'];
   expect(leads.get.parameters).toContainEqual(expect.objectContaining({ name: 'status', in: 'query', schema: expect.objectContaining({ enum: ['new', 'contacted', 'booked', 'closed', 'lost'] }) }));

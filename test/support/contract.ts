@@ -48,6 +48,19 @@ function resolveResponse(r: Json): Json {
   return r;
 }
 
+/**
+ * An operation's responses by status: its success responses, and each status of its
+ * `x-error-statuses` mapped to the shared error response that covers it (`4XX`, else `default`).
+ */
+function responsesByStatus(op: Json): Json {
+  const out: Json = Object.fromEntries(Object.entries<Json>(op.responses).filter(([s]) => /^\d{3}$/.test(s)));
+  for (const status of (op['x-error-statuses'] ?? []) as number[]) {
+    out[String(status)] = op.responses[`${String(status)[0]}XX`] ?? op.responses.default;
+  }
+  if (op.responses.default) out.default = op.responses.default;
+  return out;
+}
+
 export interface Operation {
   method: string;
   template: string;
@@ -55,6 +68,7 @@ export interface Operation {
   regex: RegExp;
   /** Literal segments: a more literal template wins when two match. */
   literal: number;
+  /** By status (`responsesByStatus`): a status is documented when the operation lists it. */
   responses: Json;
 }
 
@@ -66,7 +80,7 @@ export const operations: Operation[] = Object.entries<Json>(openApiDocument.path
     operationId: item[method].operationId as string,
     regex: new RegExp(`^${template.replace(/\{[^}]+\}/g, '[^/]+')}/?$`),
     literal: template.split('/').filter((s) => s && !s.startsWith('{')).length,
-    responses: item[method].responses as Json,
+    responses: responsesByStatus(item[method]),
   })));
 
 const validators = new Map<string, ValidateFunction>();
