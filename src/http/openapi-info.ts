@@ -52,7 +52,9 @@ export const SECURITY_SCHEMES: Json = {
     scheme: 'bearer',
     bearerFormat: 'UUIDv4',
     description: 'An API key token (UUIDv4) minted for one location with a set of scopes. Each operation lists the scope it needs '
-      + 'in its security requirement (empty: any valid token); a token without it gets 403 forbidden with details.required_scope.',
+      + 'in its security requirement (empty: any valid token); a token without it gets 403 forbidden with details.required_scope. '
+      + 'Every answer to an authenticated request carries the key\'s rate limit: `RateLimit-Policy: "default";q=<requests>;w=60` (its budget) '
+      + 'and `RateLimit: "default";r=<remaining>;t=<seconds until the window resets>`; a 429 adds `Retry-After`.',
   },
   voiceSignature: {
     type: 'apiKey',

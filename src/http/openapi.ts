@@ -43,12 +43,14 @@ const SERVER_STATUSES = Object.keys(ERROR_CODES).map(Number).filter((c) => c >= 
 
 const header = (description: string, schema: Json = { type: 'string' }) => ({ description, schema });
 
-/** Response headers, named once (components.headers). */
+/**
+ * Response headers an operation answers with (components.headers). The rate-limit headers every
+ * authenticated answer carries are stated once, in the bearerAuth scheme (src/http/openapi-info.ts),
+ * and `Idempotent-Replayed` in the Idempotency-Key parameter: repeated on each success response
+ * they were 7 KB of the document.
+ */
 const HEADERS: Json = {
   Link: header('`<…?cursor=…>; rel="next"` when more rows exist: the next page (pagination is by opaque cursor)'),
-  'RateLimit-Policy': header('The key\'s budget: `"default";q=<requests>;w=60`'),
-  RateLimit: header('What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>`'),
-  'Idempotent-Replayed': header('`true` when this is the stored answer of an earlier request with the same Idempotency-Key', { type: 'string', enum: ['true'] }),
   Deprecation: header('RFC 9745: when the operation was deprecated, as `@<unix seconds>`'),
   Sunset: header('RFC 8594: the HTTP-date after which the operation may stop working'),
 };
@@ -122,7 +124,7 @@ function successSchema(spec: RouteSpec, c: Components): Json {
   if (!ref || Object.keys(data).length > (data.$ref ? 1 : 2)) return envelope(data, 'The answer');
   const name = ref.slice(SCHEMAS.length);
   if (data.$ref) return c.add(`${name}Response`, envelope(data, `One ${name}`));
-  if (spec.list) return c.add(`${name}Page`, envelope(data, `A page of ${name} records, newest first; the next page's URL is in the Link header`));
+  if (spec.list) return c.add(`${name}Page`, envelope(data, `A page of ${name} records, newest first`));
   return c.add(`${name}List`, envelope(data, `Every ${name}`));
 }
 
@@ -140,8 +142,6 @@ function operation(spec: RouteSpec, c: Components): Json {
   const idempotent = auth && spec.method === 'post';
   const headers: Json = Object.fromEntries([
     ...(spec.list ? ['Link'] : []),
-    ...(auth ? ['RateLimit-Policy', 'RateLimit'] : []),
-    ...(idempotent ? ['Idempotent-Replayed'] : []),
     ...(spec.deprecated ? ['Deprecation', 'Sunset'] : []),
   ].map((h) => [h, headerRef(h)]));
   const success: Json = {
@@ -149,11 +149,10 @@ function operation(spec: RouteSpec, c: Components): Json {
     ...(Object.keys(headers).length ? { headers } : {}),
     content: { 'application/json': { schema: successSchema(spec, c) } },
   };
-  // A named body with the usual headers is a named response (components.responses), shared by
-  // the operations that answer it; `<Name>Replayable` adds Idempotent-Replayed.
+  // A named body is a named response (components.responses), shared by the operations that answer it.
   const ref: string | undefined = success.content['application/json'].schema.$ref;
   const responses: Json = {
-    [status]: ref && !spec.deprecated ? sharedResponse(`${ref.slice(SCHEMAS.length)}${idempotent ? 'Replayable' : ''}`, success) : success,
+    [status]: ref && !spec.deprecated ? sharedResponse(ref.slice(SCHEMAS.length), success) : success,
   };
   // 403 only where a scope is required, 404 only where the path names something (a location or
   // a record), 409 only where the route says it can conflict: test/rest/contract.test.ts provokes
@@ -173,7 +172,7 @@ function operation(spec: RouteSpec, c: Components): Json {
     summary: spec.summary,
     description: scopeText + rulesText + sunsetText,
     ...(spec.deprecated ? { deprecated: true } : {}),
-    ...(spec.body ? { 'x-rules-not-in-schema': rules } : {}),
+    ...(rules.length ? { 'x-rules-not-in-schema': rules } : {}),
     tags: [spec.tag],
     security: auth ? [{ bearerAuth: spec.scope ? [spec.scope] : [] }] : [],
     parameters: [...parameters(spec, c), ...(idempotent ? [{ $ref: '#/components/parameters/IdempotencyKey' }] : [])],
@@ -232,7 +231,12 @@ export function lintRoutes(routes: RouteSpec[]): string[] {
   return problems;
 }
 
-export function buildOpenApi(routes: RouteSpec[]): Json {
+/**
+ * The document. `closed: true` builds it with every answer schema closed and flat, as zod wrote it
+ * (test/support/contract.ts validates answers against that: the served document is the same with
+ * answer schemas open and composed, see `openAnswers` in src/http/openapi-components.ts).
+ */
+export function buildOpenApi(routes: RouteSpec[], { closed = false }: { closed?: boolean } = {}): Json {
   const c = new Components();
   sharedResponses.clear();
   c.schema(ErrorEnvelope, 'output');
@@ -259,7 +263,7 @@ export function buildOpenApi(routes: RouteSpec[]): Json {
     };
   }
   const webhooks = webhooksSection(c);
-  const { doc, schemas } = c.finish({ paths, webhooks, responses: Object.fromEntries(sharedResponses) });
+  const { doc, schemas } = c.finish({ paths, webhooks, responses: Object.fromEntries(sharedResponses) }, closed);
   const usedTags = new Set([...routes.map((r) => r.tag), 'Voice platform', 'Webhook events']);
   return {
     openapi: '3.1.0',

@@ -58,16 +58,17 @@ export const HTTPS_URL_PATTERN = `^https://${URL_REST}`;
 export const HTTP_URL_PATTERN = `^https?://${URL_REST}`;
 
 
-const urlOf = (pattern: string, message: string, description: string) =>
+const urlOf = (id: string, pattern: string, message: string, description: string) =>
   z
     .string()
     .max(2048)
     .regex(new RegExp(pattern), message)
     .refine((u) => URL.canParse(u), 'Not a valid URL')
-    .meta({ pattern, description });
+    .meta({ id, pattern, description });
 
 /** A URL we POST to: https only (its host is checked against the SSRF rule by the route). */
 export const httpsUrl = urlOf(
+  'HttpsUrl',
   HTTPS_URL_PATTERN,
   'URL must start with https:// and name a host (DNS name, IPv4 or [IPv6]) with an optional port',
   'https:// URL (ASCII host: a DNS name in punycode, an IPv4 address or an [IPv6] literal)',
@@ -75,6 +76,7 @@ export const httpsUrl = urlOf(
 
 /** A URL we only display (the business website): http or https. */
 export const webUrl = urlOf(
+  'HttpUrl',
   HTTP_URL_PATTERN,
   'URL must start with http:// or https:// and name a host (DNS name, IPv4 or [IPv6]) with an optional port',
   'http(s):// URL (ASCII host: a DNS name in punycode, an IPv4 address or an [IPv6] literal)',

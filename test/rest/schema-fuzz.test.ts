@@ -165,7 +165,8 @@ test('the document publishes the rules it cannot express, and knows every one of
   expect(ops.length).toBeGreaterThanOrEqual(15);
   for (const { method, path: p, op } of ops) {
     if (!op.requestBody) continue;
-    const listed: string[] = op['x-rules-not-in-schema'];
+    // Written only when the body has such rules: absent is none.
+    const listed: string[] = op['x-rules-not-in-schema'] ?? [];
     expect([method, p, Array.isArray(listed)]).toEqual([method, p, true]);
     for (const id of listed) {
       expect(Object.keys(RULES)).toContain(id);
