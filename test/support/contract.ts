@@ -17,8 +17,14 @@ type Json = Record<string, any>;
 // ajv-formats is CommonJS: its default export is the module object under NodeNext typing.
 const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ?? addFormatsModule) as unknown as (a: Ajv2020) => void;
 
-/** The document GET /api/v1/openapi.json serves (built from the same route registry). */
-export const openApiDocument: Json = buildOpenApi(routes);
+/**
+ * The document GET /api/v1/openapi.json serves (built from the same route registry), in its closed
+ * build: every answer schema flat and with `additionalProperties: false`, as zod wrote it. The
+ * served document publishes answer schemas open and composed (src/http/openapi-components.ts
+ * `openAnswers`; test/rest/openapi.test.ts proves that is the only difference), so an answer that
+ * conforms here conforms to the served document, and an undocumented field still fails.
+ */
+export const openApiDocument: Json = buildOpenApi(routes, { closed: true });
 
 const COMPONENTS = 'https://switchboard.invalid/openapi/components';
 const METHODS = ['get', 'post', 'put', 'patch', 'delete'];
