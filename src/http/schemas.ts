@@ -101,7 +101,7 @@ export const timezone = z
   .string()
   .regex(new RegExp(TIME_ZONE_PATTERN), 'Unknown IANA time zone')
   .refine((v) => ZONES.has(v), 'Unknown IANA time zone')
-  .meta({ id: 'TimeZone', description: 'IANA time-zone name (Area/Location, e.g. America/Chicago, or UTC); rule timezone_known' });
+  .meta({ id: 'TimeZone', pattern: TIME_ZONE_PATTERN, description: 'IANA time-zone name (Area/Location, e.g. America/Chicago, or UTC); rule timezone_known' });
 
 export const Location = z.object({
   id: uuid,
