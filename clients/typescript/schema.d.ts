@@ -2981,6 +2981,33 @@ export interface components {
                 "application/json": components["schemas"]["SchedulingSettingsResponse"];
             };
         };
+        /** @description Handled */
+        VoiceInboundResponse: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["VoiceInboundResponse"];
+            };
+        };
+        /** @description Handled */
+        VoicePostCallResponse: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["VoicePostCallResponse"];
+            };
+        };
+        /** @description Handled */
+        VoiceToolAnswer: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["VoiceToolAnswer"];
+            };
+        };
         /** @description A page, newest first; the next page is in the Link header */
         WebhookDeliveryPage: {
             headers: {
@@ -3027,6 +3054,13 @@ export interface components {
             content: {
                 "application/json": components["schemas"]["WebhookEndpointWithSecretResponse"];
             };
+        };
+        /** @description Received. Anything else (a redirect included, or no answer within 10 s) is retried. */
+        WebhookReceived: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content?: never;
         };
         /** @description Success */
         WebhookRecoverResultResponse: {
@@ -3243,11 +3277,15 @@ export type ResponseNotificationSettingsResponse = components['responses']['Noti
 export type ResponsePricebookItemPage = components['responses']['PricebookItemPage'];
 export type ResponsePricebookItemResponse = components['responses']['PricebookItemResponse'];
 export type ResponseSchedulingSettingsResponse = components['responses']['SchedulingSettingsResponse'];
+export type ResponseVoiceInboundResponse = components['responses']['VoiceInboundResponse'];
+export type ResponseVoicePostCallResponse = components['responses']['VoicePostCallResponse'];
+export type ResponseVoiceToolAnswer = components['responses']['VoiceToolAnswer'];
 export type ResponseWebhookDeliveryPage = components['responses']['WebhookDeliveryPage'];
 export type ResponseWebhookDeliveryResponse = components['responses']['WebhookDeliveryResponse'];
 export type ResponseWebhookEndpointPage = components['responses']['WebhookEndpointPage'];
 export type ResponseWebhookEndpointResponse = components['responses']['WebhookEndpointResponse'];
 export type ResponseWebhookEndpointWithSecretResponse = components['responses']['WebhookEndpointWithSecretResponse'];
+export type ResponseWebhookReceived = components['responses']['WebhookReceived'];
 export type ResponseWebhookRecoverResultResponse = components['responses']['WebhookRecoverResultResponse'];
 export type ParameterCursor = components['parameters']['Cursor'];
 export type ParameterDeliverySvcDeliveryId = components['parameters']['DeliverySvcDeliveryId'];
@@ -4591,15 +4629,7 @@ export interface operations {
         };
         responses: {
             "4XX": components["responses"]["Error4XX"];
-            /** @description Handled */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VoiceInboundResponse"];
-                };
-            };
+            200: components["responses"]["VoiceInboundResponse"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4617,15 +4647,7 @@ export interface operations {
         };
         responses: {
             "4XX": components["responses"]["Error4XX"];
-            /** @description Handled */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VoicePostCallResponse"];
-                };
-            };
+            200: components["responses"]["VoicePostCallResponse"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4643,15 +4665,7 @@ export interface operations {
         };
         responses: {
             "4XX": components["responses"]["Error4XX"];
-            /** @description Handled */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VoiceToolAnswer"];
-                };
-            };
+            200: components["responses"]["VoiceToolAnswer"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4669,15 +4683,7 @@ export interface operations {
         };
         responses: {
             "4XX": components["responses"]["Error4XX"];
-            /** @description Handled */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VoiceToolAnswer"];
-                };
-            };
+            200: components["responses"]["VoiceToolAnswer"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4695,15 +4701,7 @@ export interface operations {
         };
         responses: {
             "4XX": components["responses"]["Error4XX"];
-            /** @description Handled */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VoiceToolAnswer"];
-                };
-            };
+            200: components["responses"]["VoiceToolAnswer"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4721,15 +4719,7 @@ export interface operations {
         };
         responses: {
             "4XX": components["responses"]["Error4XX"];
-            /** @description Handled */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VoiceToolAnswer"];
-                };
-            };
+            200: components["responses"]["VoiceToolAnswer"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4747,15 +4737,7 @@ export interface operations {
         };
         responses: {
             "4XX": components["responses"]["Error4XX"];
-            /** @description Handled */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VoiceToolAnswer"];
-                };
-            };
+            200: components["responses"]["VoiceToolAnswer"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4773,15 +4755,7 @@ export interface operations {
         };
         responses: {
             "4XX": components["responses"]["Error4XX"];
-            /** @description Handled */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VoiceToolAnswer"];
-                };
-            };
+            200: components["responses"]["VoiceToolAnswer"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4934,13 +4908,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Received. Anything else (a redirect included, or no answer within 10 s) is retried. */
-            "2XX": {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
+            "2XX": components["responses"]["WebhookReceived"];
         };
     };
     onBookingUpdated: {
@@ -4975,13 +4943,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Received. Anything else (a redirect included, or no answer within 10 s) is retried. */
-            "2XX": {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
+            "2XX": components["responses"]["WebhookReceived"];
         };
     };
     onCallEmergency: {
@@ -5016,13 +4978,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Received. Anything else (a redirect included, or no answer within 10 s) is retried. */
-            "2XX": {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
+            "2XX": components["responses"]["WebhookReceived"];
         };
     };
     onCallEnded: {
@@ -5057,13 +5013,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Received. Anything else (a redirect included, or no answer within 10 s) is retried. */
-            "2XX": {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
+            "2XX": components["responses"]["WebhookReceived"];
         };
     };
     onCustomerErased: {
@@ -5098,13 +5048,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Received. Anything else (a redirect included, or no answer within 10 s) is retried. */
-            "2XX": {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
+            "2XX": components["responses"]["WebhookReceived"];
         };
     };
     onLeadCreated: {
@@ -5139,13 +5083,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Received. Anything else (a redirect included, or no answer within 10 s) is retried. */
-            "2XX": {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
+            "2XX": components["responses"]["WebhookReceived"];
         };
     };
     onLeadUpdated: {
@@ -5180,13 +5118,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Received. Anything else (a redirect included, or no answer within 10 s) is retried. */
-            "2XX": {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
+            "2XX": components["responses"]["WebhookReceived"];
         };
     };
     onSpamBlocked: {
@@ -5221,13 +5153,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Received. Anything else (a redirect included, or no answer within 10 s) is retried. */
-            "2XX": {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
+            "2XX": components["responses"]["WebhookReceived"];
         };
     };
 }

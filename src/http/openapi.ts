@@ -136,6 +136,12 @@ function sharedResponse(name: string, response: Json): Json {
   return { $ref: `#/components/responses/${name}` };
 }
 
+/** A voice platform route's answer: a shared response when its schema is named. */
+function handled(schema: Json): Json {
+  const response = { description: 'Handled', content: { 'application/json': { schema } } };
+  return schema.$ref ? sharedResponse(schema.$ref.slice(SCHEMAS.length), response) : response;
+}
+
 function operation(spec: RouteSpec, c: Components): Json {
   const auth = spec.auth !== false;
   const status = String(spec.status ?? 200);
@@ -255,7 +261,8 @@ export function buildOpenApi(routes: RouteSpec[], { closed = false }: { closed?:
         security: [{ voiceSignature: [] }],
         requestBody: { required: true, content: { 'application/json': { schema: c.schema(v.body, 'input') } } },
         responses: {
-          200: { description: 'Handled', content: { 'application/json': { schema: c.schema(v.response, 'output') } } },
+          // Named like the token operations' answers: shared by the routes that answer the same schema (the live tools).
+          200: handled(c.schema(v.response, 'output')),
           ...errorResponses(v.errors).responses,
         },
         'x-error-statuses': [...v.errors],
@@ -328,7 +335,7 @@ function webhooksSection(c: Components): Json {
         // The example body of each type is served by GET /event-types (and sent by POST …/test), not repeated here.
         content: { 'application/json': { schema: c.schema(e.schema, 'output') } },
       },
-      responses: { '2XX': { description: 'Received. Anything else (a redirect included, or no answer within 10 s) is retried.' } },
+      responses: { '2XX': sharedResponse('WebhookReceived', { description: 'Received. Anything else (a redirect included, or no answer within 10 s) is retried.' }) },
     },
   }]));
 }
