@@ -44,7 +44,10 @@ export interface paths {
         parameters: {
             query?: never;
             header?: never;
-            path?: never;
+            path: {
+                /** @description The location's UUID or slug */
+                locationId: components["parameters"]["LocationId"];
+            };
             cookie?: never;
         };
         /**
@@ -70,7 +73,10 @@ export interface paths {
         parameters: {
             query?: never;
             header?: never;
-            path?: never;
+            path: {
+                /** @description The location's UUID or slug */
+                locationId: components["parameters"]["LocationId"];
+            };
             cookie?: never;
         };
         /**
@@ -136,7 +142,10 @@ export interface paths {
         parameters: {
             query?: never;
             header?: never;
-            path?: never;
+            path: {
+                /** @description The location's UUID or slug */
+                locationId: components["parameters"]["LocationId"];
+            };
             cookie?: never;
         };
         /**
@@ -162,7 +171,11 @@ export interface paths {
         parameters: {
             query?: never;
             header?: never;
-            path?: never;
+            path: {
+                bookingId: components["schemas"]["Uuid"];
+                /** @description The location's UUID or slug */
+                locationId: components["parameters"]["LocationId"];
+            };
             cookie?: never;
         };
         /**
@@ -186,7 +199,10 @@ export interface paths {
         parameters: {
             query?: never;
             header?: never;
-            path?: never;
+            path: {
+                /** @description The location's UUID or slug */
+                locationId: components["parameters"]["LocationId"];
+            };
             cookie?: never;
         };
         /**
@@ -212,7 +228,10 @@ export interface paths {
         parameters: {
             query?: never;
             header?: never;
-            path?: never;
+            path: {
+                /** @description The location's UUID or slug */
+                locationId: components["parameters"]["LocationId"];
+            };
             cookie?: never;
         };
         /**
@@ -298,7 +317,10 @@ export interface paths {
         parameters: {
             query?: never;
             header?: never;
-            path?: never;
+            path: {
+                /** @description The location's UUID or slug */
+                locationId: components["parameters"]["LocationId"];
+            };
             cookie?: never;
         };
         /**
@@ -322,7 +344,10 @@ export interface paths {
         parameters: {
             query?: never;
             header?: never;
-            path?: never;
+            path: {
+                /** @description The location's UUID or slug */
+                locationId: components["parameters"]["LocationId"];
+            };
             cookie?: never;
         };
         /**
@@ -368,7 +393,10 @@ export interface paths {
         parameters: {
             query?: never;
             header?: never;
-            path?: never;
+            path: {
+                /** @description The location's UUID or slug */
+                locationId: components["parameters"]["LocationId"];
+            };
             cookie?: never;
         };
         /**
@@ -392,7 +420,11 @@ export interface paths {
         parameters: {
             query?: never;
             header?: never;
-            path?: never;
+            path: {
+                faqId: components["schemas"]["Uuid"];
+                /** @description The location's UUID or slug */
+                locationId: components["parameters"]["LocationId"];
+            };
             cookie?: never;
         };
         /**
@@ -440,7 +472,10 @@ export interface paths {
         parameters: {
             query?: never;
             header?: never;
-            path?: never;
+            path: {
+                /** @description The location's UUID or slug */
+                locationId: components["parameters"]["LocationId"];
+            };
             cookie?: never;
         };
         /**
@@ -566,7 +601,10 @@ export interface paths {
         parameters: {
             query?: never;
             header?: never;
-            path?: never;
+            path: {
+                /** @description The location's UUID or slug */
+                locationId: components["parameters"]["LocationId"];
+            };
             cookie?: never;
         };
         /**
@@ -592,7 +630,11 @@ export interface paths {
         parameters: {
             query?: never;
             header?: never;
-            path?: never;
+            path: {
+                leadId: components["schemas"]["Uuid"];
+                /** @description The location's UUID or slug */
+                locationId: components["parameters"]["LocationId"];
+            };
             cookie?: never;
         };
         /**
@@ -638,7 +680,10 @@ export interface paths {
         parameters: {
             query?: never;
             header?: never;
-            path?: never;
+            path: {
+                /** @description The location's UUID or slug */
+                locationId: components["parameters"]["LocationId"];
+            };
             cookie?: never;
         };
         /**
@@ -684,7 +729,10 @@ export interface paths {
         parameters: {
             query?: never;
             header?: never;
-            path?: never;
+            path: {
+                /** @description The location's UUID or slug */
+                locationId: components["parameters"]["LocationId"];
+            };
             cookie?: never;
         };
         /**
@@ -708,7 +756,11 @@ export interface paths {
         parameters: {
             query?: never;
             header?: never;
-            path?: never;
+            path: {
+                itemId: components["schemas"]["Uuid"];
+                /** @description The location's UUID or slug */
+                locationId: components["parameters"]["LocationId"];
+            };
             cookie?: never;
         };
         /**
@@ -736,7 +788,10 @@ export interface paths {
         parameters: {
             query?: never;
             header?: never;
-            path?: never;
+            path: {
+                /** @description The location's UUID or slug */
+                locationId: components["parameters"]["LocationId"];
+            };
             cookie?: never;
         };
         /**
@@ -800,7 +855,10 @@ export interface paths {
         parameters: {
             query?: never;
             header?: never;
-            path?: never;
+            path: {
+                /** @description The location's UUID or slug */
+                locationId: components["parameters"]["LocationId"];
+            };
             cookie?: never;
         };
         /**
@@ -826,7 +884,11 @@ export interface paths {
         parameters: {
             query?: never;
             header?: never;
-            path?: never;
+            path: {
+                id: components["schemas"]["Uuid"];
+                /** @description The location's UUID or slug */
+                locationId: components["parameters"]["LocationId"];
+            };
             cookie?: never;
         };
         /**
@@ -1096,7 +1158,9 @@ export interface paths {
         parameters: {
             query?: never;
             header?: never;
-            path?: never;
+            path: {
+                id: components["schemas"]["Uuid"];
+            };
             cookie?: never;
         };
         /**
@@ -1378,7 +1442,7 @@ export interface components {
             revoked_at: components["schemas"]["Timestamp"] | null;
             scopes: string[];
         };
-        /** @description A page of ApiKey records, newest first; the next page's URL is in the Link header */
+        /** @description A page of ApiKey records, newest first */
         ApiKeyPage: {
             data: components["schemas"]["ApiKey"][];
         };
@@ -1443,7 +1507,7 @@ export interface components {
             event: "booking.created";
             location_id: components["schemas"]["Uuid"];
         };
-        /** @description A page of Booking records, newest first; the next page's URL is in the Link header */
+        /** @description A page of Booking records, newest first */
         BookingPage: {
             data: components["schemas"]["Booking"][];
         };
@@ -1474,14 +1538,6 @@ export interface components {
             window_start?: string;
         };
         BookingUpdatedData: {
-            address: string | null;
-            call_id: components["schemas"]["Uuid"] | null;
-            created_at: components["schemas"]["Timestamp"];
-            customer_id: components["schemas"]["Uuid"] | null;
-            id: components["schemas"]["Uuid"];
-            lead_id: components["schemas"]["Uuid"] | null;
-            location_id: components["schemas"]["Uuid"];
-            notes: string | null;
             /** @description The values before the change */
             previous: {
                 /**
@@ -1489,33 +1545,14 @@ export interface components {
                  * @description YYYY-MM-DD
                  */
                 scheduled_date: string;
+                /** @description HH:MM, location time */
                 scheduled_time: string | null;
                 /** @enum {string} */
                 status: "scheduled" | "confirmed" | "completed" | "cancelled" | "no_show";
                 window_end: components["schemas"]["Timestamp"] | null;
                 window_start: components["schemas"]["Timestamp"] | null;
             };
-            /**
-             * Format: date
-             * @description YYYY-MM-DD, location time
-             */
-            scheduled_date: string;
-            /** @description HH:MM, location time */
-            scheduled_time: string | null;
-            service_type: string | null;
-            /**
-             * @description call: from the post-call analysis; agent_tool: booked by the agent during the call; api: through this API
-             * @enum {string}
-             */
-            source: "call" | "agent_tool" | "api";
-            /** @enum {string} */
-            status: "scheduled" | "confirmed" | "completed" | "cancelled" | "no_show";
-            updated_at: components["schemas"]["Timestamp"];
-            /** @description End of the arrival window */
-            window_end: components["schemas"]["Timestamp"] | null;
-            /** @description Start of the arrival window the booking holds; null for a booking without a window */
-            window_start: components["schemas"]["Timestamp"] | null;
-        };
+        } & components["schemas"]["Booking"];
         BookingUpdatedEvent: {
             /** @description When the event occurred */
             created_at: components["schemas"]["Timestamp"];
@@ -1541,38 +1578,13 @@ export interface components {
         Call: {
             /** @description When the caller's phone, name, address, e-mail and issue summary were cleared */
             anonymised_at: components["schemas"]["Timestamp"] | null;
-            /** @description YYYY-MM-DD */
-            appointment_date: string | null;
-            /** @description As the voice agent captured it, e.g. 10:00 */
-            appointment_time: string | null;
             call_summary: string | null;
-            caller_address: string | null;
-            caller_name: string | null;
-            caller_phone: string | null;
             /** @description When the transcript, turns, recording and log URLs were cleared (retention or erasure; docs/privacy.md) */
             content_purged_at: components["schemas"]["Timestamp"] | null;
-            created_at: components["schemas"]["Timestamp"];
-            customer_id: components["schemas"]["Uuid"] | null;
-            detected_intent: string | null;
-            /** @enum {string} */
-            direction: "inbound" | "outbound";
-            disconnection_reason: string | null;
-            duration_sec: number | null;
-            ended_at: components["schemas"]["Timestamp"] | null;
-            estimated_value: number | null;
-            id: components["schemas"]["Uuid"];
             in_voicemail: boolean | null;
-            is_emergency: boolean;
-            is_returning_customer: boolean;
-            issue_summary: string | null;
-            location_id: components["schemas"]["Uuid"];
-            /** @enum {string} */
-            outcome: "booked" | "transferred" | "lead" | "spam" | "dropped" | "other";
             public_log_url: string | null;
             /** @description null unless the token has recordings:read */
             recording_url: string | null;
-            service_type: string | null;
-            started_at: components["schemas"]["Timestamp"] | null;
             /** @description null unless the token has transcripts:read */
             transcript: string | null;
             /** @description null unless the token has transcripts:read */
@@ -1586,44 +1598,17 @@ export interface components {
                 /** @enum {string} */
                 status: "started" | "bridged" | "cancelled" | "ended";
             }[];
-            urgency_level: number;
             user_sentiment: string | null;
-        };
+        } & components["schemas"]["CallSummary"];
         CallEmergencyData: {
-            /** @description YYYY-MM-DD */
-            appointment_date: string | null;
-            /** @description As the voice agent captured it, e.g. 10:00 */
-            appointment_time: string | null;
-            caller_address: string | null;
-            caller_name: string | null;
-            caller_phone: string | null;
-            created_at: components["schemas"]["Timestamp"];
-            customer_id: components["schemas"]["Uuid"] | null;
-            detected_intent: string | null;
-            /** @enum {string} */
-            direction: "inbound" | "outbound";
-            disconnection_reason: string | null;
-            duration_sec: number | null;
-            ended_at: components["schemas"]["Timestamp"] | null;
-            estimated_value: number | null;
-            id: components["schemas"]["Uuid"];
-            is_emergency: boolean;
-            is_returning_customer: boolean;
-            issue_summary: string | null;
             /** @description The lead created from the call; null when fired at transfer time, before analysis */
             lead_id: components["schemas"]["Uuid"] | null;
-            location_id: components["schemas"]["Uuid"];
-            /** @enum {string} */
-            outcome: "booked" | "transferred" | "lead" | "spam" | "dropped" | "other";
             /**
              * @description urgency: urgency level 5; warm_transfer: the agent transferred the caller
              * @enum {string}
              */
             reason: "urgency" | "warm_transfer";
-            service_type: string | null;
-            started_at: components["schemas"]["Timestamp"] | null;
-            urgency_level: number;
-        };
+        } & components["schemas"]["CallSummary"];
         CallEmergencyEvent: {
             /** @description When the event occurred */
             created_at: components["schemas"]["Timestamp"];
@@ -1692,12 +1677,16 @@ export interface components {
         };
         /** @description A call without transcript, recording or cost; the caller's phone masked */
         CallSummary: {
-            /** @description YYYY-MM-DD */
+            /**
+             * Format: date
+             * @description YYYY-MM-DD
+             */
             appointment_date: string | null;
             /** @description As the voice agent captured it, e.g. 10:00 */
             appointment_time: string | null;
             caller_address: string | null;
             caller_name: string | null;
+            /** @description Masked: ***-***-NNNN */
             caller_phone: string | null;
             created_at: components["schemas"]["Timestamp"];
             customer_id: components["schemas"]["Uuid"] | null;
@@ -1719,7 +1708,7 @@ export interface components {
             started_at: components["schemas"]["Timestamp"] | null;
             urgency_level: number;
         };
-        /** @description A page of CallSummary records, newest first; the next page's URL is in the Link header */
+        /** @description A page of CallSummary records, newest first */
         CallSummaryPage: {
             data: components["schemas"]["CallSummary"][];
         };
@@ -1774,30 +1763,9 @@ export interface components {
             redact_sensitive_data?: boolean;
         };
         Erasure: {
-            completed_at: components["schemas"]["Timestamp"] | null;
-            created_at: components["schemas"]["Timestamp"];
-            /** @description The customer.erased event; null when nothing matched */
-            event_id: components["schemas"]["Uuid"] | null;
-            id: components["schemas"]["Uuid"];
-            /** @description Which identifiers were given (never their values) */
-            identifier_kinds: ("phone" | "email" | "customer_id")[];
-            location_id: components["schemas"]["Uuid"];
-            matched: components["schemas"]["ErasureMatches"];
             /** @description Each matched call's deletion at the voice platform (empty when no VOICE_API_KEY) */
             platform_calls: components["schemas"]["PlatformCallDeletion"][];
-            platform_deletions: {
-                deleted: number;
-                failed: number;
-                pending: number;
-            };
-            /** @enum {string} */
-            source: "api" | "cli";
-            /**
-             * @description processing while voice-platform deletions are pending; our own data is cleared before the response
-             * @enum {string}
-             */
-            status: "processing" | "completed" | "completed_with_failures";
-        };
+        } & components["schemas"]["ErasureSummary"];
         /** @description The caller to erase: a phone and/or an e-mail, or a customer id (any combination erases the union) */
         ErasureCreate: {
             customer_id?: components["schemas"]["Uuid"];
@@ -1844,7 +1812,7 @@ export interface components {
              */
             status: "processing" | "completed" | "completed_with_failures";
         };
-        /** @description A page of ErasureSummary records, newest first; the next page's URL is in the Link header */
+        /** @description A page of ErasureSummary records, newest first */
         ErasureSummaryPage: {
             data: components["schemas"]["ErasureSummary"][];
         };
@@ -1902,7 +1870,7 @@ export interface components {
             position?: number;
             question: string;
         };
-        /** @description A page of Faq records, newest first; the next page's URL is in the Link header */
+        /** @description A page of Faq records, newest first */
         FaqPage: {
             data: components["schemas"]["Faq"][];
         };
@@ -1915,6 +1883,10 @@ export interface components {
             position?: number;
             question?: string;
         };
+        /** @description https:// URL (ASCII host: a DNS name in punycode, an IPv4 address or an [IPv6] literal) */
+        HttpsUrl: string;
+        /** @description http(s):// URL (ASCII host: a DNS name in punycode, an IPv4 address or an [IPv6] literal) */
+        HttpUrl: string;
         InsightsSummary: {
             after_hours_calls: number;
             answer_rate_pct: number;
@@ -1987,10 +1959,9 @@ export interface components {
              * @enum {string}
              */
             provider: "slack" | "zapier" | "make" | "n8n" | "calcom";
-            /** @description https:// URL (ASCII host: a DNS name in punycode, an IPv4 address or an [IPv6] literal) */
-            webhook_url: string;
+            webhook_url: components["schemas"]["HttpsUrl"];
         };
-        /** @description A page of Integration records, newest first; the next page's URL is in the Link header */
+        /** @description A page of Integration records, newest first */
         IntegrationPage: {
             data: components["schemas"]["Integration"][];
         };
@@ -2016,7 +1987,7 @@ export interface components {
             status: "pending" | "synced" | "failed";
             updated_at: components["schemas"]["Timestamp"];
         };
-        /** @description A page of IntegrationSync records, newest first; the next page's URL is in the Link header */
+        /** @description A page of IntegrationSync records, newest first */
         IntegrationSyncPage: {
             data: components["schemas"]["IntegrationSync"][];
         };
@@ -2050,6 +2021,7 @@ export interface components {
             address?: string | null;
             /** @description A member of this location */
             assigned_to?: components["schemas"]["Uuid"] | null;
+            /** Format: email */
             email?: string | null;
             estimated_value?: number | null;
             name: string;
@@ -2066,7 +2038,7 @@ export interface components {
             event: "lead.created";
             location_id: components["schemas"]["Uuid"];
         };
-        /** @description A page of Lead records, newest first; the next page's URL is in the Link header */
+        /** @description A page of Lead records, newest first */
         LeadPage: {
             data: components["schemas"]["Lead"][];
         };
@@ -2078,6 +2050,7 @@ export interface components {
             address?: string | null;
             /** @description A member of this location */
             assigned_to?: components["schemas"]["Uuid"] | null;
+            /** Format: email */
             email?: string | null;
             estimated_value?: number | null;
             name?: string;
@@ -2092,29 +2065,9 @@ export interface components {
             urgency_level?: number;
         };
         LeadUpdatedData: {
-            address: string | null;
-            assigned_to: components["schemas"]["Uuid"] | null;
-            /** @description null for a lead created through the API */
-            call_id: components["schemas"]["Uuid"] | null;
-            created_at: components["schemas"]["Timestamp"];
-            customer_id: components["schemas"]["Uuid"] | null;
-            email: string | null;
-            estimated_value: number | null;
-            id: components["schemas"]["Uuid"];
-            location_id: components["schemas"]["Uuid"];
-            name: string | null;
-            notes: string | null;
-            /** @description E.164 (not masked) */
-            phone: string | null;
             /** @enum {string} */
             previous_status: "new" | "contacted" | "booked" | "closed" | "lost";
-            service_type: string | null;
-            /** @enum {string} */
-            status: "new" | "contacted" | "booked" | "closed" | "lost";
-            status_changed_at: components["schemas"]["Timestamp"];
-            updated_at: components["schemas"]["Timestamp"];
-            urgency_level: number;
-        };
+        } & components["schemas"]["Lead"];
         LeadUpdatedEvent: {
             /** @description When the event occurred */
             created_at: components["schemas"]["Timestamp"];
@@ -2141,7 +2094,7 @@ export interface components {
             website_url: string | null;
             zip_codes: string[];
         };
-        /** @description A page of Location records, newest first; the next page's URL is in the Link header */
+        /** @description A page of Location records, newest first */
         LocationPage: {
             data: components["schemas"]["Location"][];
         };
@@ -2158,10 +2111,9 @@ export interface components {
             owner_cell?: components["schemas"]["PhoneNumber"] | null;
             service_areas?: string[];
             slug?: string;
-            /** @description IANA time-zone name (Area/Location, or UTC), exactly as listed */
             timezone?: components["schemas"]["TimeZone"];
             travel_radius_miles?: number | null;
-            website_url?: string | null;
+            website_url?: components["schemas"]["HttpUrl"] | null;
             zip_codes?: string[];
         };
         Me: {
@@ -2179,7 +2131,7 @@ export interface components {
             /** @enum {string} */
             role: "owner" | "admin" | "member";
         };
-        /** @description A page of Member records, newest first; the next page's URL is in the Link header */
+        /** @description A page of Member records, newest first */
         MemberPage: {
             data: components["schemas"]["Member"][];
         };
@@ -2218,7 +2170,7 @@ export interface components {
             status: "pending" | "sent" | "failed" | "skipped";
         };
         NotificationChannels: ("sms" | "email" | "chat" | "automation")[];
-        /** @description A page of Notification records, newest first; the next page's URL is in the Link header */
+        /** @description A page of Notification records, newest first */
         NotificationPage: {
             data: components["schemas"]["Notification"][];
         };
@@ -2296,7 +2248,7 @@ export interface components {
             price: string;
             service_name: string;
         };
-        /** @description A page of PricebookItem records, newest first; the next page's URL is in the Link header */
+        /** @description A page of PricebookItem records, newest first */
         PricebookItemPage: {
             data: components["schemas"]["PricebookItem"][];
         };
@@ -2352,6 +2304,7 @@ export interface components {
         SpamBlockedData: {
             blocked_at: components["schemas"]["Timestamp"];
             call_id: components["schemas"]["Uuid"];
+            /** @description Masked: ***-***-NNNN */
             caller_phone: string | null;
             /** @enum {string} */
             reason: "blocklisted";
@@ -2369,8 +2322,8 @@ export interface components {
          * @description ISO 8601 UTC with milliseconds
          */
         Timestamp: string;
-        /** @enum {string} */
-        TimeZone: "Africa/Abidjan" | "Africa/Accra" | "Africa/Addis_Ababa" | "Africa/Algiers" | "Africa/Asmara" | "Africa/Asmera" | "Africa/Bamako" | "Africa/Bangui" | "Africa/Banjul" | "Africa/Bissau" | "Africa/Blantyre" | "Africa/Brazzaville" | "Africa/Bujumbura" | "Africa/Cairo" | "Africa/Casablanca" | "Africa/Ceuta" | "Africa/Conakry" | "Africa/Dakar" | "Africa/Dar_es_Salaam" | "Africa/Djibouti" | "Africa/Douala" | "Africa/El_Aaiun" | "Africa/Freetown" | "Africa/Gaborone" | "Africa/Harare" | "Africa/Johannesburg" | "Africa/Juba" | "Africa/Kampala" | "Africa/Khartoum" | "Africa/Kigali" | "Africa/Kinshasa" | "Africa/Lagos" | "Africa/Libreville" | "Africa/Lome" | "Africa/Luanda" | "Africa/Lubumbashi" | "Africa/Lusaka" | "Africa/Malabo" | "Africa/Maputo" | "Africa/Maseru" | "Africa/Mbabane" | "Africa/Mogadishu" | "Africa/Monrovia" | "Africa/Nairobi" | "Africa/Ndjamena" | "Africa/Niamey" | "Africa/Nouakchott" | "Africa/Ouagadougou" | "Africa/Porto-Novo" | "Africa/Sao_Tome" | "Africa/Timbuktu" | "Africa/Tripoli" | "Africa/Tunis" | "Africa/Windhoek" | "America/Adak" | "America/Anchorage" | "America/Anguilla" | "America/Antigua" | "America/Araguaina" | "America/Argentina/Buenos_Aires" | "America/Argentina/Catamarca" | "America/Argentina/ComodRivadavia" | "America/Argentina/Cordoba" | "America/Argentina/Jujuy" | "America/Argentina/La_Rioja" | "America/Argentina/Mendoza" | "America/Argentina/Rio_Gallegos" | "America/Argentina/Salta" | "America/Argentina/San_Juan" | "America/Argentina/San_Luis" | "America/Argentina/Tucuman" | "America/Argentina/Ushuaia" | "America/Aruba" | "America/Asuncion" | "America/Atikokan" | "America/Atka" | "America/Bahia" | "America/Bahia_Banderas" | "America/Barbados" | "America/Belem" | "America/Belize" | "America/Blanc-Sablon" | "America/Boa_Vista" | "America/Bogota" | "America/Boise" | "America/Buenos_Aires" | "America/Cambridge_Bay" | "America/Campo_Grande" | "America/Cancun" | "America/Caracas" | "America/Catamarca" | "America/Cayenne" | "America/Cayman" | "America/Chicago" | "America/Chihuahua" | "America/Ciudad_Juarez" | "America/Coral_Harbour" | "America/Cordoba" | "America/Costa_Rica" | "America/Coyhaique" | "America/Creston" | "America/Cuiaba" | "America/Curacao" | "America/Danmarkshavn" | "America/Dawson" | "America/Dawson_Creek" | "America/Denver" | "America/Detroit" | "America/Dominica" | "America/Edmonton" | "America/Eirunepe" | "America/El_Salvador" | "America/Ensenada" | "America/Fort_Nelson" | "America/Fort_Wayne" | "America/Fortaleza" | "America/Glace_Bay" | "America/Godthab" | "America/Goose_Bay" | "America/Grand_Turk" | "America/Grenada" | "America/Guadeloupe" | "America/Guatemala" | "America/Guayaquil" | "America/Guyana" | "America/Halifax" | "America/Havana" | "America/Hermosillo" | "America/Indiana/Indianapolis" | "America/Indiana/Knox" | "America/Indiana/Marengo" | "America/Indiana/Petersburg" | "America/Indiana/Tell_City" | "America/Indiana/Vevay" | "America/Indiana/Vincennes" | "America/Indiana/Winamac" | "America/Indianapolis" | "America/Inuvik" | "America/Iqaluit" | "America/Jamaica" | "America/Jujuy" | "America/Juneau" | "America/Kentucky/Louisville" | "America/Kentucky/Monticello" | "America/Knox_IN" | "America/Kralendijk" | "America/La_Paz" | "America/Lima" | "America/Los_Angeles" | "America/Louisville" | "America/Lower_Princes" | "America/Maceio" | "America/Managua" | "America/Manaus" | "America/Marigot" | "America/Martinique" | "America/Matamoros" | "America/Mazatlan" | "America/Mendoza" | "America/Menominee" | "America/Merida" | "America/Metlakatla" | "America/Mexico_City" | "America/Miquelon" | "America/Moncton" | "America/Monterrey" | "America/Montevideo" | "America/Montreal" | "America/Montserrat" | "America/Nassau" | "America/New_York" | "America/Nipigon" | "America/Nome" | "America/Noronha" | "America/North_Dakota/Beulah" | "America/North_Dakota/Center" | "America/North_Dakota/New_Salem" | "America/Nuuk" | "America/Ojinaga" | "America/Panama" | "America/Pangnirtung" | "America/Paramaribo" | "America/Phoenix" | "America/Port-au-Prince" | "America/Port_of_Spain" | "America/Porto_Acre" | "America/Porto_Velho" | "America/Puerto_Rico" | "America/Punta_Arenas" | "America/Rainy_River" | "America/Rankin_Inlet" | "America/Recife" | "America/Regina" | "America/Resolute" | "America/Rio_Branco" | "America/Rosario" | "America/Santa_Isabel" | "America/Santarem" | "America/Santiago" | "America/Santo_Domingo" | "America/Sao_Paulo" | "America/Scoresbysund" | "America/Shiprock" | "America/Sitka" | "America/St_Barthelemy" | "America/St_Johns" | "America/St_Kitts" | "America/St_Lucia" | "America/St_Thomas" | "America/St_Vincent" | "America/Swift_Current" | "America/Tegucigalpa" | "America/Thule" | "America/Thunder_Bay" | "America/Tijuana" | "America/Toronto" | "America/Tortola" | "America/Vancouver" | "America/Virgin" | "America/Whitehorse" | "America/Winnipeg" | "America/Yakutat" | "America/Yellowknife" | "Antarctica/Casey" | "Antarctica/Davis" | "Antarctica/DumontDUrville" | "Antarctica/Macquarie" | "Antarctica/Mawson" | "Antarctica/McMurdo" | "Antarctica/Palmer" | "Antarctica/Rothera" | "Antarctica/South_Pole" | "Antarctica/Syowa" | "Antarctica/Troll" | "Antarctica/Vostok" | "Arctic/Longyearbyen" | "Asia/Aden" | "Asia/Almaty" | "Asia/Amman" | "Asia/Anadyr" | "Asia/Aqtau" | "Asia/Aqtobe" | "Asia/Ashgabat" | "Asia/Ashkhabad" | "Asia/Atyrau" | "Asia/Baghdad" | "Asia/Bahrain" | "Asia/Baku" | "Asia/Bangkok" | "Asia/Barnaul" | "Asia/Beirut" | "Asia/Bishkek" | "Asia/Brunei" | "Asia/Calcutta" | "Asia/Chita" | "Asia/Choibalsan" | "Asia/Chongqing" | "Asia/Chungking" | "Asia/Colombo" | "Asia/Dacca" | "Asia/Damascus" | "Asia/Dhaka" | "Asia/Dili" | "Asia/Dubai" | "Asia/Dushanbe" | "Asia/Famagusta" | "Asia/Gaza" | "Asia/Harbin" | "Asia/Hebron" | "Asia/Ho_Chi_Minh" | "Asia/Hong_Kong" | "Asia/Hovd" | "Asia/Irkutsk" | "Asia/Istanbul" | "Asia/Jakarta" | "Asia/Jayapura" | "Asia/Jerusalem" | "Asia/Kabul" | "Asia/Kamchatka" | "Asia/Karachi" | "Asia/Kashgar" | "Asia/Kathmandu" | "Asia/Katmandu" | "Asia/Khandyga" | "Asia/Kolkata" | "Asia/Krasnoyarsk" | "Asia/Kuala_Lumpur" | "Asia/Kuching" | "Asia/Kuwait" | "Asia/Macao" | "Asia/Macau" | "Asia/Magadan" | "Asia/Makassar" | "Asia/Manila" | "Asia/Muscat" | "Asia/Nicosia" | "Asia/Novokuznetsk" | "Asia/Novosibirsk" | "Asia/Omsk" | "Asia/Oral" | "Asia/Phnom_Penh" | "Asia/Pontianak" | "Asia/Pyongyang" | "Asia/Qatar" | "Asia/Qostanay" | "Asia/Qyzylorda" | "Asia/Rangoon" | "Asia/Riyadh" | "Asia/Saigon" | "Asia/Sakhalin" | "Asia/Samarkand" | "Asia/Seoul" | "Asia/Shanghai" | "Asia/Singapore" | "Asia/Srednekolymsk" | "Asia/Taipei" | "Asia/Tashkent" | "Asia/Tbilisi" | "Asia/Tehran" | "Asia/Tel_Aviv" | "Asia/Thimbu" | "Asia/Thimphu" | "Asia/Tokyo" | "Asia/Tomsk" | "Asia/Ujung_Pandang" | "Asia/Ulaanbaatar" | "Asia/Ulan_Bator" | "Asia/Urumqi" | "Asia/Ust-Nera" | "Asia/Vientiane" | "Asia/Vladivostok" | "Asia/Yakutsk" | "Asia/Yangon" | "Asia/Yekaterinburg" | "Asia/Yerevan" | "Atlantic/Azores" | "Atlantic/Bermuda" | "Atlantic/Canary" | "Atlantic/Cape_Verde" | "Atlantic/Faeroe" | "Atlantic/Faroe" | "Atlantic/Jan_Mayen" | "Atlantic/Madeira" | "Atlantic/Reykjavik" | "Atlantic/South_Georgia" | "Atlantic/St_Helena" | "Atlantic/Stanley" | "Australia/ACT" | "Australia/Adelaide" | "Australia/Brisbane" | "Australia/Broken_Hill" | "Australia/Canberra" | "Australia/Currie" | "Australia/Darwin" | "Australia/Eucla" | "Australia/Hobart" | "Australia/LHI" | "Australia/Lindeman" | "Australia/Lord_Howe" | "Australia/Melbourne" | "Australia/NSW" | "Australia/North" | "Australia/Perth" | "Australia/Queensland" | "Australia/South" | "Australia/Sydney" | "Australia/Tasmania" | "Australia/Victoria" | "Australia/West" | "Australia/Yancowinna" | "Brazil/Acre" | "Brazil/DeNoronha" | "Brazil/East" | "Brazil/West" | "Canada/Atlantic" | "Canada/Central" | "Canada/Eastern" | "Canada/Mountain" | "Canada/Newfoundland" | "Canada/Pacific" | "Canada/Saskatchewan" | "Canada/Yukon" | "Chile/Continental" | "Chile/EasterIsland" | "Etc/GMT" | "Etc/GMT+0" | "Etc/GMT+1" | "Etc/GMT+10" | "Etc/GMT+11" | "Etc/GMT+12" | "Etc/GMT+2" | "Etc/GMT+3" | "Etc/GMT+4" | "Etc/GMT+5" | "Etc/GMT+6" | "Etc/GMT+7" | "Etc/GMT+8" | "Etc/GMT+9" | "Etc/GMT-0" | "Etc/GMT-1" | "Etc/GMT-10" | "Etc/GMT-11" | "Etc/GMT-12" | "Etc/GMT-13" | "Etc/GMT-14" | "Etc/GMT-2" | "Etc/GMT-3" | "Etc/GMT-4" | "Etc/GMT-5" | "Etc/GMT-6" | "Etc/GMT-7" | "Etc/GMT-8" | "Etc/GMT-9" | "Etc/GMT0" | "Etc/Greenwich" | "Etc/UCT" | "Etc/UTC" | "Etc/Universal" | "Etc/Zulu" | "Europe/Amsterdam" | "Europe/Andorra" | "Europe/Astrakhan" | "Europe/Athens" | "Europe/Belfast" | "Europe/Belgrade" | "Europe/Berlin" | "Europe/Bratislava" | "Europe/Brussels" | "Europe/Bucharest" | "Europe/Budapest" | "Europe/Busingen" | "Europe/Chisinau" | "Europe/Copenhagen" | "Europe/Dublin" | "Europe/Gibraltar" | "Europe/Guernsey" | "Europe/Helsinki" | "Europe/Isle_of_Man" | "Europe/Istanbul" | "Europe/Jersey" | "Europe/Kaliningrad" | "Europe/Kiev" | "Europe/Kirov" | "Europe/Kyiv" | "Europe/Lisbon" | "Europe/Ljubljana" | "Europe/London" | "Europe/Luxembourg" | "Europe/Madrid" | "Europe/Malta" | "Europe/Mariehamn" | "Europe/Minsk" | "Europe/Monaco" | "Europe/Moscow" | "Europe/Nicosia" | "Europe/Oslo" | "Europe/Paris" | "Europe/Podgorica" | "Europe/Prague" | "Europe/Riga" | "Europe/Rome" | "Europe/Samara" | "Europe/San_Marino" | "Europe/Sarajevo" | "Europe/Saratov" | "Europe/Simferopol" | "Europe/Skopje" | "Europe/Sofia" | "Europe/Stockholm" | "Europe/Tallinn" | "Europe/Tirane" | "Europe/Tiraspol" | "Europe/Ulyanovsk" | "Europe/Uzhgorod" | "Europe/Vaduz" | "Europe/Vatican" | "Europe/Vienna" | "Europe/Vilnius" | "Europe/Volgograd" | "Europe/Warsaw" | "Europe/Zagreb" | "Europe/Zaporozhye" | "Europe/Zurich" | "Indian/Antananarivo" | "Indian/Chagos" | "Indian/Christmas" | "Indian/Cocos" | "Indian/Comoro" | "Indian/Kerguelen" | "Indian/Mahe" | "Indian/Maldives" | "Indian/Mauritius" | "Indian/Mayotte" | "Indian/Reunion" | "Mexico/BajaNorte" | "Mexico/BajaSur" | "Mexico/General" | "Pacific/Apia" | "Pacific/Auckland" | "Pacific/Bougainville" | "Pacific/Chatham" | "Pacific/Chuuk" | "Pacific/Easter" | "Pacific/Efate" | "Pacific/Enderbury" | "Pacific/Fakaofo" | "Pacific/Fiji" | "Pacific/Funafuti" | "Pacific/Galapagos" | "Pacific/Gambier" | "Pacific/Guadalcanal" | "Pacific/Guam" | "Pacific/Honolulu" | "Pacific/Johnston" | "Pacific/Kanton" | "Pacific/Kiritimati" | "Pacific/Kosrae" | "Pacific/Kwajalein" | "Pacific/Majuro" | "Pacific/Marquesas" | "Pacific/Midway" | "Pacific/Nauru" | "Pacific/Niue" | "Pacific/Norfolk" | "Pacific/Noumea" | "Pacific/Pago_Pago" | "Pacific/Palau" | "Pacific/Pitcairn" | "Pacific/Pohnpei" | "Pacific/Ponape" | "Pacific/Port_Moresby" | "Pacific/Rarotonga" | "Pacific/Saipan" | "Pacific/Samoa" | "Pacific/Tahiti" | "Pacific/Tarawa" | "Pacific/Tongatapu" | "Pacific/Truk" | "Pacific/Wake" | "Pacific/Wallis" | "Pacific/Yap" | "US/Alaska" | "US/Aleutian" | "US/Arizona" | "US/Central" | "US/East-Indiana" | "US/Eastern" | "US/Hawaii" | "US/Indiana-Starke" | "US/Michigan" | "US/Mountain" | "US/Pacific" | "US/Samoa" | "UTC";
+        /** @description IANA time-zone name (Area/Location, e.g. America/Chicago, or UTC); rule timezone_known */
+        TimeZone: string;
         TranscriptTurn: {
             content: string;
             role: string;
@@ -2505,12 +2458,14 @@ export interface components {
                  */
                 window_start: string;
             };
-            call: {
-                call_id: string;
-                from_number?: string | null;
-                to_number: string;
-            };
+            call: components["schemas"]["VoiceToolCall"];
             name?: string;
+        };
+        /** @description The call a tool request belongs to (Retell's `call`, the fields the service reads) */
+        VoiceToolCall: {
+            call_id: string;
+            from_number?: string | null;
+            to_number: string;
         };
         VoiceToolCancelAppointmentRequest: {
             args: {
@@ -2522,11 +2477,7 @@ export interface components {
                 /** @description Why the caller cancels, in a few words */
                 reason?: string;
             };
-            call: {
-                call_id: string;
-                from_number?: string | null;
-                to_number: string;
-            };
+            call: components["schemas"]["VoiceToolCall"];
             name?: string;
         };
         VoiceToolCheckAvailabilityRequest: {
@@ -2539,20 +2490,12 @@ export interface components {
                 /** @description How many days from `date` (1-14, default 7) */
                 days?: number;
             };
-            call: {
-                call_id: string;
-                from_number?: string | null;
-                to_number: string;
-            };
+            call: components["schemas"]["VoiceToolCall"];
             name?: string;
         };
         VoiceToolFindAppointmentsRequest: {
             args: Record<string, never>;
-            call: {
-                call_id: string;
-                from_number?: string | null;
-                to_number: string;
-            };
+            call: components["schemas"]["VoiceToolCall"];
             name?: string;
         };
         VoiceToolRescheduleAppointmentRequest: {
@@ -2568,11 +2511,7 @@ export interface components {
                  */
                 window_start: string;
             };
-            call: {
-                call_id: string;
-                from_number?: string | null;
-                to_number: string;
-            };
+            call: components["schemas"]["VoiceToolCall"];
             name?: string;
         };
         VoiceToolTransferTargetRequest: {
@@ -2583,11 +2522,7 @@ export interface components {
                  */
                 reason?: "emergency" | "other";
             };
-            call: {
-                call_id: string;
-                from_number?: string | null;
-                to_number: string;
-            };
+            call: components["schemas"]["VoiceToolCall"];
             name?: string;
         };
         VoiceTranscriptTurn: {
@@ -2620,7 +2555,7 @@ export interface components {
             status: "pending" | "delivered" | "failed" | "dead";
             url: string;
         };
-        /** @description A page of WebhookDelivery records, newest first; the next page's URL is in the Link header */
+        /** @description A page of WebhookDelivery records, newest first */
         WebhookDeliveryPage: {
             data: components["schemas"]["WebhookDelivery"][];
         };
@@ -2653,10 +2588,9 @@ export interface components {
             active?: boolean;
             events: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased")[];
             label?: string | null;
-            /** @description https:// URL (ASCII host: a DNS name in punycode, an IPv4 address or an [IPv6] literal) */
-            url: string;
+            url: components["schemas"]["HttpsUrl"];
         };
-        /** @description A page of WebhookEndpoint records, newest first; the next page's URL is in the Link header */
+        /** @description A page of WebhookEndpoint records, newest first */
         WebhookEndpointPage: {
             data: components["schemas"]["WebhookEndpoint"][];
         };
@@ -2668,33 +2602,13 @@ export interface components {
             active?: boolean;
             events?: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased")[];
             label?: string | null;
-            /** @description https:// URL (ASCII host: a DNS name in punycode, an IPv4 address or an [IPv6] literal) */
-            url?: string;
+            url?: components["schemas"]["HttpsUrl"];
         };
         /** @description A webhook endpoint and its signing secret (only in the answers that create or rotate it) */
         WebhookEndpointWithSecret: {
-            /** @description false: paused by you or disabled automatically (see disabled_at); pending attempts are held */
-            active: boolean;
-            created_at: components["schemas"]["Timestamp"];
-            /** @description When it was disabled automatically (too many failures for too long, or a 410 Gone answer); null while enabled. PATCH active=true clears it */
-            disabled_at: components["schemas"]["Timestamp"] | null;
-            /** @description Why it was disabled; null while enabled */
-            disabled_reason: string | null;
-            events: ("call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased")[];
-            /** @description When the current run of consecutive failures began; null while failure_count is 0 */
-            failing_since: components["schemas"]["Timestamp"] | null;
-            /** @description Consecutive failed attempts; any 2xx resets it */
-            failure_count: number;
-            id: components["schemas"]["Uuid"];
-            label: string | null;
-            last_failure_at: components["schemas"]["Timestamp"] | null;
-            last_success_at: components["schemas"]["Timestamp"] | null;
-            location_id: components["schemas"]["Uuid"];
             /** @description whsec_ + 32 random bytes in standard base64 (the Standard Webhooks form). Shown only here. */
             secret: string;
-            updated_at: components["schemas"]["Timestamp"];
-            url: string;
-        };
+        } & components["schemas"]["WebhookEndpoint"];
         /** @description One WebhookEndpointWithSecret */
         WebhookEndpointWithSecretResponse: {
             data: components["schemas"]["WebhookEndpointWithSecret"];
@@ -2728,8 +2642,6 @@ export interface components {
         /** @description Success */
         AgentSettingsResponse: {
             headers: {
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -2740,8 +2652,6 @@ export interface components {
         ApiKeyPage: {
             headers: {
                 Link: components["headers"]["Link"];
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -2751,8 +2661,6 @@ export interface components {
         /** @description Success */
         AvailabilityWindowList: {
             headers: {
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -2763,8 +2671,6 @@ export interface components {
         BookingPage: {
             headers: {
                 Link: components["headers"]["Link"];
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -2774,20 +2680,6 @@ export interface components {
         /** @description Success */
         BookingResponse: {
             headers: {
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["BookingResponse"];
-            };
-        };
-        /** @description Success */
-        BookingResponseReplayable: {
-            headers: {
-                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -2797,8 +2689,6 @@ export interface components {
         /** @description Success */
         BusinessHoursResponse: {
             headers: {
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -2808,8 +2698,6 @@ export interface components {
         /** @description Success */
         CallerDataResponse: {
             headers: {
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -2819,8 +2707,6 @@ export interface components {
         /** @description Success */
         CallForwardingResponse: {
             headers: {
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -2830,8 +2716,6 @@ export interface components {
         /** @description Success */
         CallResponse: {
             headers: {
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -2842,8 +2726,6 @@ export interface components {
         CallSummaryPage: {
             headers: {
                 Link: components["headers"]["Link"];
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -2853,8 +2735,6 @@ export interface components {
         /** @description Success */
         DataRetentionResponse: {
             headers: {
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -2864,20 +2744,6 @@ export interface components {
         /** @description Success */
         ErasureResponse: {
             headers: {
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["ErasureResponse"];
-            };
-        };
-        /** @description Success */
-        ErasureResponseReplayable: {
-            headers: {
-                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -2888,16 +2754,26 @@ export interface components {
         ErasureSummaryPage: {
             headers: {
                 Link: components["headers"]["Link"];
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
                 "application/json": components["schemas"]["ErasureSummaryPage"];
             };
         };
-        /** @description Validation failed (validation_error, oauth_required), body not JSON or nested deeper than 32 levels (invalid_json), body not decodable with its Content-Encoding (invalid_body), Idempotency-Key empty, over 255 characters, repeated or not printable ASCII (invalid_idempotency_key) */
-        Error400: {
+        /**
+         * @description A client error. The statuses an operation can answer are listed in its `x-error-statuses`:
+         *     - 400: Validation failed (validation_error, oauth_required), body not JSON or nested deeper than 32 levels (invalid_json), body not decodable with its Content-Encoding (invalid_body), Idempotency-Key empty, over 255 characters, repeated or not printable ASCII (invalid_idempotency_key)
+         *     - 401: Missing, malformed, unknown or revoked bearer token (unauthorized)
+         *     - 403: The token lacks the required scope (forbidden; details.required_scope)
+         *     - 404: No such resource, or another location's (not_found)
+         *     - 409: Conflict or invalid status move (conflict, invalid_transition); on a POST, a request with the same Idempotency-Key still being processed (idempotency_key_in_use: retry later)
+         *     - 410: The answer stored under this Idempotency-Key held a caller's personal data that has since been erased (idempotency_answer_erased): it is not replayed and the request does not run again; send a new key
+         *     - 413: Body over 64 KiB (payload_too_large)
+         *     - 415: Body not JSON, or a Content-Encoding other than gzip, deflate, br (unsupported_media_type)
+         *     - 422: The Idempotency-Key was already used for a different request (idempotency_key_reused): another method, path or body
+         *     - 429: Per-key rate limit (rate_limited; Retry-After, RateLimit, RateLimit-Policy)
+         */
+        Error4XX: {
             headers: {
                 [name: string]: unknown;
             };
@@ -2905,97 +2781,10 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description Missing, malformed, unknown or revoked bearer token (unauthorized) */
-        Error401: {
-            headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /** @description The token lacks the required scope (forbidden; details.required_scope) */
-        Error403: {
-            headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /** @description No such resource, or another location's (not_found) */
-        Error404: {
-            headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /** @description Conflict or invalid status move (conflict, invalid_transition); on a POST, a request with the same Idempotency-Key still being processed (idempotency_key_in_use: retry later) */
-        Error409: {
-            headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /** @description The answer stored under this Idempotency-Key held a caller's personal data that has since been erased (idempotency_answer_erased): it is not replayed and the request does not run again; send a new key */
-        Error410: {
-            headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /** @description Body over 64 KiB (payload_too_large) */
-        Error413: {
-            headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /** @description Body not JSON, or a Content-Encoding other than gzip, deflate, br (unsupported_media_type) */
-        Error415: {
-            headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /** @description The Idempotency-Key was already used for a different request (idempotency_key_reused): another method, path or body */
-        Error422: {
-            headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /** @description Per-key rate limit (rate_limited; Retry-After, RateLimit, RateLimit-Policy) */
-        Error429: {
-            headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /** @description A secret the route needs is not configured on this server (not_configured) */
-        Error503: {
-            headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /** @description Any other error (internal_error, unavailable) */
+        /**
+         * @description A server error: internal_error (500), unavailable (503), and where the operation lists it:
+         *     - 503: A secret the route needs is not configured on this server (not_configured)
+         */
         ErrorDefault: {
             headers: {
                 [name: string]: unknown;
@@ -3007,8 +2796,6 @@ export interface components {
         /** @description Success */
         EventTypeList: {
             headers: {
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -3019,8 +2806,6 @@ export interface components {
         FaqPage: {
             headers: {
                 Link: components["headers"]["Link"];
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -3030,20 +2815,6 @@ export interface components {
         /** @description Success */
         FaqResponse: {
             headers: {
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["FaqResponse"];
-            };
-        };
-        /** @description Success */
-        FaqResponseReplayable: {
-            headers: {
-                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -3053,8 +2824,6 @@ export interface components {
         /** @description Success */
         InsightsSummaryResponse: {
             headers: {
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -3062,11 +2831,8 @@ export interface components {
             };
         };
         /** @description Success */
-        IntegrationAuthorizationResponseReplayable: {
+        IntegrationAuthorizationResponse: {
             headers: {
-                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -3077,8 +2843,6 @@ export interface components {
         IntegrationPage: {
             headers: {
                 Link: components["headers"]["Link"];
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -3088,20 +2852,6 @@ export interface components {
         /** @description Success */
         IntegrationResponse: {
             headers: {
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["IntegrationResponse"];
-            };
-        };
-        /** @description Success */
-        IntegrationResponseReplayable: {
-            headers: {
-                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -3112,8 +2862,6 @@ export interface components {
         IntegrationSyncPage: {
             headers: {
                 Link: components["headers"]["Link"];
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -3121,11 +2869,8 @@ export interface components {
             };
         };
         /** @description Success */
-        IntegrationSyncResponseReplayable: {
+        IntegrationSyncResponse: {
             headers: {
-                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -3136,8 +2881,6 @@ export interface components {
         LeadPage: {
             headers: {
                 Link: components["headers"]["Link"];
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -3147,20 +2890,6 @@ export interface components {
         /** @description Success */
         LeadResponse: {
             headers: {
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["LeadResponse"];
-            };
-        };
-        /** @description Success */
-        LeadResponseReplayable: {
-            headers: {
-                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -3171,8 +2900,6 @@ export interface components {
         LocationPage: {
             headers: {
                 Link: components["headers"]["Link"];
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -3182,8 +2909,6 @@ export interface components {
         /** @description Success */
         LocationResponse: {
             headers: {
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -3194,8 +2919,6 @@ export interface components {
         MemberPage: {
             headers: {
                 Link: components["headers"]["Link"];
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -3205,8 +2928,6 @@ export interface components {
         /** @description Success */
         MeResponse: {
             headers: {
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -3217,8 +2938,6 @@ export interface components {
         NotificationPage: {
             headers: {
                 Link: components["headers"]["Link"];
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -3228,8 +2947,6 @@ export interface components {
         /** @description Success */
         NotificationSettingsResponse: {
             headers: {
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -3240,8 +2957,6 @@ export interface components {
         PricebookItemPage: {
             headers: {
                 Link: components["headers"]["Link"];
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -3251,20 +2966,6 @@ export interface components {
         /** @description Success */
         PricebookItemResponse: {
             headers: {
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["PricebookItemResponse"];
-            };
-        };
-        /** @description Success */
-        PricebookItemResponseReplayable: {
-            headers: {
-                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -3274,20 +2975,43 @@ export interface components {
         /** @description Success */
         SchedulingSettingsResponse: {
             headers: {
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
                 "application/json": components["schemas"]["SchedulingSettingsResponse"];
             };
         };
+        /** @description Handled */
+        VoiceInboundResponse: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["VoiceInboundResponse"];
+            };
+        };
+        /** @description Handled */
+        VoicePostCallResponse: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["VoicePostCallResponse"];
+            };
+        };
+        /** @description Handled */
+        VoiceToolAnswer: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["VoiceToolAnswer"];
+            };
+        };
         /** @description A page, newest first; the next page is in the Link header */
         WebhookDeliveryPage: {
             headers: {
                 Link: components["headers"]["Link"];
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -3295,11 +3019,8 @@ export interface components {
             };
         };
         /** @description Success */
-        WebhookDeliveryResponseReplayable: {
+        WebhookDeliveryResponse: {
             headers: {
-                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -3310,8 +3031,6 @@ export interface components {
         WebhookEndpointPage: {
             headers: {
                 Link: components["headers"]["Link"];
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -3321,8 +3040,6 @@ export interface components {
         /** @description Success */
         WebhookEndpointResponse: {
             headers: {
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
@@ -3330,23 +3047,24 @@ export interface components {
             };
         };
         /** @description Success */
-        WebhookEndpointWithSecretResponseReplayable: {
+        WebhookEndpointWithSecretResponse: {
             headers: {
-                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 [name: string]: unknown;
             };
             content: {
                 "application/json": components["schemas"]["WebhookEndpointWithSecretResponse"];
             };
         };
-        /** @description Success */
-        WebhookRecoverResultResponseReplayable: {
+        /** @description Received. Anything else (a redirect included, or no answer within 10 s) is retried. */
+        WebhookReceived: {
             headers: {
-                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                RateLimit: components["headers"]["RateLimit"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                [name: string]: unknown;
+            };
+            content?: never;
+        };
+        /** @description Success */
+        WebhookRecoverResultResponse: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -3384,14 +3102,8 @@ export interface components {
     };
     requestBodies: never;
     headers: {
-        /** @description `true` when this is the stored answer of an earlier request with the same Idempotency-Key */
-        "Idempotent-Replayed": "true";
         /** @description `<…?cursor=…>; rel="next"` when more rows exist: the next page (pagination is by opaque cursor) */
         Link: string;
-        /** @description What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>` */
-        RateLimit: string;
-        /** @description The key's budget: `"default";q=<requests>;w=60` */
-        "RateLimit-Policy": string;
     };
     pathItems: never;
 }
@@ -3446,6 +3158,8 @@ export type SchemaFaqCreate = components['schemas']['FaqCreate'];
 export type SchemaFaqPage = components['schemas']['FaqPage'];
 export type SchemaFaqResponse = components['schemas']['FaqResponse'];
 export type SchemaFaqUpdate = components['schemas']['FaqUpdate'];
+export type SchemaHttpsUrl = components['schemas']['HttpsUrl'];
+export type SchemaHttpUrl = components['schemas']['HttpUrl'];
 export type SchemaInsightsSummary = components['schemas']['InsightsSummary'];
 export type SchemaInsightsSummaryResponse = components['schemas']['InsightsSummaryResponse'];
 export type SchemaIntegration = components['schemas']['Integration'];
@@ -3507,6 +3221,7 @@ export type SchemaVoicePostCallResponse = components['schemas']['VoicePostCallRe
 export type SchemaVoicePostCallWebhook = components['schemas']['VoicePostCallWebhook'];
 export type SchemaVoiceToolAnswer = components['schemas']['VoiceToolAnswer'];
 export type SchemaVoiceToolBookAppointmentRequest = components['schemas']['VoiceToolBookAppointmentRequest'];
+export type SchemaVoiceToolCall = components['schemas']['VoiceToolCall'];
 export type SchemaVoiceToolCancelAppointmentRequest = components['schemas']['VoiceToolCancelAppointmentRequest'];
 export type SchemaVoiceToolCheckAvailabilityRequest = components['schemas']['VoiceToolCheckAvailabilityRequest'];
 export type SchemaVoiceToolFindAppointmentsRequest = components['schemas']['VoiceToolFindAppointmentsRequest'];
@@ -3532,7 +3247,6 @@ export type ResponseApiKeyPage = components['responses']['ApiKeyPage'];
 export type ResponseAvailabilityWindowList = components['responses']['AvailabilityWindowList'];
 export type ResponseBookingPage = components['responses']['BookingPage'];
 export type ResponseBookingResponse = components['responses']['BookingResponse'];
-export type ResponseBookingResponseReplayable = components['responses']['BookingResponseReplayable'];
 export type ResponseBusinessHoursResponse = components['responses']['BusinessHoursResponse'];
 export type ResponseCallerDataResponse = components['responses']['CallerDataResponse'];
 export type ResponseCallForwardingResponse = components['responses']['CallForwardingResponse'];
@@ -3540,34 +3254,20 @@ export type ResponseCallResponse = components['responses']['CallResponse'];
 export type ResponseCallSummaryPage = components['responses']['CallSummaryPage'];
 export type ResponseDataRetentionResponse = components['responses']['DataRetentionResponse'];
 export type ResponseErasureResponse = components['responses']['ErasureResponse'];
-export type ResponseErasureResponseReplayable = components['responses']['ErasureResponseReplayable'];
 export type ResponseErasureSummaryPage = components['responses']['ErasureSummaryPage'];
-export type ResponseError400 = components['responses']['Error400'];
-export type ResponseError401 = components['responses']['Error401'];
-export type ResponseError403 = components['responses']['Error403'];
-export type ResponseError404 = components['responses']['Error404'];
-export type ResponseError409 = components['responses']['Error409'];
-export type ResponseError410 = components['responses']['Error410'];
-export type ResponseError413 = components['responses']['Error413'];
-export type ResponseError415 = components['responses']['Error415'];
-export type ResponseError422 = components['responses']['Error422'];
-export type ResponseError429 = components['responses']['Error429'];
-export type ResponseError503 = components['responses']['Error503'];
+export type ResponseError4Xx = components['responses']['Error4XX'];
 export type ResponseErrorDefault = components['responses']['ErrorDefault'];
 export type ResponseEventTypeList = components['responses']['EventTypeList'];
 export type ResponseFaqPage = components['responses']['FaqPage'];
 export type ResponseFaqResponse = components['responses']['FaqResponse'];
-export type ResponseFaqResponseReplayable = components['responses']['FaqResponseReplayable'];
 export type ResponseInsightsSummaryResponse = components['responses']['InsightsSummaryResponse'];
-export type ResponseIntegrationAuthorizationResponseReplayable = components['responses']['IntegrationAuthorizationResponseReplayable'];
+export type ResponseIntegrationAuthorizationResponse = components['responses']['IntegrationAuthorizationResponse'];
 export type ResponseIntegrationPage = components['responses']['IntegrationPage'];
 export type ResponseIntegrationResponse = components['responses']['IntegrationResponse'];
-export type ResponseIntegrationResponseReplayable = components['responses']['IntegrationResponseReplayable'];
 export type ResponseIntegrationSyncPage = components['responses']['IntegrationSyncPage'];
-export type ResponseIntegrationSyncResponseReplayable = components['responses']['IntegrationSyncResponseReplayable'];
+export type ResponseIntegrationSyncResponse = components['responses']['IntegrationSyncResponse'];
 export type ResponseLeadPage = components['responses']['LeadPage'];
 export type ResponseLeadResponse = components['responses']['LeadResponse'];
-export type ResponseLeadResponseReplayable = components['responses']['LeadResponseReplayable'];
 export type ResponseLocationPage = components['responses']['LocationPage'];
 export type ResponseLocationResponse = components['responses']['LocationResponse'];
 export type ResponseMemberPage = components['responses']['MemberPage'];
@@ -3576,14 +3276,17 @@ export type ResponseNotificationPage = components['responses']['NotificationPage
 export type ResponseNotificationSettingsResponse = components['responses']['NotificationSettingsResponse'];
 export type ResponsePricebookItemPage = components['responses']['PricebookItemPage'];
 export type ResponsePricebookItemResponse = components['responses']['PricebookItemResponse'];
-export type ResponsePricebookItemResponseReplayable = components['responses']['PricebookItemResponseReplayable'];
 export type ResponseSchedulingSettingsResponse = components['responses']['SchedulingSettingsResponse'];
+export type ResponseVoiceInboundResponse = components['responses']['VoiceInboundResponse'];
+export type ResponseVoicePostCallResponse = components['responses']['VoicePostCallResponse'];
+export type ResponseVoiceToolAnswer = components['responses']['VoiceToolAnswer'];
 export type ResponseWebhookDeliveryPage = components['responses']['WebhookDeliveryPage'];
-export type ResponseWebhookDeliveryResponseReplayable = components['responses']['WebhookDeliveryResponseReplayable'];
+export type ResponseWebhookDeliveryResponse = components['responses']['WebhookDeliveryResponse'];
 export type ResponseWebhookEndpointPage = components['responses']['WebhookEndpointPage'];
 export type ResponseWebhookEndpointResponse = components['responses']['WebhookEndpointResponse'];
-export type ResponseWebhookEndpointWithSecretResponseReplayable = components['responses']['WebhookEndpointWithSecretResponseReplayable'];
-export type ResponseWebhookRecoverResultResponseReplayable = components['responses']['WebhookRecoverResultResponseReplayable'];
+export type ResponseWebhookEndpointWithSecretResponse = components['responses']['WebhookEndpointWithSecretResponse'];
+export type ResponseWebhookReceived = components['responses']['WebhookReceived'];
+export type ResponseWebhookRecoverResultResponse = components['responses']['WebhookRecoverResultResponse'];
 export type ParameterCursor = components['parameters']['Cursor'];
 export type ParameterDeliverySvcDeliveryId = components['parameters']['DeliverySvcDeliveryId'];
 export type ParameterDeliverySvcEvent = components['parameters']['DeliverySvcEvent'];
@@ -3597,10 +3300,7 @@ export type ParameterDeliveryWebhookTimestamp = components['parameters']['Delive
 export type ParameterIdempotencyKey = components['parameters']['IdempotencyKey'];
 export type ParameterLimit = components['parameters']['Limit'];
 export type ParameterLocationId = components['parameters']['LocationId'];
-export type HeaderIdempotentReplayed = components['headers']['Idempotent-Replayed'];
 export type HeaderLink = components['headers']['Link'];
-export type HeaderRateLimit = components['headers']['RateLimit'];
-export type HeaderRateLimitPolicy = components['headers']['RateLimit-Policy'];
 export type $defs = Record<string, never>;
 export interface operations {
     listEventTypes: {
@@ -3612,10 +3312,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["EventTypeList"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -3633,11 +3331,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["LocationPage"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -3653,12 +3348,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["LocationResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -3678,15 +3369,8 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["LocationResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
-            413: components["responses"]["Error413"];
-            415: components["responses"]["Error415"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -3702,12 +3386,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["AgentSettingsResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -3727,14 +3407,8 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["AgentSettingsResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            413: components["responses"]["Error413"];
-            415: components["responses"]["Error415"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -3755,12 +3429,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["ApiKeyPage"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -3781,12 +3451,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["AvailabilityWindowList"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -3808,12 +3474,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["BookingPage"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -3836,17 +3498,8 @@ export interface operations {
             };
         };
         responses: {
-            201: components["responses"]["BookingResponseReplayable"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
-            410: components["responses"]["Error410"];
-            413: components["responses"]["Error413"];
-            415: components["responses"]["Error415"];
-            422: components["responses"]["Error422"];
-            429: components["responses"]["Error429"];
+            "4XX": components["responses"]["Error4XX"];
+            201: components["responses"]["BookingResponse"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -3863,12 +3516,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["BookingResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -3889,15 +3538,8 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["BookingResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
-            413: components["responses"]["Error413"];
-            415: components["responses"]["Error415"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -3913,12 +3555,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["BusinessHoursResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -3938,14 +3576,8 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["BusinessHoursResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            413: components["responses"]["Error413"];
-            415: components["responses"]["Error415"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -3961,12 +3593,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["CallForwardingResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -3986,14 +3614,8 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["CallForwardingResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            413: components["responses"]["Error413"];
-            415: components["responses"]["Error415"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4013,12 +3635,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["CallerDataResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4045,12 +3663,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["CallSummaryPage"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4067,12 +3681,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["CallResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4088,12 +3698,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["DataRetentionResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4113,14 +3719,8 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["DataRetentionResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            413: components["responses"]["Error413"];
-            415: components["responses"]["Error415"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4141,12 +3741,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["ErasureSummaryPage"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4169,16 +3765,8 @@ export interface operations {
             };
         };
         responses: {
-            202: components["responses"]["ErasureResponseReplayable"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
-            413: components["responses"]["Error413"];
-            415: components["responses"]["Error415"];
-            422: components["responses"]["Error422"];
-            429: components["responses"]["Error429"];
+            "4XX": components["responses"]["Error4XX"];
+            202: components["responses"]["ErasureResponse"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4195,12 +3783,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["ErasureResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4221,12 +3805,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["FaqPage"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4249,16 +3829,8 @@ export interface operations {
             };
         };
         responses: {
-            201: components["responses"]["FaqResponseReplayable"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
-            413: components["responses"]["Error413"];
-            415: components["responses"]["Error415"];
-            422: components["responses"]["Error422"];
-            429: components["responses"]["Error429"];
+            "4XX": components["responses"]["Error4XX"];
+            201: components["responses"]["FaqResponse"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4275,12 +3847,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["FaqResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4297,12 +3865,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["FaqResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4323,14 +3887,8 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["FaqResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            413: components["responses"]["Error413"];
-            415: components["responses"]["Error415"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4351,12 +3909,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["InsightsSummaryResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4377,12 +3931,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["IntegrationPage"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4405,16 +3955,8 @@ export interface operations {
             };
         };
         responses: {
-            201: components["responses"]["IntegrationResponseReplayable"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
-            413: components["responses"]["Error413"];
-            415: components["responses"]["Error415"];
-            422: components["responses"]["Error422"];
-            429: components["responses"]["Error429"];
+            "4XX": components["responses"]["Error4XX"];
+            201: components["responses"]["IntegrationResponse"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4431,12 +3973,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["IntegrationResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4456,14 +3994,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            201: components["responses"]["IntegrationAuthorizationResponseReplayable"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
-            422: components["responses"]["Error422"];
-            429: components["responses"]["Error429"];
+            "4XX": components["responses"]["Error4XX"];
+            201: components["responses"]["IntegrationAuthorizationResponse"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4486,12 +4018,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["IntegrationSyncPage"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4512,14 +4040,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            202: components["responses"]["IntegrationSyncResponseReplayable"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
-            422: components["responses"]["Error422"];
-            429: components["responses"]["Error429"];
+            "4XX": components["responses"]["Error4XX"];
+            202: components["responses"]["IntegrationSyncResponse"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4539,14 +4061,8 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["IntegrationResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            413: components["responses"]["Error413"];
-            415: components["responses"]["Error415"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4568,12 +4084,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["LeadPage"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4596,17 +4108,8 @@ export interface operations {
             };
         };
         responses: {
-            201: components["responses"]["LeadResponseReplayable"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
-            410: components["responses"]["Error410"];
-            413: components["responses"]["Error413"];
-            415: components["responses"]["Error415"];
-            422: components["responses"]["Error422"];
-            429: components["responses"]["Error429"];
+            "4XX": components["responses"]["Error4XX"];
+            201: components["responses"]["LeadResponse"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4623,12 +4126,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["LeadResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4649,15 +4148,8 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["LeadResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
-            413: components["responses"]["Error413"];
-            415: components["responses"]["Error415"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4678,12 +4170,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["MemberPage"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4699,12 +4187,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["NotificationSettingsResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4724,14 +4208,8 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["NotificationSettingsResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            413: components["responses"]["Error413"];
-            415: components["responses"]["Error415"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4753,12 +4231,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["NotificationPage"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4779,12 +4253,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["PricebookItemPage"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4807,16 +4277,8 @@ export interface operations {
             };
         };
         responses: {
-            201: components["responses"]["PricebookItemResponseReplayable"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
-            413: components["responses"]["Error413"];
-            415: components["responses"]["Error415"];
-            422: components["responses"]["Error422"];
-            429: components["responses"]["Error429"];
+            "4XX": components["responses"]["Error4XX"];
+            201: components["responses"]["PricebookItemResponse"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4833,12 +4295,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["PricebookItemResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4855,12 +4313,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["PricebookItemResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4881,14 +4335,8 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["PricebookItemResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            413: components["responses"]["Error413"];
-            415: components["responses"]["Error415"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4904,12 +4352,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["SchedulingSettingsResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4929,14 +4373,8 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["SchedulingSettingsResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            413: components["responses"]["Error413"];
-            415: components["responses"]["Error415"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4962,12 +4400,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["WebhookDeliveryPage"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -4987,14 +4421,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            202: components["responses"]["WebhookDeliveryResponseReplayable"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
-            422: components["responses"]["Error422"];
-            429: components["responses"]["Error429"];
+            "4XX": components["responses"]["Error4XX"];
+            202: components["responses"]["WebhookDeliveryResponse"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -5015,12 +4443,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["WebhookEndpointPage"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -5043,16 +4467,8 @@ export interface operations {
             };
         };
         responses: {
-            201: components["responses"]["WebhookEndpointWithSecretResponseReplayable"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
-            413: components["responses"]["Error413"];
-            415: components["responses"]["Error415"];
-            422: components["responses"]["Error422"];
-            429: components["responses"]["Error429"];
+            "4XX": components["responses"]["Error4XX"];
+            201: components["responses"]["WebhookEndpointWithSecretResponse"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -5069,12 +4485,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["WebhookEndpointResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -5091,12 +4503,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["WebhookEndpointResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -5117,14 +4525,8 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["WebhookEndpointResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            413: components["responses"]["Error413"];
-            415: components["responses"]["Error415"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -5148,16 +4550,8 @@ export interface operations {
             };
         };
         responses: {
-            202: components["responses"]["WebhookRecoverResultResponseReplayable"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
-            413: components["responses"]["Error413"];
-            415: components["responses"]["Error415"];
-            422: components["responses"]["Error422"];
-            429: components["responses"]["Error429"];
+            "4XX": components["responses"]["Error4XX"];
+            202: components["responses"]["WebhookRecoverResultResponse"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -5177,14 +4571,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            200: components["responses"]["WebhookEndpointWithSecretResponseReplayable"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
-            422: components["responses"]["Error422"];
-            429: components["responses"]["Error429"];
+            "4XX": components["responses"]["Error4XX"];
+            200: components["responses"]["WebhookEndpointWithSecretResponse"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -5208,16 +4596,8 @@ export interface operations {
             };
         };
         responses: {
-            202: components["responses"]["WebhookDeliveryResponseReplayable"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
-            413: components["responses"]["Error413"];
-            415: components["responses"]["Error415"];
-            422: components["responses"]["Error422"];
-            429: components["responses"]["Error429"];
+            "4XX": components["responses"]["Error4XX"];
+            202: components["responses"]["WebhookDeliveryResponse"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -5230,10 +4610,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["MeResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -5250,20 +4628,8 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Handled */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VoiceInboundResponse"];
-                };
-            };
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            404: components["responses"]["Error404"];
-            413: components["responses"]["Error413"];
-            503: components["responses"]["Error503"];
+            "4XX": components["responses"]["Error4XX"];
+            200: components["responses"]["VoiceInboundResponse"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -5280,19 +4646,8 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Handled */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VoicePostCallResponse"];
-                };
-            };
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            413: components["responses"]["Error413"];
-            503: components["responses"]["Error503"];
+            "4XX": components["responses"]["Error4XX"];
+            200: components["responses"]["VoicePostCallResponse"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -5309,19 +4664,8 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Handled */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VoiceToolAnswer"];
-                };
-            };
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            413: components["responses"]["Error413"];
-            503: components["responses"]["Error503"];
+            "4XX": components["responses"]["Error4XX"];
+            200: components["responses"]["VoiceToolAnswer"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -5338,19 +4682,8 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Handled */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VoiceToolAnswer"];
-                };
-            };
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            413: components["responses"]["Error413"];
-            503: components["responses"]["Error503"];
+            "4XX": components["responses"]["Error4XX"];
+            200: components["responses"]["VoiceToolAnswer"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -5367,19 +4700,8 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Handled */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VoiceToolAnswer"];
-                };
-            };
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            413: components["responses"]["Error413"];
-            503: components["responses"]["Error503"];
+            "4XX": components["responses"]["Error4XX"];
+            200: components["responses"]["VoiceToolAnswer"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -5396,19 +4718,8 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Handled */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VoiceToolAnswer"];
-                };
-            };
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            413: components["responses"]["Error413"];
-            503: components["responses"]["Error503"];
+            "4XX": components["responses"]["Error4XX"];
+            200: components["responses"]["VoiceToolAnswer"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -5425,19 +4736,8 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Handled */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VoiceToolAnswer"];
-                };
-            };
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            413: components["responses"]["Error413"];
-            503: components["responses"]["Error503"];
+            "4XX": components["responses"]["Error4XX"];
+            200: components["responses"]["VoiceToolAnswer"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -5454,19 +4754,8 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Handled */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VoiceToolAnswer"];
-                };
-            };
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            413: components["responses"]["Error413"];
-            503: components["responses"]["Error503"];
+            "4XX": components["responses"]["Error4XX"];
+            200: components["responses"]["VoiceToolAnswer"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -5481,12 +4770,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["WebhookEndpointResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -5501,12 +4786,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["WebhookEndpointResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -5525,14 +4806,8 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["Error4XX"];
             200: components["responses"]["WebhookEndpointResponse"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            413: components["responses"]["Error413"];
-            415: components["responses"]["Error415"];
-            429: components["responses"]["Error429"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -5554,16 +4829,8 @@ export interface operations {
             };
         };
         responses: {
-            202: components["responses"]["WebhookRecoverResultResponseReplayable"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
-            413: components["responses"]["Error413"];
-            415: components["responses"]["Error415"];
-            422: components["responses"]["Error422"];
-            429: components["responses"]["Error429"];
+            "4XX": components["responses"]["Error4XX"];
+            202: components["responses"]["WebhookRecoverResultResponse"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -5581,14 +4848,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            200: components["responses"]["WebhookEndpointWithSecretResponseReplayable"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
-            422: components["responses"]["Error422"];
-            429: components["responses"]["Error429"];
+            "4XX": components["responses"]["Error4XX"];
+            200: components["responses"]["WebhookEndpointWithSecretResponse"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -5610,16 +4871,8 @@ export interface operations {
             };
         };
         responses: {
-            202: components["responses"]["WebhookDeliveryResponseReplayable"];
-            400: components["responses"]["Error400"];
-            401: components["responses"]["Error401"];
-            403: components["responses"]["Error403"];
-            404: components["responses"]["Error404"];
-            409: components["responses"]["Error409"];
-            413: components["responses"]["Error413"];
-            415: components["responses"]["Error415"];
-            422: components["responses"]["Error422"];
-            429: components["responses"]["Error429"];
+            "4XX": components["responses"]["Error4XX"];
+            202: components["responses"]["WebhookDeliveryResponse"];
             default: components["responses"]["ErrorDefault"];
         };
     };
@@ -5655,13 +4908,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Received. Anything else (a redirect included, or no answer within 10 s) is retried. */
-            "2XX": {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
+            "2XX": components["responses"]["WebhookReceived"];
         };
     };
     onBookingUpdated: {
@@ -5696,13 +4943,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Received. Anything else (a redirect included, or no answer within 10 s) is retried. */
-            "2XX": {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
+            "2XX": components["responses"]["WebhookReceived"];
         };
     };
     onCallEmergency: {
@@ -5737,13 +4978,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Received. Anything else (a redirect included, or no answer within 10 s) is retried. */
-            "2XX": {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
+            "2XX": components["responses"]["WebhookReceived"];
         };
     };
     onCallEnded: {
@@ -5778,13 +5013,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Received. Anything else (a redirect included, or no answer within 10 s) is retried. */
-            "2XX": {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
+            "2XX": components["responses"]["WebhookReceived"];
         };
     };
     onCustomerErased: {
@@ -5819,13 +5048,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Received. Anything else (a redirect included, or no answer within 10 s) is retried. */
-            "2XX": {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
+            "2XX": components["responses"]["WebhookReceived"];
         };
     };
     onLeadCreated: {
@@ -5860,13 +5083,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Received. Anything else (a redirect included, or no answer within 10 s) is retried. */
-            "2XX": {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
+            "2XX": components["responses"]["WebhookReceived"];
         };
     };
     onLeadUpdated: {
@@ -5901,13 +5118,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Received. Anything else (a redirect included, or no answer within 10 s) is retried. */
-            "2XX": {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
+            "2XX": components["responses"]["WebhookReceived"];
         };
     };
     onSpamBlocked: {
@@ -5942,13 +5153,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Received. Anything else (a redirect included, or no answer within 10 s) is retried. */
-            "2XX": {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
+            "2XX": components["responses"]["WebhookReceived"];
         };
     };
 }

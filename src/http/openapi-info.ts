@@ -43,7 +43,7 @@ export const TAGS: Record<string, string> = {
   Notifications: 'Which events notify which channels, and the notifications sent.',
   Privacy: 'Retention settings, erasure of a caller\'s personal data and the export of what is held about a caller.',
   'Voice platform': 'Webhooks the voice platform (Retell-compatible) calls: signed with x-retell-signature, not with an API key.',
-  'Webhook events': 'Events Switchboard POSTs to your webhook endpoints (the `webhooks` section): one operation per event type.',
+  'Webhook events': 'Events Switchboard POSTs to your webhook endpoints (the `webhooks` section): one operation per event type. An example body of each type is in GET /event-types.',
 };
 
 export const SECURITY_SCHEMES: Json = {
@@ -52,7 +52,9 @@ export const SECURITY_SCHEMES: Json = {
     scheme: 'bearer',
     bearerFormat: 'UUIDv4',
     description: 'An API key token (UUIDv4) minted for one location with a set of scopes. Each operation lists the scope it needs '
-      + 'in its security requirement (empty: any valid token); a token without it gets 403 forbidden with details.required_scope.',
+      + 'in its security requirement (empty: any valid token); a token without it gets 403 forbidden with details.required_scope. '
+      + 'Every answer to an authenticated request carries the key\'s rate limit: `RateLimit-Policy: "default";q=<requests>;w=60` (its budget) '
+      + 'and `RateLimit: "default";r=<remaining>;t=<seconds until the window resets>`; a 429 adds `Retry-After`.',
   },
   voiceSignature: {
     type: 'apiKey',

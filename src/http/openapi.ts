@@ -4,6 +4,7 @@
  * Every schema named with `.meta({ id })` becomes a component (src/http/openapi-components.ts);
  * envelopes, list pages, pagination parameters and headers are named components too.
  */
+import { isDeepStrictEqual } from 'node:util';
 import { Router } from 'express';
 import type { ZodType } from 'zod';
 import { eventCatalog } from '../webhooks/events.js';
@@ -17,28 +18,39 @@ import { locationParam, pageQuery, type RouteSpec } from './route.js';
 
 type Json = Record<string, any>;
 
+/**
+ * What each error status means. Every error answer is the `Error` envelope, so an operation names
+ * two shared responses, `4XX` (Error4XX) and `default` (ErrorDefault), which state these texts once,
+ * and lists the statuses it can answer in `x-error-statuses` (test/rest/contract.test.ts provokes
+ * each one). One `$ref` per status and operation was 27 KB of the document.
+ */
 const ERROR_CODES: Record<number, string> = {
   400: 'Validation failed (validation_error, oauth_required), body not JSON or nested deeper than 32 levels (invalid_json), body not decodable with its Content-Encoding (invalid_body), Idempotency-Key empty, over 255 characters, repeated or not printable ASCII (invalid_idempotency_key)',
   401: 'Missing, malformed, unknown or revoked bearer token (unauthorized)',
   403: 'The token lacks the required scope (forbidden; details.required_scope)',
   404: 'No such resource, or another location\'s (not_found)',
   409: 'Conflict or invalid status move (conflict, invalid_transition); on a POST, a request with the same Idempotency-Key still being processed (idempotency_key_in_use: retry later)',
+  410: 'The answer stored under this Idempotency-Key held a caller\'s personal data that has since been erased (idempotency_answer_erased): it is not replayed and the request does not run again; send a new key',
   413: 'Body over 64 KiB (payload_too_large)',
   415: 'Body not JSON, or a Content-Encoding other than gzip, deflate, br (unsupported_media_type)',
-  410: 'The answer stored under this Idempotency-Key held a caller\'s personal data that has since been erased (idempotency_answer_erased): it is not replayed and the request does not run again; send a new key',
   422: 'The Idempotency-Key was already used for a different request (idempotency_key_reused): another method, path or body',
   429: 'Per-key rate limit (rate_limited; Retry-After, RateLimit, RateLimit-Policy)',
   503: 'A secret the route needs is not configured on this server (not_configured)',
 };
+const statusList = (codes: number[]) => codes.map((c) => `- ${c}: ${ERROR_CODES[c]}`).join('\n');
+const CLIENT_STATUSES = Object.keys(ERROR_CODES).map(Number).filter((c) => c < 500);
+const SERVER_STATUSES = Object.keys(ERROR_CODES).map(Number).filter((c) => c >= 500);
 
 const header = (description: string, schema: Json = { type: 'string' }) => ({ description, schema });
 
-/** Response headers, named once (components.headers). */
+/**
+ * Response headers an operation answers with (components.headers). The rate-limit headers every
+ * authenticated answer carries are stated once, in the bearerAuth scheme (src/http/openapi-info.ts),
+ * and `Idempotent-Replayed` in the Idempotency-Key parameter: repeated on each success response
+ * they were 7 KB of the document.
+ */
 const HEADERS: Json = {
   Link: header('`<…?cursor=…>; rel="next"` when more rows exist: the next page (pagination is by opaque cursor)'),
-  'RateLimit-Policy': header('The key\'s budget: `"default";q=<requests>;w=60`'),
-  RateLimit: header('What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>`'),
-  'Idempotent-Replayed': header('`true` when this is the stored answer of an earlier request with the same Idempotency-Key', { type: 'string', enum: ['true'] }),
   Deprecation: header('RFC 9745: when the operation was deprecated, as `@<unix seconds>`'),
   Sunset: header('RFC 8594: the HTTP-date after which the operation may stop working'),
 };
@@ -47,7 +59,6 @@ const headerRef = (name: string) => ({ $ref: `#/components/headers/${name}` });
 const IDEMPOTENCY_PARAMETER: Json = {
   name: 'Idempotency-Key',
   in: 'header',
-  required: false,
   description: 'Makes a retry safe: the first request with a key runs and its answer is stored for 24 h (per location); the same request with '
     + 'the same key gets that answer again with `Idempotent-Replayed: true`, a different request 422, a request while the first is still '
     + 'running 409. Errors are not stored (a retry runs again). Any 1–255 printable ASCII characters, e.g. a UUID; a quoted structured-field string is unquoted.',
@@ -60,14 +71,18 @@ const PAGE_PARAMETERS: Record<keyof typeof pageQuery, [string, string]> = {
   cursor: ['Cursor', 'Opaque cursor from the previous page\'s Link header'],
 };
 const pageParameter = (name: keyof typeof pageQuery): Json => ({
-  name, in: 'query', required: false, description: PAGE_PARAMETERS[name][1], schema: jsonSchemaOf(pageQuery[name], 'input'),
+  name, in: 'query', description: PAGE_PARAMETERS[name][1], schema: jsonSchemaOf(pageQuery[name], 'input'),
 });
 
 const errorResponse = (description: string) => ({
   description,
   content: { 'application/json': { schema: { $ref: `${SCHEMAS}Error` } } },
 });
-const errorRef = (status: number | string) => ({ $ref: `#/components/responses/Error${status}` });
+/** The two shared error responses and the operation's own statuses (`x-error-statuses`). */
+const errorResponses = (statuses: readonly number[]) => ({
+  responses: { '4XX': { $ref: '#/components/responses/Error4XX' }, default: { $ref: '#/components/responses/ErrorDefault' } },
+  'x-error-statuses': [...statuses],
+});
 
 /** `/locations/:locationId` → `/locations/{locationId}`. */
 const oasPath = (p: string) => p.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
@@ -88,7 +103,8 @@ function parameters(spec: RouteSpec, c: Components): Json[] {
         continue;
       }
       const { description, ...schema } = prop;
-      out.push({ name, in: where, required: where === 'path' || required.includes(name), ...(description ? { description } : {}), schema });
+      // `required: false` is the default: written only when true.
+      out.push({ name, in: where, ...(where === 'path' || required.includes(name) ? { required: true } : {}), ...(description ? { description } : {}), schema });
     }
   }
   return out;
@@ -108,7 +124,7 @@ function successSchema(spec: RouteSpec, c: Components): Json {
   if (!ref || Object.keys(data).length > (data.$ref ? 1 : 2)) return envelope(data, 'The answer');
   const name = ref.slice(SCHEMAS.length);
   if (data.$ref) return c.add(`${name}Response`, envelope(data, `One ${name}`));
-  if (spec.list) return c.add(`${name}Page`, envelope(data, `A page of ${name} records, newest first; the next page's URL is in the Link header`));
+  if (spec.list) return c.add(`${name}Page`, envelope(data, `A page of ${name} records, newest first`));
   return c.add(`${name}List`, envelope(data, `Every ${name}`));
 }
 
@@ -120,14 +136,18 @@ function sharedResponse(name: string, response: Json): Json {
   return { $ref: `#/components/responses/${name}` };
 }
 
+/** A voice platform route's answer: a shared response when its schema is named. */
+function handled(schema: Json): Json {
+  const response = { description: 'Handled', content: { 'application/json': { schema } } };
+  return schema.$ref ? sharedResponse(schema.$ref.slice(SCHEMAS.length), response) : response;
+}
+
 function operation(spec: RouteSpec, c: Components): Json {
   const auth = spec.auth !== false;
   const status = String(spec.status ?? 200);
   const idempotent = auth && spec.method === 'post';
   const headers: Json = Object.fromEntries([
     ...(spec.list ? ['Link'] : []),
-    ...(auth ? ['RateLimit-Policy', 'RateLimit'] : []),
-    ...(idempotent ? ['Idempotent-Replayed'] : []),
     ...(spec.deprecated ? ['Deprecation', 'Sunset'] : []),
   ].map((h) => [h, headerRef(h)]));
   const success: Json = {
@@ -135,11 +155,10 @@ function operation(spec: RouteSpec, c: Components): Json {
     ...(Object.keys(headers).length ? { headers } : {}),
     content: { 'application/json': { schema: successSchema(spec, c) } },
   };
-  // A named body with the usual headers is a named response (components.responses), shared by
-  // the operations that answer it; `<Name>Replayable` adds Idempotent-Replayed.
+  // A named body is a named response (components.responses), shared by the operations that answer it.
   const ref: string | undefined = success.content['application/json'].schema.$ref;
   const responses: Json = {
-    [status]: ref && !spec.deprecated ? sharedResponse(`${ref.slice(SCHEMAS.length)}${idempotent ? 'Replayable' : ''}`, success) : success,
+    [status]: ref && !spec.deprecated ? sharedResponse(ref.slice(SCHEMAS.length), success) : success,
   };
   // 403 only where a scope is required, 404 only where the path names something (a location or
   // a record), 409 only where the route says it can conflict: test/rest/contract.test.ts provokes
@@ -147,8 +166,8 @@ function operation(spec: RouteSpec, c: Components): Json {
   const named = /:[A-Za-z]/.test(spec.path);
   const errs = [400, ...(auth ? [401] : []), ...(spec.scope ? [403] : []), ...(named ? [404] : []),
     ...(spec.conflict || idempotent ? [409] : []), ...(spec.body ? [413, 415] : []), ...(idempotent && spec.callerData ? [410] : []), ...(idempotent ? [422] : []), ...(auth ? [429] : [])];
-  for (const e of errs) responses[String(e)] = errorRef(e);
-  responses.default = errorRef('Default');
+  const errors = errorResponses(errs);
+  Object.assign(responses, errors.responses);
   const scopeText = spec.scope ? `Requires scope \`${spec.scope}\`.` : auth ? 'Any valid token (no scope).' : 'No authentication.';
   const rules = spec.rules ?? [];
   // The rule texts are in info.description once ("Rules a schema cannot state"); ids here.
@@ -159,18 +178,38 @@ function operation(spec: RouteSpec, c: Components): Json {
     summary: spec.summary,
     description: scopeText + rulesText + sunsetText,
     ...(spec.deprecated ? { deprecated: true } : {}),
-    ...(spec.body ? { 'x-rules-not-in-schema': rules } : {}),
+    ...(rules.length ? { 'x-rules-not-in-schema': rules } : {}),
     tags: [spec.tag],
     security: auth ? [{ bearerAuth: spec.scope ? [spec.scope] : [] }] : [],
     parameters: [...parameters(spec, c), ...(idempotent ? [{ $ref: '#/components/parameters/IdempotencyKey' }] : [])],
     responses,
+    'x-error-statuses': errors['x-error-statuses'],
   };
+  if (!op.parameters.length) delete op.parameters;
   if (spec.body) {
     // A body schema that accepts no body at all (e.g. POST …/test) makes the body optional.
     const required = !spec.body.safeParse(undefined).success;
     op.requestBody = { required, content: { 'application/json': { schema: c.schema(spec.body, 'input') } } };
   }
   return op;
+}
+
+/**
+ * The path parameters of a path with several operations are declared once, on the path item (they
+ * are the same for each: they come from the path). An operation left without parameters says none.
+ */
+function hoistPathParameters(item: Json): void {
+  const ops = Object.values<Json>(item);
+  if (ops.length < 2) return;
+  const isPath = (p: Json) => p.in === 'path' || p.$ref === '#/components/parameters/LocationId';
+  const pathParams = (op: Json) => ((op.parameters ?? []) as Json[]).filter(isPath);
+  const shared = pathParams(ops[0]);
+  if (!shared.length || ops.some((op) => !isDeepStrictEqual(pathParams(op), shared))) return;
+  item.parameters = shared;
+  for (const op of ops) {
+    op.parameters = (op.parameters as Json[]).filter((p) => !isPath(p));
+    if (!op.parameters.length) delete op.parameters;
+  }
 }
 
 /** Only for a route that names none (lintRoutes fails the build's tests on it). */
@@ -198,12 +237,18 @@ export function lintRoutes(routes: RouteSpec[]): string[] {
   return problems;
 }
 
-export function buildOpenApi(routes: RouteSpec[]): Json {
+/**
+ * The document. `closed: true` builds it with every answer schema closed and flat, as zod wrote it
+ * (test/support/contract.ts validates answers against that: the served document is the same with
+ * answer schemas open and composed, see `openAnswers` in src/http/openapi-components.ts).
+ */
+export function buildOpenApi(routes: RouteSpec[], { closed = false }: { closed?: boolean } = {}): Json {
   const c = new Components();
   sharedResponses.clear();
   c.schema(ErrorEnvelope, 'output');
   const paths: Json = {};
   for (const spec of routes) (paths[oasPath(spec.path)] ??= {})[spec.method] = operation(spec, c);
+  for (const item of Object.values<Json>(paths)) hoistPathParameters(item);
   for (const v of [...voiceOperations, ...toolOperations]) {
     for (const part of v.parts) c.schema(part, 'input');
     paths[v.path] = {
@@ -216,15 +261,16 @@ export function buildOpenApi(routes: RouteSpec[]): Json {
         security: [{ voiceSignature: [] }],
         requestBody: { required: true, content: { 'application/json': { schema: c.schema(v.body, 'input') } } },
         responses: {
-          200: { description: 'Handled', content: { 'application/json': { schema: c.schema(v.response, 'output') } } },
-          ...Object.fromEntries(v.errors.map((e) => [String(e), errorRef(e)])),
-          default: errorRef('Default'),
+          // Named like the token operations' answers: shared by the routes that answer the same schema (the live tools).
+          200: handled(c.schema(v.response, 'output')),
+          ...errorResponses(v.errors).responses,
         },
+        'x-error-statuses': [...v.errors],
       },
     };
   }
   const webhooks = webhooksSection(c);
-  const { doc, schemas } = c.finish({ paths, webhooks, responses: Object.fromEntries(sharedResponses) });
+  const { doc, schemas } = c.finish({ paths, webhooks, responses: Object.fromEntries(sharedResponses) }, closed);
   const usedTags = new Set([...routes.map((r) => r.tag), 'Voice platform', 'Webhook events']);
   return {
     openapi: '3.1.0',
@@ -237,8 +283,8 @@ export function buildOpenApi(routes: RouteSpec[]): Json {
     components: {
       schemas,
       responses: {
-        ...Object.fromEntries(Object.entries(ERROR_CODES).map(([status, text]) => [`Error${status}`, errorResponse(text)])),
-        ErrorDefault: errorResponse('Any other error (internal_error, unavailable)'),
+        Error4XX: errorResponse(`A client error. The statuses an operation can answer are listed in its \`x-error-statuses\`:\n${statusList(CLIENT_STATUSES)}`),
+        ErrorDefault: errorResponse(`A server error: internal_error (500), unavailable (503), and where the operation lists it:\n${statusList(SERVER_STATUSES)}`),
         ...Object.fromEntries([...sharedResponses.keys()].sort().map((k) => [k, doc.responses[k]])),
       },
       parameters: {
@@ -286,9 +332,10 @@ function webhooksSection(c: Components): Json {
       parameters: DELIVERY_HEADERS.map(([name]) => ({ $ref: `#/components/parameters/${deliveryHeaderName(name)}` })),
       requestBody: {
         required: true,
-        content: { 'application/json': { schema: c.schema(e.schema, 'output'), examples: { example: { value: e.example } } } },
+        // The example body of each type is served by GET /event-types (and sent by POST …/test), not repeated here.
+        content: { 'application/json': { schema: c.schema(e.schema, 'output') } },
       },
-      responses: { '2XX': { description: 'Received. Anything else (a redirect included, or no answer within 10 s) is retried.' } },
+      responses: { '2XX': sharedResponse('WebhookReceived', { description: 'Received. Anything else (a redirect included, or no answer within 10 s) is retried.' }) },
     },
   }]));
 }

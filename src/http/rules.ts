@@ -14,7 +14,8 @@ export const RULES = {
   public_target:
     'The URL host must be, or resolve to, a public address (no loopback, private, link-local, special-purpose ranges or IPv6 forms embedding them; see docs/webhooks.md). Checked with DNS at registration.',
   timezone_known:
-    "The time zone must also exist in the database server's time-zone data (the published list is that of the bundled PostgreSQL 17).",
+    'The time zone must be a name of the IANA time-zone database (Area/Location, or UTC) known to the server: those of PostgreSQL 17\'s '
+    + 'time-zone data, backward-compatible aliases included; the pattern only checks the shape. An unknown name is a 400.',
 } as const;
 
 export type RuleId = keyof typeof RULES;

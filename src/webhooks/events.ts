@@ -11,6 +11,7 @@
 import { z } from 'zod';
 import { bookingStatuses, eventTypes, leadStatuses, type EventType } from '../allowed-values.js';
 import { Booking, CallSummary, Lead } from '../http/routes/records.js';
+import { toPublishedJsonSchema } from '../http/openapi-components.js';
 import { timestamp, uuid } from '../http/schemas.js';
 
 const ts = timestamp;
@@ -167,7 +168,7 @@ export const catalogEntry = (type: string): EventTypeEntry | undefined => byType
 
 /** JSON Schema (2020-12) of one event type's delivery body; `$schema` kept unless `bare`. */
 export function eventJsonSchema(entry: EventTypeEntry, bare = false): Record<string, unknown> {
-  const js = z.toJSONSchema(entry.schema, { target: 'draft-2020-12', io: 'output', unrepresentable: 'any' }) as Record<string, any>;
+  const js = toPublishedJsonSchema(entry.schema, 'output') as Record<string, any>;
   // The body schema is named (a component of the OpenAPI document), so zod answers `$ref` to its
   // `$defs` entry: the published schema is that entry itself, the shared records staying in `$defs`.
   const { [eventSchemaName(entry.type)]: root, ...defs } = (js.$defs ?? {}) as Record<string, Record<string, unknown>>;

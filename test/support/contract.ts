@@ -17,8 +17,14 @@ type Json = Record<string, any>;
 // ajv-formats is CommonJS: its default export is the module object under NodeNext typing.
 const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ?? addFormatsModule) as unknown as (a: Ajv2020) => void;
 
-/** The document GET /api/v1/openapi.json serves (built from the same route registry). */
-export const openApiDocument: Json = buildOpenApi(routes);
+/**
+ * The document GET /api/v1/openapi.json serves (built from the same route registry), in its closed
+ * build: every answer schema flat and with `additionalProperties: false`, as zod wrote it. The
+ * served document publishes answer schemas open and composed (src/http/openapi-components.ts
+ * `openAnswers`; test/rest/openapi.test.ts proves that is the only difference), so an answer that
+ * conforms here conforms to the served document, and an undocumented field still fails.
+ */
+export const openApiDocument: Json = buildOpenApi(routes, { closed: true });
 
 const COMPONENTS = 'https://switchboard.invalid/openapi/components';
 const METHODS = ['get', 'post', 'put', 'patch', 'delete'];
@@ -48,6 +54,19 @@ function resolveResponse(r: Json): Json {
   return r;
 }
 
+/**
+ * An operation's responses by status: its success responses, and each status of its
+ * `x-error-statuses` mapped to the shared error response that covers it (`4XX`, else `default`).
+ */
+function responsesByStatus(op: Json): Json {
+  const out: Json = Object.fromEntries(Object.entries<Json>(op.responses).filter(([s]) => /^\d{3}$/.test(s)));
+  for (const status of (op['x-error-statuses'] ?? []) as number[]) {
+    out[String(status)] = op.responses[`${String(status)[0]}XX`] ?? op.responses.default;
+  }
+  if (op.responses.default) out.default = op.responses.default;
+  return out;
+}
+
 export interface Operation {
   method: string;
   template: string;
@@ -55,6 +74,7 @@ export interface Operation {
   regex: RegExp;
   /** Literal segments: a more literal template wins when two match. */
   literal: number;
+  /** By status (`responsesByStatus`): a status is documented when the operation lists it. */
   responses: Json;
 }
 
@@ -66,7 +86,7 @@ export const operations: Operation[] = Object.entries<Json>(openApiDocument.path
     operationId: item[method].operationId as string,
     regex: new RegExp(`^${template.replace(/\{[^}]+\}/g, '[^/]+')}/?$`),
     literal: template.split('/').filter((s) => s && !s.startsWith('{')).length,
-    responses: item[method].responses as Json,
+    responses: responsesByStatus(item[method]),
   })));
 
 const validators = new Map<string, ValidateFunction>();

@@ -73,7 +73,7 @@ export const ToolRequest = z.object({
       }
       return p;
     }),
-  }),
+  }).meta({ id: 'VoiceToolCall', description: 'The call a tool request belongs to (Retell\'s `call`, the fields the service reads)' }),
   args: z.unknown().optional(),
 });
 
