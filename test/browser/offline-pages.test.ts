@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { startStaffGraphql, type StaffServer } from '../../src/admin/graphql.js';
-import { eventTypes } from '../../src/allowed-values.js';
+import { eventTypes } from '../../src/webhooks/events.js';
 import { startTestApi, type TestApi } from '../support/harness.js';
 import { mintMember } from '../staff/support.js';
 

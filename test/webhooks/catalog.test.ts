@@ -6,8 +6,7 @@
  */
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
-import { eventTypes } from '../../src/allowed-values.js';
-import { eventSchemaName } from '../../src/webhooks/events.js';
+import { eventSchemaName, eventTypes } from '../../src/webhooks/events.js';
 import finalizeCall from '../../tasks/finalize_call.js';
 import { createLocation, mintKey, request, startTestApi, testLog, type TestApi } from '../support/harness.js';
 import { makePki, startHttpsReceiver, type HttpsReceiver, type TestPki } from '../support/https.js';
