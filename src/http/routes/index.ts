@@ -9,20 +9,17 @@
 import { readdirSync } from 'node:fs';
 import type { ApiArea, RouteSpec } from '../route.js';
 
-/** The modules beside this file: sources under tsx and Jest, compiled files under dist/. */
-function moduleNames(): string[] {
-  const names = readdirSync(new URL('.', import.meta.url))
-    .filter((f) => /\.(ts|js)$/.test(f) && !f.endsWith('.d.ts'))
-    .map((f) => f.replace(/\.(ts|js)$/, ''))
-    .filter((n) => n !== 'index');
-  return [...new Set(names)].sort();
+/** The module files of a folder, by name: sources under tsx and Jest, compiled files under dist/. */
+function moduleFiles(dir: URL): string[] {
+  return readdirSync(dir).filter((f) => /\.(ts|js)$/.test(f) && !f.endsWith('.d.ts') && !/^index\.(ts|js)$/.test(f)).sort();
 }
 
-async function discover(): Promise<ApiArea[]> {
+/** Every `area` the modules of `dir` export, in documentation order; throws on a clash of order or tag. */
+export async function discoverAreas(dir: URL): Promise<Array<ApiArea & { module: string }>> {
   const found: Array<ApiArea & { module: string }> = [];
-  for (const name of moduleNames()) {
-    const mod = (await import(`./${name}.js`)) as { area?: ApiArea };
-    if (mod.area) found.push({ ...mod.area, module: name });
+  for (const file of moduleFiles(dir)) {
+    const mod = (await import(new URL(file, dir).href)) as { area?: ApiArea };
+    if (mod.area) found.push({ ...mod.area, module: file.replace(/\.(ts|js)$/, '') });
   }
   found.sort((a, b) => a.order - b.order);
   const problems: string[] = [];
@@ -36,12 +33,12 @@ async function discover(): Promise<ApiArea[]> {
       owner.set(tag, a.module);
     }
   }
-  if (problems.length) throw new Error(`src/http/routes: ${problems.join('; ')}`);
+  if (problems.length) throw new Error(`${dir.pathname}: ${problems.join('; ')}`);
   return found;
 }
 
 /** The route modules' areas, in documentation order. */
-export const areas: ApiArea[] = await discover();
+export const areas: ApiArea[] = await discoverAreas(new URL('.', import.meta.url));
 
 /** Every token endpoint, in documentation order. */
 export const routes: RouteSpec[] = areas.flatMap((a) => a.routes);
