@@ -32,7 +32,8 @@ test('every route a module of src/http/routes exports is registered, once', asyn
   for (const file of fs.readdirSync(ROUTES_DIR).filter((f) => f.endsWith('.ts') && f !== 'index.ts')) {
     const mod = (await import(path.join(ROUTES_DIR, file))) as Record<string, unknown>;
     for (const [name, value] of Object.entries(mod)) {
-      for (const r of (Array.isArray(value) ? value : [value]).filter(isRoute)) {
+      const listed = name === 'area' ? (value as { routes: unknown[] }).routes : Array.isArray(value) ? value : [value];
+      for (const r of listed.filter(isRoute)) {
         seen.add(r);
         if (!registered.has(r)) unregistered.push(`${file} ${name}: ${r.method.toUpperCase()} ${r.path}`);
       }
