@@ -12,6 +12,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { dereference } from '@readme/openapi-parser';
 import { apiCompare } from 'api-smart-diff';
+import { eventTypes } from '../src/webhooks/events.js';
 
 type Json = Record<string, any>;
 
@@ -81,7 +82,10 @@ export async function changes(before: Json, after: Json): Promise<Change[]> {
   return diffs.map((d) => {
     const path = d.path.join('/');
     const renamed = /\/operationId$/.test(path) && d.action !== 'add' && d.path.length <= 4;
-    return { path, action: d.action, type: renamed ? 'breaking' : d.type, description: d.description ?? '' };
+    // A new event type is not a break (docs/api-contract.md "Compatibility and deprecation":
+    // subscriptions name their types), wherever the list of types appears.
+    const newEventType = d.action === 'add' && /\/enum\/\d+$/.test(path) && eventTypes.includes((d as { after?: unknown }).after as string);
+    return { path, action: d.action, type: renamed ? 'breaking' : newEventType ? 'non-breaking' : d.type, description: d.description ?? '' };
   });
 }
 

@@ -10,6 +10,7 @@ declare
   loc uuid := admin.resolve_location(location_ref);
   n_leads int;
   n_bookings int;
+  hook regproc;
 begin
   perform set_config('app.location_id', loc::text, true);
   perform set_config('app.seeding', 'on', true);
@@ -48,6 +49,19 @@ begin
      and not exists (select 1 from app.bookings b where b.call_id = c.id);
   get diagnostics n_bookings = row_count;
 
+  -- Every other resource's demo rows: each app_private.demo_seed__<table>(location uuid), in name
+  -- order, so a new tenant table gets demo rows (and test/db/rls.test.ts its rows) from its own
+  -- migration (migrations/CONVENTIONS.md, "Adding a tenant table"). Only the migrating role
+  -- creates functions in app_private.
+  for hook in
+    select p.oid::regproc from pg_catalog.pg_proc p join pg_catalog.pg_namespace n on n.oid = p.pronamespace
+     where n.nspname = 'app_private' and p.proname like 'demo\_seed\_\_%'
+       and p.pronargs = 1 and p.proargtypes[0] = 'uuid'::regtype
+     order by p.proname
+  loop
+    execute pg_catalog.format('select %s($1)', hook) using loc;
+  end loop;
+
   return jsonb_build_object(
     'location_id', loc, 'leads', n_leads, 'bookings', n_bookings,
     'calls', (select count(*) from app.calls where location_id = loc),
@@ -55,5 +69,5 @@ begin
 end
 $function$;
 alter function admin.demo_seed_finish(text) owner to switchboard_system;
-comment on function admin.demo_seed_finish(text) is E'Demo seed, step 3: customer call statistics (customers no call picked are deleted), then leads and bookings from the seeded calls; statistics are refreshed first (app_private.demo_seed_analyze).';
+comment on function admin.demo_seed_finish(text) is E'Demo seed, step 3: customer call statistics (customers no call picked are deleted), then leads and bookings from the seeded calls, then each resource''s app_private.demo_seed__<table>(location); statistics are refreshed first (app_private.demo_seed_analyze).';
 revoke execute on function admin.demo_seed_finish(text) from public;

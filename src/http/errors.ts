@@ -69,6 +69,7 @@ interface PgLikeError {
   detail?: string;
   constraint?: string;
   column?: string;
+  table?: string;
 }
 
 function parseDetails(detail: string | undefined): Record<string, unknown> {
@@ -83,7 +84,11 @@ function parseDetails(detail: string | undefined): Record<string, unknown> {
 
 /** Human message for constraint failures, naming the field but never echoing SQL. */
 function constraintMessage(e: PgLikeError): [string, Record<string, unknown>] {
-  const field = e.column ?? e.constraint?.replace(/^[a-z_]+?_(?=[a-z_]+_(check|key|fkey)$)/, '').replace(/_(check|key|fkey)$/, '');
+  // `<table>_<columns>_<check|key|fkey>`, PostgreSQL's default name; the tenant column every
+  // unique key starts with (migrations/CONVENTIONS.md) is not the field the client got wrong.
+  const name = e.table && e.constraint?.startsWith(`${e.table}_`) ? e.constraint.slice(e.table.length + 1)
+    : e.constraint?.replace(/^[a-z_]+?_(?=[a-z_]+_(check|key|fkey)$)/, '');
+  const field = e.column ?? name?.replace(/_(check|key|fkey)$/, '').replace(/^location_id_(?=[a-z])/, '');
   switch (e.code) {
     case '23505':
       return ['A record with the same unique value already exists', field ? { field } : {}];

@@ -1,8 +1,10 @@
 /**
  * The prose of the OpenAPI document: `info`, the tags (one per area, each described) and the
- * security schemes. A route's `tag` must be one of TAGS (test/rest/openapi.test.ts).
+ * security schemes. A route's `tag` must be one of TAGS (test/rest/openapi.test.ts), which its route
+ * module's `area` describes.
  */
 import { GENERAL_RULES, RULES } from './rules.js';
+import { routeTags } from './routes/index.js';
 
 type Json = Record<string, any>;
 
@@ -24,24 +26,12 @@ export const INFO: Json = {
   license: { name: 'Proprietary', url: 'https://switchboard.invalid/terms' },
 };
 
-/** Every tag in documentation order, with its description. */
+/**
+ * Every tag in documentation order, with its description: the route modules' tags (each module's
+ * `area`, src/http/routes/index.ts) and the two sections that are not token endpoints.
+ */
 export const TAGS: Record<string, string> = {
-  Me: 'The calling API key: its location and scopes.',
-  Locations: 'The business profile of the token\'s location.',
-  'API keys': 'Listing records of the location\'s API keys (never the token).',
-  Calls: 'Calls the AI receptionist answered: summaries, and the detail with transcript and recording when the scopes allow.',
-  Leads: 'Leads captured from calls or created through the API, and their status moves.',
-  Bookings: 'Appointments booked by the voice agent or through the API.',
-  Scheduling: 'Arrival windows: their length, capacity, lead time, horizon and closed dates, and the windows still open.',
-  FAQs: 'Questions and answers the voice agent uses.',
-  Pricebook: 'Services and price ranges the voice agent may quote.',
-  Settings: 'Call forwarding, business hours and agent settings.',
-  Integrations: 'Connections to other tools (webhook-style providers here; OAuth providers through their own flow).',
-  Members: 'People with access to the location.',
-  Insights: 'Call statistics over a window of days.',
-  Webhooks: 'Signed webhook endpoints, their delivery attempts, recovery and the event catalog.',
-  Notifications: 'Which events notify which channels, and the notifications sent.',
-  Privacy: 'Retention settings, erasure of a caller\'s personal data and the export of what is held about a caller.',
+  ...routeTags,
   'Voice platform': 'Webhooks the voice platform (Retell-compatible) calls: signed with x-retell-signature, not with an API key.',
   'Webhook events': 'Events Switchboard POSTs to your webhook endpoints (the `webhooks` section): one operation per event type. An example body of each type is in GET /event-types.',
 };

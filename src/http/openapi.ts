@@ -228,7 +228,7 @@ export function lintRoutes(routes: RouteSpec[]): string[] {
     else if (!/^[a-z][A-Za-z0-9]+$/.test(r.operationId)) problems.push(`${name}: operationId ${r.operationId} is not lowerCamelCase`);
     else if (seen.has(r.operationId)) problems.push(`${name}: operationId ${r.operationId} is also ${seen.get(r.operationId)}`);
     else seen.set(r.operationId, name);
-    if (!(r.tag in TAGS)) problems.push(`${name}: tag ${r.tag} has no description in src/http/openapi-info.ts TAGS`);
+    if (!(r.tag in TAGS)) problems.push(`${name}: tag ${r.tag} has no description in its route module's area (src/http/route.ts defineArea)`);
     const unwrapped = r.response && (r.response as { element?: ZodType }).element;
     if (r.response && !nameOf(r.response) && !nameOf(unwrapped)) problems.push(`${name}: response schema has no .meta({ id })`);
     const body = r.body && (nameOf(r.body) ? r.body : (r.body as { unwrap?: () => ZodType }).unwrap?.());

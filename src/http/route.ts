@@ -89,6 +89,24 @@ export function defineRoute<P, Q, B>(spec: RouteSpec<P, Q, B>): RouteSpec<P, Q, 
   return spec;
 }
 
+/**
+ * What a route module (a file of src/http/routes/) contributes to the API: its routes, the tags
+ * they use with their descriptions (the OpenAPI document's `tags`), and its place in the
+ * documentation order. src/http/routes/index.ts registers every module that exports one as
+ * `area`, so adding a resource adds a file and edits no list.
+ */
+export interface ApiArea {
+  /** Place in documentation order (paths and tags), ascending; unique. Leave gaps (10, 20, …). */
+  order: number;
+  /** Every tag the routes use, each with its description, in documentation order. */
+  tags: Record<string, string>;
+  routes: RouteSpec[];
+}
+
+export function defineArea(area: ApiArea): ApiArea {
+  return area;
+}
+
 /** The bearer token's hash, or 401 without touching the database when it is absent or malformed. */
 export function tokenHashOf(req: Request): string {
   const token = bearerToken(req.headers.authorization);

@@ -9,7 +9,7 @@
  */
 import type { Browser, Page } from 'puppeteer-core';
 import { startStaffGraphql, type StaffServer } from '../../src/admin/graphql.js';
-import { eventTypes } from '../../src/allowed-values.js';
+import { eventTypes } from '../../src/webhooks/events.js';
 import { browserSuite, launchBrowser, type TestBrowser } from '../support/browser.js';
 import { startTestApi, type TestApi } from '../support/harness.js';
 import { mintMember } from '../staff/support.js';

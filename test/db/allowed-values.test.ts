@@ -1,11 +1,13 @@
 /**
  * One source per list of allowed values (docs/decisions.md, "Allowed-value lists"): SQL defines
  * each list (a CHECK constraint, an enum type or an immutable app.*() function); the one
- * TypeScript constant for it in src/allowed-values.ts must hold the same values. Read from the
+ * TypeScript constant for it in src/allowed-values.ts (the event type lists: derived from the
+ * catalog in src/webhooks/events.ts) must hold the same values. Read from the
  * migrated database's catalog, compared as sets. A new enumerated CHECK in SQL must be listed here
  * (mirrored in TypeScript or named as SQL-only), so no list escapes the comparison.
  */
-import * as allowed from '../../src/allowed-values.js';
+import * as constants from '../../src/allowed-values.js';
+import { deliveryEventTypes, eventTypes, notificationTypes } from '../../src/webhooks/events.js';
 import { useTestDatabase } from '../support/db.js';
 
 const db = useTestDatabase({ client: true });
@@ -69,6 +71,9 @@ async function columnValues(column: string): Promise<string[]> {
 async function evaluate(expr: string): Promise<string[]> {
   return (await db.client.query(`select (${expr})::text[] as v`)).rows[0].v;
 }
+
+/** The constants compared: src/allowed-values.ts, and the event type lists the event catalog derives. */
+const allowed = { ...constants, eventTypes, deliveryEventTypes, notificationTypes };
 
 type Source = { column: string } | { fn: string };
 /** Each TypeScript constant and every SQL place that defines its list. */

@@ -40,3 +40,16 @@ test('the check fails on a breaking change nobody declared', async () => {
   expect(paths.some((p) => p.endsWith('/properties/notes'))).toBe(true);
   expect(paths).toContain('paths//locations/{locationId}/leads/get/operationId');
 }, 120_000);
+
+test('a new event type is not a break; a new value of another enum an answer carries is', async () => {
+  const only = (d: Json): Json => ({ ...d, paths: { '/locations/{locationId}/webhook-endpoints': d.paths['/locations/{locationId}/webhook-endpoints'], '/locations/{locationId}/leads': d.paths['/locations/{locationId}/leads'] }, webhooks: {} });
+  const before = only(structuredClone(current));
+  before.components.schemas.WebhookEndpoint.properties.events.items.enum.pop();
+  before.components.schemas.Lead.properties.status.enum.pop();
+  const all = await changes(before, only(current));
+  const added = (schema: string) => all.filter((c) => c.action === 'add' && c.path.includes(schema) && /\/enum\/\d+$/.test(c.path));
+  expect(added('/events/items/').length).toBeGreaterThan(0);
+  expect(added('/events/items/').every((c) => c.type === 'non-breaking')).toBe(true);
+  expect(added('/status/').length).toBeGreaterThan(0);
+  expect(added('/status/').every((c) => c.type === 'breaking')).toBe(true);
+}, 120_000);

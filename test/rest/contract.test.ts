@@ -4,15 +4,17 @@
  * status (test/support/contract.ts); this file walks every operation of the document through its
  * success status and through the error statuses the document lists for it, then proves from the
  * validator's record that each documented operation × success status, and each documented error
- * status but 409 on operations that cannot conflict, was validated at least once.
+ * status but 409 on operations that cannot conflict, was validated at least once. The operations
+ * of a tag that another test file walks itself (`expectContractCoverage`, test/support/contract-walk.ts)
+ * are that file's.
  */
 import { randomUUID } from 'node:crypto';
-import { createServer, request as httpRequest, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { createApiPool, createOwnerPool } from '../../src/db/pools.js';
-import { createApp } from '../../src/http/app.js';
-import { assertConforms, contractProblems, openApiDocument, operationOf, operations, pairKey, validated } from '../support/contract.js';
-import { createLocation, mintKey, request, startTestApi, testConfig, testLog, type TestApi, type TestLocation } from '../support/harness.js';
+import { contractProblems, operations, type Operation } from '../support/contract.js';
+import {
+  claimedTags, contractWalk, expectStatus as expectWalkStatus, probeAuthErrors, probeBodyErrors, probeIdempotency, probeRateLimit,
+  unvalidated, V, type ContractWalk,
+} from '../support/contract-walk.js';
+import { createLocation, mintKey, startTestApi, type TestApi, type TestLocation } from '../support/harness.js';
 import { startFieldServiceWorld, type FieldServiceWorld } from '../support/field-service.js';
 import { makePki, type TestPki } from '../support/https.js';
 import { insertBooking, insertCall, insertMember } from './fixtures.js';
@@ -23,8 +25,12 @@ let world: FieldServiceWorld;
 let A: TestLocation;
 let B: TestLocation;
 let token: string;
-const V = '/api/v1';
+let w: ContractWalk;
 const ids: Record<string, string> = {};
+/** Tags whose operations another test file walks (and checks) itself. */
+const claims = claimedTags();
+/** The operations this file walks. */
+const ops = (): Operation[] => operations.filter((op) => !claims.has(op.tag));
 
 beforeAll(async () => {
   // Field-service stand-ins: authorize needs a configured provider, ServiceTitan credentials a token endpoint.
@@ -41,26 +47,16 @@ beforeAll(async () => {
   });
   ids.bookingId = await insertBooking(t.owner, A.id);
   await insertMember(t.owner, A.id, 'owner@contract.example', 'owner');
+  w = contractWalk({ t, token, A: A.id, B: B.id, concrete });
 });
 afterAll(async () => {
   await t?.close();
   await world?.close();
 });
 
-const call = (method: string, path: string, body?: unknown, tok: string | undefined = token) =>
-  request(t.baseUrl, method, path, { token: tok, body });
-
-/** A body each operation accepted in the success walk, for error probes that must pass validation. */
-const goodBodies = new Map<string, unknown>();
-
 /** Calls and asserts the status; the answer has already been validated against the document. */
-async function expectStatus(status: number, method: string, path: string, body?: unknown, tok?: string) {
-  const res = await call(method, path, body, tok ?? token);
-  const { op } = operationOf(method, path);
-  if (op && status < 300 && body !== undefined) goodBodies.set(`${op.method} ${op.template}`, body);
-  expect([method, path, res.status, res.status === status ? '' : JSON.stringify(res.body)]).toEqual([method, path, status, '']);
-  return res.body;
-}
+const expectStatus = (status: number, method: string, path: string, body?: unknown, tok?: string) =>
+  expectWalkStatus(w, status, method, path, body, tok);
 
 const L = () => `${V}/locations/${A.id}`;
 
@@ -159,26 +155,6 @@ test('every operation answers its documented success with the declared shape', a
   await expectStatus(200, 'DELETE', `${L()}/webhook-endpoints/${ids.endpoint3}`);
 });
 
-/** A request with a body whatever the method (fetch refuses one on GET), as application/json. */
-function rawRequest(method: string, path: string, body: string): Promise<{ status: number; body: unknown; contentType: string | null }> {
-  return new Promise((resolve, reject) => {
-    const req = httpRequest(`${t.baseUrl}${path}`, {
-      method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-    }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => { text += c; });
-      res.on('end', () => {
-        let parsed: unknown = text;
-        try { parsed = JSON.parse(text); } catch { /* the contract check reports it */ }
-        resolve({ status: res.statusCode ?? 0, body: parsed, contentType: (res.headers['content-type'] as string | undefined) ?? null });
-      });
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
-}
-
 /** A concrete request path for an operation: its template with this location's records. */
 function concrete(template: string, location = A.id): string {
   const values: Record<string, string> = {
@@ -188,46 +164,11 @@ function concrete(template: string, location = A.id): string {
   return V + template.replace(/\{([^}]+)\}/g, (_, name: string) => values[name]);
 }
 
-/** A path whose record (or location) does not exist for this token. */
-function missing(template: string): string {
-  const path = concrete(template, B.id);
-  return template.includes('{locationId}') ? path : path.replace(/[0-9a-f-]{36}$|[0-9a-f-]{36}(?=\/)/, randomUUID());
-}
-
 describe('every operation answers its documented errors in the error envelope', () => {
-  const ops = () => operations;
+  test('401 without a token, 403 without the scope, 404 for another location or record', () => probeAuthErrors(w, ops()));
 
-  test('401 without a token, 403 without the scope, 404 for another location or record', async () => {
-    for (const op of ops()) {
-      const method = op.method.toUpperCase();
-      if (op.responses['401']) await expectStatus(401, method, concrete(op.template), undefined, '');
-      if (op.responses['403']) {
-        const scope = (openApiDocument.paths[op.template][op.method].security[0].bearerAuth as string[])[0];
-        const other = scope === 'members:read' ? 'calls:read' : 'members:read';
-        const { token: narrow } = await mintKey(t.owner, A.id, [other]);
-        await expectStatus(403, method, concrete(op.template), undefined, narrow);
-      }
-      if (op.responses['404']) await expectStatus(404, method, missing(op.template), goodBodies.get(`${op.method} ${op.template}`));
-    }
-  });
-
-  test('400 for a malformed JSON body (any method: the body parser runs first), 413 for one over 64 KiB, 415 for one not JSON', async () => {
-    for (const op of ops()) {
-      const method = op.method.toUpperCase();
-      const path = concrete(op.template);
-      const bad = await rawRequest(method, path, '{"name": ');
-      assertConforms(method, path, bad.status, bad.body, bad.contentType);
-      expect([method, op.template, bad.status, (bad.body as any).error.code]).toEqual([method, op.template, 400, 'invalid_json']);
-      if (op.responses['413']) {
-        const big = await request(t.baseUrl, method, path, { token, body: { notes: 'x'.repeat(70 * 1024) } });
-        expect([method, op.template, big.status]).toEqual([method, op.template, 413]);
-      }
-      if (op.responses['415']) {
-        const text = await request(t.baseUrl, method, path, { token, raw: 'name=x', headers: { 'content-type': 'text/plain' } });
-        expect([method, op.template, text.status]).toEqual([method, op.template, 415]);
-      }
-    }
-  });
+  test('400 for a malformed JSON body (any method: the body parser runs first), 413 for one over 64 KiB, 415 for one not JSON',
+    () => probeBodyErrors(w, ops()));
 
   test('409 where an operation can conflict', async () => {
     await expectStatus(409, 'PATCH', `${L()}/leads/${ids.leadId}`, { status: 'new' });
@@ -246,82 +187,22 @@ describe('every operation answers its documented errors in the error envelope', 
     await expectStatus(409, 'POST', `${L()}/integrations/servicetitan/syncs/${ids.failedSync}/retry`);
   });
 
-  test('every token-API POST: 422 for a key used by another request, 409 while a request holds the key', async () => {
-    const used = randomUUID();
-    const held = randomUUID();
-    const first = await request(t.baseUrl, 'POST', `${L()}/leads`, {
-      token, body: { name: 'Idempotency Owner', phone: '+15125550142' }, headers: { 'idempotency-key': used },
-    });
-    expect(first.status).toBe(201);
-    const holder = await t.owner.connect();
-    try {
-      await holder.query('begin');
-      await holder.query('select pg_advisory_xact_lock(7302, hashtext($1))', [`${A.id}/${held}`]);
-      for (const op of ops()) {
-        if (!op.responses['422']) continue;
-        const body = goodBodies.get(`${op.method} ${op.template}`);
-        for (const [key, status] of [[used, 422], [held, 409]] as const) {
-          const res = await request(t.baseUrl, 'POST', concrete(op.template), { token, body, headers: { 'idempotency-key': key } });
-          expect([op.template, res.status, res.body.error?.code])
-            .toEqual([op.template, status, status === 422 ? 'idempotency_key_reused' : 'idempotency_key_in_use']);
-        }
-      }
-    } finally {
-      await holder.query('rollback');
-      holder.release();
-    }
-    // 410 where the answer holds a caller's data: the replay of a key whose answer an erasure cleared.
-    for (const op of ops()) {
-      if (!op.responses['410']) continue;
-      const body = goodBodies.get(`${op.method} ${op.template}`) as { phone?: string } | undefined;
-      const key = randomUUID();
-      const made = await request(t.baseUrl, 'POST', concrete(op.template), { token, body, headers: { 'idempotency-key': key } });
-      expect([op.template, made.status]).toEqual([op.template, 201]);
-      const erased = await request(t.baseUrl, 'POST', `${L()}/erasures`, { token, body: { phone: body?.phone } });
-      expect(erased.status).toBe(202);
-      const replay = await request(t.baseUrl, 'POST', concrete(op.template), { token, body, headers: { 'idempotency-key': key } });
-      expect([op.template, replay.status, replay.body.error?.code]).toEqual([op.template, 410, 'idempotency_answer_erased']);
-    }
-  });
+  test('every token-API POST: 422 for a key used by another request, 409 while a request holds the key', () => probeIdempotency(w, ops()));
 
-  test('429 once the key has used its minute (a second server on the same database, limit 1)', async () => {
-    // A key of its own: the budget is shared by every server on the database (src/ratelimit/).
-    const { token } = await mintKey(t.owner, A.id);
-    const cfg = testConfig({ DATABASE_URL: t.db.url, RATE_LIMIT_PER_MINUTE: '1' });
-    const owner = createOwnerPool(t.db.url, 2, 'contract-owner');
-    const apiPool = createApiPool(t.db.url, 2);
-    const server: Server = createServer(createApp({ cfg, log: testLog, apiPool, ownerPool: owner }));
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    try {
-      expect((await request(base, 'GET', `${V}/me`, { token })).status).toBe(200);
-      for (const op of ops()) {
-        if (!op.responses['429']) continue;
-        const res = await request(base, op.method.toUpperCase(), concrete(op.template), { token });
-        expect([op.method, op.template, res.status]).toEqual([op.method, op.template, 429]);
-      }
-    } finally {
-      server.closeAllConnections();
-      await new Promise<void>((r) => server.close(() => r()));
-      await apiPool.end();
-      await owner.end();
-    }
-  });
+  test('429 once the key has used its minute (a second server on the same database, limit 1)', () => probeRateLimit(w, ops()));
 });
 
 test('every documented operation × status was validated', () => {
-  const documented = operations.flatMap((op) => Object.keys(op.responses).filter((s) => s !== 'default').map((s) => ({ op, s })));
-  const success = documented.filter(({ s }) => Number(s) < 400);
-  const missingSuccess = success.filter(({ op, s }) => !validated.has(pairKey(op.method, op.template, s))).map(({ op, s }) => pairKey(op.method, op.template, s));
-  expect(missingSuccess).toEqual([]);
-  expect(success).toHaveLength(operations.length);
-  const errors = documented.filter(({ s }) => Number(s) >= 400);
-  const missingErrors = errors
-    .filter(({ op, s }) => !validated.has(pairKey(op.method, op.template, s)))
-    .map(({ op, s }) => pairKey(op.method, op.template, s));
+  const mine = ops();
+  const open = unvalidated(mine);
+  expect(open.success).toEqual([]);
+  expect(open.total.success).toBe(mine.length);
   // eslint-disable-next-line no-console
-  console.log(`contract: ${operations.length} operations; success ${success.length}/${success.length}; errors ${errors.length - missingErrors.length}/${errors.length} validated`);
-  expect(missingErrors).toEqual([]);
+  console.log(`contract: ${mine.length} operations here (${operations.length - mine.length} walked by ${[...new Set(claims.values())].join(', ') || 'no other file'}); `
+    + `success ${open.total.success}/${open.total.success}; errors ${open.total.errors - open.errors.length}/${open.total.errors} validated`);
+  expect(open.errors).toEqual([]);
+  // A claim names a tag the document has (a misspelt one would hide nothing but prove nothing either).
+  for (const [tag, file] of claims) expect([tag, file, operations.some((op) => op.tag === tag)]).toEqual([tag, file, true]);
 });
 
 test('the validator is not vacuous: a wrong field, a missing one, an extra one and an undocumented status fail', () => {

@@ -71,6 +71,8 @@ export interface Operation {
   method: string;
   template: string;
   operationId: string;
+  /** Its tag: the area it belongs to. */
+  tag: string;
   regex: RegExp;
   /** Literal segments: a more literal template wins when two match. */
   literal: number;
@@ -84,6 +86,7 @@ export const operations: Operation[] = Object.entries<Json>(openApiDocument.path
     method,
     template,
     operationId: item[method].operationId as string,
+    tag: (item[method].tags as string[])[0],
     regex: new RegExp(`^${template.replace(/\{[^}]+\}/g, '[^/]+')}/?$`),
     literal: template.split('/').filter((s) => s && !s.startsWith('{')).length,
     responses: responsesByStatus(item[method]),

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineRoute, locAnd, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
+import { defineArea, defineRoute, locAnd, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
 import { hhmm, text } from './rest-common.js';
 import { bookingStatuses } from '../../allowed-values.js';
 import { patchOf } from '../schemas.js';
@@ -53,3 +53,11 @@ export const bookingRoutes: RouteSpec[] = [
     handler: ({ call, token, params, body }) => call('api.booking_patch', token, params.locationId, params.bookingId, body),
   }),
 ];
+
+export const area = defineArea({
+  order: 40,
+  tags: {
+    Bookings: 'Appointments booked by the voice agent or through the API.',
+  },
+  routes: bookingRoutes,
+});

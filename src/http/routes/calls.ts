@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineRoute, locAnd, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
+import { defineArea, defineRoute, locAnd, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
 import { callOutcomes, transferStatuses } from '../../allowed-values.js';
 import { CallSummary } from './records.js';
 import { ts, tsNull } from './rest-common.js';
@@ -50,3 +50,11 @@ export const callRoutes: RouteSpec[] = [
     handler: ({ call, token, params }) => call('api.call_get', token, params.locationId, params.callId),
   }),
 ];
+
+export const area = defineArea({
+  order: 20,
+  tags: {
+    Calls: 'Calls the AI receptionist answered: summaries, and the detail with transcript and recording when the scopes allow.',
+  },
+  routes: callRoutes,
+});

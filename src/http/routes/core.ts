@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ApiKey, Location, LocationPatch } from '../schemas.js';
-import { defineRoute, JsonText, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
+import { defineArea, defineRoute, JsonText, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
 
 
 export const coreRoutes: RouteSpec[] = [
@@ -45,3 +45,13 @@ export const coreRoutes: RouteSpec[] = [
     handler: ({ call, token, params, query }) => call('api.api_keys_list', token, params.locationId, page(query)),
   }),
 ];
+
+export const area = defineArea({
+  order: 10,
+  tags: {
+    Me: 'The calling API key: its location and scopes.',
+    Locations: 'The business profile of the token\'s location.',
+    'API keys': 'Listing records of the location\'s API keys (never the token).',
+  },
+  routes: coreRoutes,
+});

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineRoute, LocationParams, type RouteSpec } from '../route.js';
+import { defineArea, defineRoute, LocationParams, type RouteSpec } from '../route.js';
 
 const days = z.coerce.number().int().min(1).max(90);
 
@@ -35,3 +35,11 @@ export const insightRoutes: RouteSpec[] = [
     handler: ({ call, token, params, query }) => call('api.insights', token, params.locationId, query.days),
   }),
 ];
+
+export const area = defineArea({
+  order: 100,
+  tags: {
+    Insights: 'Call statistics over a window of days.',
+  },
+  routes: insightRoutes,
+});

@@ -2,7 +2,7 @@ import type { Request } from 'express';
 import { z } from 'zod';
 import type { IntegrationService } from '../../integrations/service.js';
 import { integrationProviders, integrationStatuses, oauthProviders, syncActions, syncRecordTypes, syncStatuses, webhookProviders } from '../../allowed-values.js';
-import { defineRoute, JsonText, locationParam, LocationParams, page, pageQuery, uuidParam, type RouteSpec } from '../route.js';
+import { defineArea, defineRoute, JsonText, locationParam, LocationParams, page, pageQuery, uuidParam, type RouteSpec } from '../route.js';
 import { httpsUrl } from '../schemas.js';
 import { assertTargetField, ts, tsNull, uuid } from './rest-common.js';
 
@@ -141,3 +141,11 @@ export const integrationRoutes: RouteSpec[] = [
     handler: ({ call, token, params }) => call('api.integration_sync_retry', token, params.locationId, params.provider, params.syncId),
   }),
 ];
+
+export const area = defineArea({
+  order: 80,
+  tags: {
+    Integrations: 'Connections to other tools (webhook-style providers here; OAuth providers through their own flow).',
+  },
+  routes: integrationRoutes,
+});

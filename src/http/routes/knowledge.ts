@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineRoute, locAnd, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
+import { defineArea, defineRoute, locAnd, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
 import { ts, uuid } from './rest-common.js';
 import { patchOf, text } from '../schemas.js';
 
@@ -83,3 +83,12 @@ export const knowledgeRoutes: RouteSpec[] = [
     handler: ({ call, token, params }) => call('api.pricebook_delete', token, params.locationId, params.itemId),
   }),
 ];
+
+export const area = defineArea({
+  order: 60,
+  tags: {
+    FAQs: 'Questions and answers the voice agent uses.',
+    Pricebook: 'Services and price ranges the voice agent may quote.',
+  },
+  routes: knowledgeRoutes,
+});

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineRoute, locAnd, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
+import { defineArea, defineRoute, locAnd, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
 import { e164, patchOf } from '../schemas.js';
 import { money, text, urgency, uuid } from './rest-common.js';
 import { leadStatuses } from '../../allowed-values.js';
@@ -60,3 +60,11 @@ export const leadRoutes: RouteSpec[] = [
     handler: ({ call, token, params, body }) => call('api.lead_patch', token, params.locationId, params.leadId, body),
   }),
 ];
+
+export const area = defineArea({
+  order: 30,
+  tags: {
+    Leads: 'Leads captured from calls or created through the API, and their status moves.',
+  },
+  routes: leadRoutes,
+});

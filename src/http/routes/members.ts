@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { memberRoles } from '../../allowed-values.js';
-import { defineRoute, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
+import { defineArea, defineRoute, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
 import { ts, tsNull, uuid } from './rest-common.js';
 
 export const Member = z.object({
@@ -15,3 +15,11 @@ export const memberRoutes: RouteSpec[] = [
     handler: ({ call, token, params, query }) => call('api.members_list', token, params.locationId, page(query)),
   }),
 ];
+
+export const area = defineArea({
+  order: 90,
+  tags: {
+    Members: 'People with access to the location.',
+  },
+  routes: memberRoutes,
+});

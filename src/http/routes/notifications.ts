@@ -1,8 +1,9 @@
 import { z } from 'zod';
-import { defineRoute, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
+import { defineArea, defineRoute, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
 import { e164, patchOf, timestamp, uuid } from '../schemas.js';
 
-import { notificationChannels, notificationProviders, notificationStatuses, notificationTypes } from '../../allowed-values.js';
+import { notificationChannels, notificationProviders, notificationStatuses } from '../../allowed-values.js';
+import { notificationTypes } from '../../webhooks/events.js';
 
 const Channel = z.enum(notificationChannels);
 const ChannelList = z
@@ -82,3 +83,11 @@ export const notificationRoutes: RouteSpec[] = [
       call('api.notifications_list', token, params.locationId, page(query), query.include === 'log'),
   }),
 ];
+
+export const area = defineArea({
+  order: 120,
+  tags: {
+    Notifications: 'Which events notify which channels, and the notifications sent.',
+  },
+  routes: notificationRoutes,
+});

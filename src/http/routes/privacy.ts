@@ -7,7 +7,7 @@
 import { z } from 'zod';
 import { erasureSources, erasureStatuses, platformDeletionStatuses } from '../../allowed-values.js';
 import type { Config } from '../../config.js';
-import { defineRoute, locAnd, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
+import { defineArea, defineRoute, locAnd, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
 import { e164, patchOf } from '../schemas.js';
 import { CallDetail } from './calls.js';
 import { Booking, Lead } from './records.js';
@@ -142,3 +142,11 @@ export const privacyRoutes: RouteSpec[] = [
       call('api.caller_data_get', token, params.locationId, query.phone ?? null, query.email ?? null, query.customer_id ?? null),
   }),
 ];
+
+export const area = defineArea({
+  order: 130,
+  tags: {
+    Privacy: 'Retention settings, erasure of a caller\'s personal data and the export of what is held about a caller.',
+  },
+  routes: privacyRoutes,
+});

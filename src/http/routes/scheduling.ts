@@ -1,6 +1,6 @@
 /** Scheduling settings and open windows (docs/api-contract.md, "Scheduling"; docs/scheduling.md). */
 import { z } from 'zod';
-import { defineRoute, LocationParams, type RouteSpec } from '../route.js';
+import { defineArea, defineRoute, LocationParams, type RouteSpec } from '../route.js';
 import { AvailabilityQuery, AvailabilityWindow, Scheduling, SchedulingPatch } from '../../scheduling/schemas.js';
 
 export const schedulingRoutes: RouteSpec[] = [
@@ -21,3 +21,11 @@ export const schedulingRoutes: RouteSpec[] = [
     handler: ({ call, token, params, query }) => call('api.availability', token, params.locationId, query.from ?? null, query.days ?? null),
   }),
 ];
+
+export const area = defineArea({
+  order: 50,
+  tags: {
+    Scheduling: 'Arrival windows: their length, capacity, lead time, horizon and closed dates, and the windows still open.',
+  },
+  routes: schedulingRoutes,
+});

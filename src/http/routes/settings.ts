@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { forwardingModes } from '../../allowed-values.js';
-import { defineRoute, LocationParams, type RouteSpec } from '../route.js';
+import { defineArea, defineRoute, LocationParams, type RouteSpec } from '../route.js';
 import { e164, patchOf, text } from '../schemas.js';
 import { hhmm, ts, uuid } from './rest-common.js';
 
@@ -89,3 +89,11 @@ export const settingsRoutes: RouteSpec[] = [
     handler: ({ call, token, params, body }) => call('api.agent_patch', token, params.locationId, body),
   }),
 ];
+
+export const area = defineArea({
+  order: 70,
+  tags: {
+    Settings: 'Call forwarding, business hours and agent settings.',
+  },
+  routes: settingsRoutes,
+});

@@ -5,9 +5,9 @@
  */
 import { z } from 'zod';
 import type { Config } from '../../config.js';
-import { deliveryEventTypes, deliveryStatuses, eventTypes } from '../../allowed-values.js';
-import { catalogEntry, publishedCatalog } from '../../webhooks/events.js';
-import { defineRoute, locAnd, LocationParams, page, pageQuery, type RouteSpec, uuidParam } from '../route.js';
+import { deliveryStatuses } from '../../allowed-values.js';
+import { catalogEntry, deliveryEventTypes, eventTypes, publishedCatalog } from '../../webhooks/events.js';
+import { defineArea, defineRoute, locAnd, LocationParams, page, pageQuery, type RouteSpec, uuidParam } from '../route.js';
 import { httpsUrl, patchOf, timestamp, uuid } from '../schemas.js';
 import { assertTargetField } from './rest-common.js';
 
@@ -196,3 +196,11 @@ export const webhookRoutes: RouteSpec[] = [
     },
   }),
 ];
+
+export const area = defineArea({
+  order: 110,
+  tags: {
+    Webhooks: 'Signed webhook endpoints, their delivery attempts, recovery and the event catalog.',
+  },
+  routes: webhookRoutes,
+});
