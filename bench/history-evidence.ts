@@ -11,6 +11,10 @@ export interface ClaimProbe {
   /** Mean wall time of one claim of a full batch (ms), and claims made. */
   ms: number;
   claims: number;
+  /** Per claim: blocks of app.webhook_deliveries and its indexes read (buffer hits and reads), and
+   *  scans of webhook_deliveries_ready_endpoint_idx (the skip scan over endpoints with work). */
+  blocks: number;
+  skipScans: number;
   /** Attempts the claims leased in all (rolled back). */
   leased: number;
   /** auto_explain's plans of the statements inside the first claim (text). */
@@ -45,10 +49,18 @@ export async function probeClaim(pool: pg.Pool, locations: string[], type: strin
     c.off('notice', onNotice);
     await c.query('set local auto_explain.log_min_duration = -1');
     await c.query('set local client_min_messages = notice');
+    const counters = async () => (await c.query(
+      `select sum(pg_stat_get_xact_blocks_fetched(x.oid))::int as blocks,
+              pg_stat_get_xact_numscans('app.webhook_deliveries_ready_endpoint_idx'::regclass)::int as scans
+         from (select 'app.webhook_deliveries'::regclass::oid as oid
+               union all select i.indexrelid from pg_index i where i.indrelid = 'app.webhook_deliveries'::regclass) x`)).rows[0];
+    const before = await counters();
     const start = process.hrtime.bigint();
     for (let i = 0; i < claims; i++) leased += (await c.query(claim, [batch, batch / 2])).rows[0].n as number;
     const ms = Number(process.hrtime.bigint() - start) / 1e6 / claims;
-    return { ms, claims, leased, plans: notices.join('\n\n') };
+    const after = await counters();
+    return { ms, claims, leased, blocks: (after.blocks - before.blocks) / claims, skipScans: (after.scans - before.scans) / claims,
+      plans: notices.join('\n\n') };
   } finally {
     c.off('notice', onNotice);
     await c.query('rollback').catch(() => undefined);

@@ -27,7 +27,7 @@ import { num, progress, SECONDS, SENDERS, type BenchContext, type BenchRow } fro
 import {
   cpuMeter, emitBurst, emitPaced, endpoint, location, noopCeiling, percentile, until, ENDPOINTS_PER_LOCATION, LOCATIONS,
 } from './delivery-support.js';
-import { claimIndexKb, formatStats, probeClaim, statementsReset, statementsTop, tableStats } from './history-evidence.js';
+import { claimIndexKb, formatStats, probeClaim, type ClaimProbe, statementsReset, statementsTop, tableStats } from './history-evidence.js';
 import { postCallBodies } from './ingest.js';
 import { cannon, probe } from './load.js';
 
@@ -36,6 +36,9 @@ const BURST = num('BENCH_HISTORY_BURST', 2_000);
 const DRAIN = num('BENCH_HISTORY_DRAIN', 9_000);
 const NOOP_JOBS = 4_000;
 const ALL_EVENTS = ['call.ended', 'call.emergency', 'lead.created', 'lead.updated', 'booking.created', 'booking.updated', 'spam.blocked'];
+
+const probeLine = (p: ClaimProbe) => `${p.ms.toFixed(2)} ms, ${Math.round(p.blocks)} blocks of the delivery table and its indexes, `
+  + `${p.skipScans.toFixed(1)} scans of the skip scan's index per claim of 32 (${p.leased} leased in ${p.claims + 2} claims, rolled back)`;
 
 export async function runHistoryBench(ctx: BenchContext): Promise<BenchRow[]> {
   const { owner, base, https, dataDir, servicePid } = ctx;
@@ -93,7 +96,7 @@ export async function runHistoryBench(ctx: BenchContext): Promise<BenchRow[]> {
   const noop1 = await noop('before the history');
   const young = await drain('drain on the young database');
   const probeYoung = await probeClaim(owner, locs, 'lead.created', perLoc);
-  note(`claim probe, young database: ${probeYoung.ms.toFixed(2)} ms per claim of 32 (${probeYoung.leased} leased, rolled back)`);
+  note(`claim probe, young database: ${probeLine(probeYoung)}`);
   note(formatStats('queue tables, young database:', await tableStats(owner)));
 
   // ---- 2. The history ------------------------------------------------------------------------------
@@ -171,7 +174,7 @@ export async function runHistoryBench(ctx: BenchContext): Promise<BenchRow[]> {
   // ---- 3. The drain after the history ------------------------------------------------------------
   await until('after the history: queues settled', settled, 600_000, 200);
   const probeOld = await probeClaim(owner, locs, 'lead.created', perLoc);
-  note(`claim probe, after the history: ${probeOld.ms.toFixed(2)} ms per claim of 32 (${probeOld.leased} leased, rolled back)`);
+  note(`claim probe, after the history: ${probeLine(probeOld)}`);
   note(formatStats('queue tables, after the history (before its drain):', await tableStats(owner)));
   note(`claim indexes (kB): ${JSON.stringify(await claimIndexKb(owner))}`);
   const statements = await statementsReset(owner);
@@ -197,8 +200,9 @@ export async function runHistoryBench(ctx: BenchContext): Promise<BenchRow[]> {
   rows.push({ name: `history: drain ${drainN} deliveries (${eps}) after the history`, value: Math.round(old.rate), unit: 'deliveries/s',
     baseline: Math.round(ref), ratio: old.rate / ref, target: '≥ 70 % of no-op',
     note: `CPU ${Math.round(old.cpuUs)} µs a delivery; ${held} attempts held by the paused endpoint${noopNice ? `; ${Math.round((old.rate / noopNice.rate) * 100)} % of the no-op at nice ${workerNice}` : ''}` });
-  rows.push({ name: `history: claim of 32 at the drain's start (probe, rolled back)`, value: probeOld.ms, unit: 'ms', baseline: probeYoung.ms,
-    ratio: probeYoung.ms / probeOld.ms, note: 'baseline: the same probe on the young database' });
+  rows.push({ name: `history: claim of 32 at the drain's start: blocks of the delivery table and its indexes`, value: probeOld.blocks, unit: 'blocks',
+    baseline: probeYoung.blocks, ratio: probeYoung.blocks / probeOld.blocks,
+    note: `skip scans a claim ${probeOld.skipScans.toFixed(1)} (young ${probeYoung.skipScans.toFixed(1)}); ${probeOld.ms.toFixed(1)} ms (young ${probeYoung.ms.toFixed(1)}); baseline: the young database` });
   rows.push({ name: `history: ingestion burst of ${BURST} post-calls, full fan-out`, value: ingestRate, unit: 'calls/s', baseline: Math.round(ref),
     ratio: ingestRate / ref, target: '≥ 0.18 × no-op', note: `${ingested} finalised in ${((burstEnd - burstStart) / 1000).toFixed(1)} s; ${ac.non2xx + ac.errors} failed; p99 ${ac.latency.p99} ms` });
   rows.push({ name: `history: event → receipt during the burst, p50`, value: percentile(lags, 50), unit: 'ms', target: '≤ 3 s',
