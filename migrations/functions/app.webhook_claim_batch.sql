@@ -60,7 +60,7 @@ begin
                where d.status = 'pending' and d.lease_expires_at is null and d.next_attempt_at <= t
                order by d.next_attempt_at, d.id
                limit deep) h
-       where not (h.endpoint_id = any (skip))
+       where not (h.endpoint_id = any (skip)) or h.pos = deep  -- the last entry walked tells the walk was cut short
        order by h.next_attempt_at, h.id
        limit win
     ), per_ep as (
