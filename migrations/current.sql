@@ -1,8 +1,9 @@
 -- ==== Performance after a realistic history: delivery drain ====
--- After a history the drain over 150 endpoints lost a third of its rate to the claim: a paused
--- endpoint's held attempts (and an endpoint at its cap with a backlog) sit at the head of the due
--- order, fill the claim's first window on every claim, and send every claim to the skip scan
--- over all endpoints with work (docs/performance.md, "The drain after a history").
+-- After a history every claim of the drain over 150 endpoints ran the claim's second step: a
+-- paused endpoint's held attempts (and an endpoint at its cap with a backlog) sit at the head of
+-- the due order, filled the claim's first window, and sent each claim to the skip scan over all
+-- endpoints with work, about 1,500 more blocks a claim (docs/performance.md, "The drain after a
+-- history").
 -- 1. The due index carries endpoint_id and location_id, so the claim's first step walks it
 --    index-only and passes over the attempts of endpoints that cannot take one (at their cap,
 --    paused or disabled) without visiting the heap, up to a bound; then the window as before.
