@@ -10,10 +10,12 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { Logger as WorkerLogger, run } from 'graphile-worker';
 import type pg from 'pg';
+import { lowerPoolPriority } from '../src/db/backend-priority.js';
 import { projectRoot } from '../src/db/migrate.js';
 import { callFn, createOwnerPool } from '../src/db/pools.js';
+import { createLogger } from '../src/log.js';
 import type { TestPki } from '../test/support/https.js';
-import { clusterCpuMs, treeCpuMs } from './proc.js';
+import { clusterCpuMs, postmasterPid, treeCpuMs } from './proc.js';
 
 export const LOCATIONS = 30;
 export const ENDPOINTS_PER_LOCATION = 5;
@@ -218,9 +220,14 @@ export async function endpoint(pool: pg.Pool, locationId: string, url: string, e
   return rows[0].id;
 }
 
-/** graphile-worker running no-op jobs at `concurrency`, with the worker's own settings: jobs/s and CPU spent. */
-export async function noopCeiling(url: string, dataDir: string, concurrency: number, jobs: number): Promise<{ rate: number; cpu: CpuSpent }> {
+/**
+ * graphile-worker running no-op jobs at `concurrency`, with the worker's own settings: jobs/s and
+ * CPU spent. `nice`: its database connections at that CPU priority, as the service's worker pool
+ * runs on the embedded cluster (WORKER_DB_NICE; src/db/backend-priority.ts).
+ */
+export async function noopCeiling(url: string, dataDir: string, concurrency: number, jobs: number, nice = 0): Promise<{ rate: number; cpu: CpuSpent }> {
   const pool = createOwnerPool(url, 12, 'bench-noop');
+  if (nice) lowerPoolPriority(pool, () => postmasterPid(path.join(dataDir, 'pg')), nice, createLogger('warn', 2));
   try {
     let ran = 0;
     const runner = await run({

@@ -25,39 +25,9 @@ export async function runIngestBench(ctx: BenchContext): Promise<BenchRow[]> {
   await probe(`${base}/api/v1/locations/ingest/integrations`, { method: 'POST', headers: h,
     body: JSON.stringify({ provider: 'slack', webhook_url: `${https.url}/slack`, label: 'bench' }) });
 
-  // One new call per request; a mix like real traffic: leads, bookings, emergencies, other.
-  const runId = randomUUID().slice(0, 8);
-  let seq = 0;
-  const signed = (body: string) => {
-    const ts = Date.now();
-    return `v=${ts},d=${createHmac('sha256', VOICE_SECRET).update(body + ts).digest('hex')}`;
-  };
-  const nextBody = () => {
-    const n = ++seq;
-    const kind = n % 10;
-    const start = Date.now() - 240_000;
-    const analysis: Record<string, unknown> = kind === 0
-      ? { outcome: 'lead', urgency_level: 5, service_type: 'No heat', caller_name: 'Dana Bench', issue_summary: 'Furnace out' }
-      : kind <= 2
-        ? { outcome: 'booked', urgency_level: 2, service_type: 'AC repair', caller_name: 'Sam Bench', caller_address: '1 Oak St',
-            appointment_date: new Date(Date.now() + 2 * 86400_000).toISOString().slice(0, 10), appointment_time: '10:00', estimated_value: 350 }
-        : kind <= 7
-          ? { outcome: 'lead', urgency_level: 3, service_type: 'Water heater', caller_name: 'Lee Bench', caller_email: `lee${n % 997}@bench.example` }
-          : { outcome: 'other', urgency_level: 1 };
-    return JSON.stringify({
-      event: 'call_analyzed',
-      call: {
-        call_id: `bench_${runId}_${n}`, agent_id: 'agent_bench', direction: 'inbound',
-        from_number: `+1312${String(2_000_000 + ((n * 7919) % 7_000_000)).padStart(7, '0')}`, to_number: SERVICE_PHONE,
-        start_timestamp: start, end_timestamp: start + 180_000, disconnection_reason: 'agent_hangup',
-        transcript: 'Agent: Thanks for calling Bench HVAC.\nUser: My system needs work.\nAgent: I can help with that.',
-        call_analysis: { call_summary: 'Caller asked for service.', user_sentiment: 'Positive', custom_analysis_data: analysis },
-      },
-    });
-  };
+  const { next: nextBody, headers: headersFor } = postCallBodies();
   const first = nextBody();
-  if (!(await verify(first, VOICE_SECRET, signed(first)))) throw new Error('bench signature does not verify with retell-sdk');
-  const headersFor = (body: string) => ({ 'content-type': 'application/json', 'x-retell-signature': signed(body) });
+  if (!(await verify(first, VOICE_SECRET, headersFor(first)['x-retell-signature']))) throw new Error('bench signature does not verify with retell-sdk');
   await probe(`${base}/api/voice/post-call`, { method: 'POST', headers: headersFor(first), body: first });
   const postOpts = (url: string, duration: number): autocannon.Options => ({
     url, connections: SENDERS, duration,
@@ -153,4 +123,42 @@ export async function runIngestBench(ctx: BenchContext): Promise<BenchRow[]> {
   rows.push({ name: 'emergency SMS during the ingestion load (call to SMS sent, p99)', value: Math.round(em.p99 ?? 0), unit: 'ms',
     note: `${em.n} emergency SMS of the measured seconds, ${em.sent} sent; median ${Math.round(em.p50 ?? 0)} ms; counted from the ingestion transaction` });
   return rows;
+}
+
+/**
+ * Signed `call_analyzed` post-calls, a new call each, in a mix like real traffic (60 % leads,
+ * 20 % bookings, 10 % emergencies, 10 % other) to SERVICE_PHONE: `next()` is the next body,
+ * `headers(body)` its signed headers.
+ */
+export function postCallBodies(): { next(): string; headers(body: string): Record<string, string> } {
+  const runId = randomUUID().slice(0, 8);
+  let seq = 0;
+  const signed = (body: string) => {
+    const ts = Date.now();
+    return `v=${ts},d=${createHmac('sha256', VOICE_SECRET).update(body + ts).digest('hex')}`;
+  };
+  const nextBody = () => {
+    const n = ++seq;
+    const kind = n % 10;
+    const start = Date.now() - 240_000;
+    const analysis: Record<string, unknown> = kind === 0
+      ? { outcome: 'lead', urgency_level: 5, service_type: 'No heat', caller_name: 'Dana Bench', issue_summary: 'Furnace out' }
+      : kind <= 2
+        ? { outcome: 'booked', urgency_level: 2, service_type: 'AC repair', caller_name: 'Sam Bench', caller_address: '1 Oak St',
+            appointment_date: new Date(Date.now() + 2 * 86400_000).toISOString().slice(0, 10), appointment_time: '10:00', estimated_value: 350 }
+        : kind <= 7
+          ? { outcome: 'lead', urgency_level: 3, service_type: 'Water heater', caller_name: 'Lee Bench', caller_email: `lee${n % 997}@bench.example` }
+          : { outcome: 'other', urgency_level: 1 };
+    return JSON.stringify({
+      event: 'call_analyzed',
+      call: {
+        call_id: `bench_${runId}_${n}`, agent_id: 'agent_bench', direction: 'inbound',
+        from_number: `+1312${String(2_000_000 + ((n * 7919) % 7_000_000)).padStart(7, '0')}`, to_number: SERVICE_PHONE,
+        start_timestamp: start, end_timestamp: start + 180_000, disconnection_reason: 'agent_hangup',
+        transcript: 'Agent: Thanks for calling Bench HVAC.\nUser: My system needs work.\nAgent: I can help with that.',
+        call_analysis: { call_summary: 'Caller asked for service.', user_sentiment: 'Positive', custom_analysis_data: analysis },
+      },
+    });
+  };
+  return { next: nextBody, headers: (body: string) => ({ 'content-type': 'application/json', 'x-retell-signature': signed(body) }) };
 }

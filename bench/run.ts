@@ -81,6 +81,7 @@ const SECTIONS: Section[] = [
   { name: 'delivery', run: async () => (await import('./delivery.js')).runDeliveryBench({ progress }) },
   { name: 'staff-flood', run: async (c) => (await import('./staff-flood.js')).runStaffFloodBench({ owner: c.owner, apiUrl: c.base,
     adminUrl: c.adminUrl, apiAuth: c.auth('mid'), midLocationId: c.mid.id, seconds: num('BENCH_STAFF_FLOOD_SECONDS', 20), connections: CONNECTIONS, progress }) },
+  { name: 'history', named: true, run: async (c) => (await import('./history.js')).runHistoryBench(c) },
   { name: 'tools', named: true, run: async (c) => (await import('./tools.js')).runToolsBench({ owner: c.owner, base: c.base, voiceSecret: VOICE_SECRET, progress }) },
   { name: 'integrations', run: async (c) => (await import('./integrations.js')).runIntegrationsBench({ databaseUrl: c.databaseUrl, progress }) },
 ];

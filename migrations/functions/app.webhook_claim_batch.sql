@@ -10,7 +10,10 @@ AS $function$
 declare
   t timestamptz;
   win int := greatest(max_claims * 4, 64);
+  deep int := greatest(max_claims * 64, 1024);
   scanned int;
+  walked int;
+  skip uuid[];
   excl uuid[];
   busy jsonb;
   c_ids uuid[];
@@ -37,19 +40,28 @@ begin
              where d.status = 'pending' and d.lease_expires_at > t and d.endpoint_id is not null
              group by d.endpoint_id) x;
     -- Candidates: each endpoint's first (per_endpoint - busy) due attempts, in two steps.
-    -- 1. The first `win` due attempts in due order, whatever their endpoint (the usual case: many
-    --    endpoints with work, and the window holds more than a batch).
-    -- 2. Only when that window was full and still gave less than a batch (its attempts belong to
-    --    endpoints already at their cap, as when a few busy endpoints hold a backlog): the other
-    --    endpoints with unleased attempts, found by a skip scan of
+    -- 1. The first `win` due attempts in due order of endpoints that can take one: the attempts of
+    --    endpoints at their cap and of paused or disabled endpoints (held) are passed over inside
+    --    the index-only walk of webhook_deliveries_ready_idx (it carries endpoint_id), up to `deep`
+    --    entries. A paused endpoint's backlog sits at the head of the due order; before, it filled
+    --    the window on every claim and sent each one to step 2 (docs/performance.md, "The drain
+    --    after a history").
+    -- 2. Only when that walk was cut short (a full window, or `deep` entries walked) and still gave
+    --    less than a batch: the other endpoints with unleased attempts, found by a skip scan of
     --    webhook_deliveries_ready_endpoint_idx, one probe per endpoint. So no claim walks the
-    --    attempts queued behind endpoints at their cap, and the common case stays one short scan.
-    --    The probes order by all three columns of that index, which only it returns in order.
+    --    attempts queued behind endpoints at their cap without bound, and the common case stays one
+    --    short scan. The probes order by all three columns of that index, which only it returns in order.
+    skip := excl || array(select e.id from app.webhook_endpoints e where not e.active);
     with cand as (
-      select d.id, d.endpoint_id, d.location_id, d.next_attempt_at
-        from app.webhook_deliveries d
-       where d.status = 'pending' and d.lease_expires_at is null and d.next_attempt_at <= t
-       order by d.next_attempt_at, d.id
+      select h.id, h.endpoint_id, h.location_id, h.next_attempt_at, h.pos
+        from (select d.id, d.endpoint_id, d.location_id, d.next_attempt_at,
+                     row_number() over (order by d.next_attempt_at, d.id) as pos
+                from app.webhook_deliveries d
+               where d.status = 'pending' and d.lease_expires_at is null and d.next_attempt_at <= t
+               order by d.next_attempt_at, d.id
+               limit deep) h
+       where not (h.endpoint_id = any (skip)) or h.pos = deep  -- the last entry walked tells the walk was cut short
+       order by h.next_attempt_at, h.id
        limit win
     ), per_ep as (
       select c.*, e.failure_count > 0 as degraded,
@@ -57,15 +69,15 @@ begin
         from cand c
         join app.webhook_endpoints e on e.id = c.endpoint_id and e.active and not (e.id = any (excl))
     )
-    select (select count(*) from cand)::int,
+    select (select count(*) from cand)::int, (select coalesce(max(pos), 0) from cand)::int,
            coalesce(array_agg(p.id), '{}'), coalesce(array_agg(p.endpoint_id), '{}'),
            coalesce(array_agg(p.location_id), '{}'), coalesce(array_agg(p.next_attempt_at), '{}'),
            coalesce(array_agg(p.degraded), '{}'), coalesce(array_agg(p.rn), '{}')
-      into scanned, c_ids, c_eps, c_locs, c_dues, c_degs, c_rns
+      into scanned, walked, c_ids, c_eps, c_locs, c_dues, c_degs, c_rns
       from per_ep p
      where p.rn <= per_endpoint - coalesce((busy ->> p.endpoint_id::text)::int, 0);
 
-    if scanned >= win and cardinality(c_ids) < max_claims then
+    if (scanned >= win or walked >= deep) and cardinality(c_ids) < max_claims then
       excl := excl || array(select distinct x from unnest(c_eps) x);
       with recursive eps as (
         (select d.endpoint_id from app.webhook_deliveries d

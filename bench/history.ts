@@ -1,0 +1,220 @@
+/**
+ * The delivery drain after a realistic history (`BENCH_ONLY=history npm run bench`; runs only when
+ * named). One process tree and one database, the service as an operator runs it (API + worker, its
+ * worker connections at WORKER_DB_NICE on the embedded cluster), in this order:
+ *
+ *  1. 30 locations × 5 endpoints (lead.created) + one call.ended endpoint each, on the bench's
+ *     HTTPS receiver; graphile-worker's no-op jobs/s (the reference), then the drain of
+ *     BENCH_HISTORY_DRAIN (9,000) deliveries over the 150 endpoints on the young database;
+ *  2. the history: BENCH_HISTORY_CALLS (50,000) demo calls seeded into a location of their own;
+ *     reads of its calls page and insights (BENCH_SECONDS each); a burst of
+ *     BENCH_HISTORY_BURST (2,000) signed post-calls with full fan-out (two endpoints on every
+ *     event, Slack, SMS, e-mail) by BENCH_SENDERS senders; 100 events/s paced for 10 s; an
+ *     endpoint that never answers with 1,000 attempts queued, the paced load again beside it,
+ *     then that endpoint paused (its attempts stay pending, held);
+ *  3. the same drain again, the no-op rate again (and once at the worker's CPU priority).
+ *
+ * Every rate is reported against the same run's no-op rate. Evidence (stderr, and the file
+ * BENCH_HISTORY_EXPLAIN when set): the claim probed before and after the history
+ * (bench/history-evidence.ts: auto_explain with ANALYZE and BUFFERS of every statement inside
+ * app.webhook_claim_batch), the queue tables' counters, and pg_stat_statements over the drain when
+ * the cluster preloads it (a kept BENCH_DATA_DIR with `shared_preload_libraries`).
+ */
+import fs from 'node:fs';
+import autocannon from 'autocannon';
+import { loadConfig } from '../src/config.js';
+import { num, progress, SECONDS, SENDERS, type BenchContext, type BenchRow } from './common.js';
+import {
+  cpuMeter, emitBurst, emitPaced, endpoint, location, noopCeiling, percentile, until, ENDPOINTS_PER_LOCATION, LOCATIONS,
+} from './delivery-support.js';
+import { claimIndexKb, formatStats, probeClaim, type ClaimProbe, statementsReset, statementsTop, tableStats } from './history-evidence.js';
+import { postCallBodies } from './ingest.js';
+import { cannon, probe } from './load.js';
+
+const HISTORY_CALLS = num('BENCH_HISTORY_CALLS', 50_000);
+const BURST = num('BENCH_HISTORY_BURST', 2_000);
+const DRAIN = num('BENCH_HISTORY_DRAIN', 9_000);
+const NOOP_JOBS = 4_000;
+const ALL_EVENTS = ['call.ended', 'call.emergency', 'lead.created', 'lead.updated', 'booking.created', 'booking.updated', 'spam.blocked'];
+
+const probeLine = (p: ClaimProbe) => `${p.ms.toFixed(2)} ms, ${Math.round(p.blocks)} blocks of the delivery table and its indexes, `
+  + `${p.skipScans.toFixed(1)} scans of the skip scan's index per claim of 32 (${p.leased} leased in ${p.claims + 2} claims, rolled back)`;
+
+export async function runHistoryBench(ctx: BenchContext): Promise<BenchRow[]> {
+  const { owner, base, https, dataDir, servicePid } = ctx;
+  const rows: BenchRow[] = [];
+  const evidence: string[] = [];
+  const note = (s: string) => {
+    evidence.push(s);
+    progress(s);
+  };
+  const concurrency = loadConfig({ DATA_DIR: dataDir }).WEBHOOK_CONCURRENCY;
+  const workerNice = Number(process.env.WORKER_DB_NICE ?? 10);
+  const rate = (n: number, ms: number) => n / (ms / 1000);
+
+  // ---- 1. Endpoints, warm-up, the no-op reference and the drain on a young database ------------
+  const locs: string[] = [];
+  for (let i = 0; i < LOCATIONS; i++) {
+    const loc = await location(owner, `History Location ${i}`);
+    locs.push(loc);
+    for (let j = 0; j < ENDPOINTS_PER_LOCATION; j++) await endpoint(owner, loc, `${https.url}/ok/drain/${i}/${j}`, ['lead.created']);
+    await endpoint(owner, loc, `${https.url}/ok/paced/${i}`, ['call.ended']);
+  }
+  const warm = https.watch('/ok/drain/');
+  await emitBurst(owner, locs, 'lead.created', 2);
+  await until('warm-up', () => warm.length >= LOCATIONS * ENDPOINTS_PER_LOCATION * 2, 120_000, 20);
+
+  const perLoc = Math.ceil(DRAIN / (LOCATIONS * ENDPOINTS_PER_LOCATION));
+  const drainN = perLoc * LOCATIONS * ENDPOINTS_PER_LOCATION;
+  /** Pending attempts of active endpoints and pending notifications: the fan-out still being worked off. */
+  const settled = async () => Number((await owner.query(
+    `select (select count(*) from app.webhook_deliveries d join app.webhook_endpoints e on e.id = d.endpoint_id
+              where d.status = 'pending' and e.active and d.next_attempt_at <= now())
+          + (select count(*) from app.notifications where status = 'pending' and next_attempt_at <= now()) as n`)).rows[0].n) === 0;
+  async function drain(label: string): Promise<{ rate: number; cpuUs: number }> {
+    await until(`${label}: queues settled`, settled, 600_000, 200);
+    const got = https.watch('/ok/drain/');
+    let start = 0;
+    let meter = () => ({ self: 0, worker: 0, pg: 0 });
+    await emitBurst(owner, locs, 'lead.created', perLoc, () => {
+      meter = cpuMeter(dataDir, servicePid);
+      start = Date.now();
+    });
+    await until(`${label}: drain received`, () => got.length >= drainN, 900_000, 10);
+    const r = rate(drainN, got[drainN - 1].at - start);
+    const cpu = meter();
+    progress(`${label}: ${drainN} deliveries at ${r.toFixed(0)}/s`);
+    return { rate: r, cpuUs: ((cpu.worker + cpu.pg) * 1000) / drainN };
+  }
+  async function noop(label: string, nice = 0) {
+    const n = await noopCeiling(ctx.databaseUrl, dataDir, concurrency, NOOP_JOBS, nice);
+    progress(`no-op ${label}: ${n.rate.toFixed(0)} jobs/s`);
+    return { rate: n.rate, cpuUs: ((n.cpu.self + n.cpu.pg) * 1000) / NOOP_JOBS };
+  }
+
+  progress(`history: no-op reference and a ${drainN}-delivery drain over ${LOCATIONS * ENDPOINTS_PER_LOCATION} endpoints, young database`);
+  const noop1 = await noop('before the history');
+  const young = await drain('drain on the young database');
+  const probeYoung = await probeClaim(owner, locs, 'lead.created', perLoc);
+  note(`claim probe, young database: ${probeLine(probeYoung)}`);
+  note(formatStats('queue tables, young database:', await tableStats(owner)));
+
+  // ---- 2. The history ------------------------------------------------------------------------------
+  const hist = await ctx.location('history', {});
+  const seeded = Number((await owner.query('select count(*) n from app.calls where location_id = $1', [hist.id])).rows[0].n);
+  if (seeded < HISTORY_CALLS) { // a kept cluster (BENCH_DATA_DIR) may have them from an earlier run
+    progress(`history: seeding ${HISTORY_CALLS.toLocaleString('en')} calls`);
+    await owner.query('select admin.demo_seed_prepare($1, $2)', ['history', Math.min(20_000, Math.ceil(HISTORY_CALLS * 0.2))]);
+    for (let done = seeded; done < HISTORY_CALLS; done += 50_000) {
+      await owner.query('select admin.demo_seed_calls($1, $2, $3)', ['history', Math.min(50_000, HISTORY_CALLS - done), 30]);
+    }
+    await owner.query('select admin.demo_seed_finish($1)', ['history']);
+  }
+
+  progress(`history: reads (calls page, insights), ${SECONDS} s each`);
+  for (const p of ['/calls', '/insights?days=30']) {
+    const url = `${base}/api/v1/locations/history${p}`;
+    await probe(url, { headers: ctx.auth('history') });
+    await cannon({ url, headers: ctx.auth('history'), connections: 10, duration: SECONDS });
+  }
+
+  // The burst: signed post-calls to the ingestion location, two endpoints on every event + Slack.
+  const h = { ...ctx.auth('ingest'), 'content-type': 'application/json' };
+  const burstEps: string[] = [];
+  for (const label of ['history-a', 'history-b']) {
+    const res = await fetch(`${base}/api/v1/locations/ingest/webhook-endpoints`, { method: 'POST', headers: h,
+      body: JSON.stringify({ label, url: `${https.url}/ok/burst/${label}`, events: ALL_EVENTS }) });
+    if (res.status !== 201) throw new Error(`endpoint: ${res.status} ${await res.text()}`);
+    burstEps.push(((await res.json()) as { data: { id: string } }).data.id);
+  }
+  const slack = await owner.query(`select 1 from app.integrations where location_id = $1 and provider = 'slack'`, [ctx.ingest.id]);
+  if (!slack.rowCount) await probe(`${base}/api/v1/locations/ingest/integrations`, { method: 'POST', headers: h,
+    body: JSON.stringify({ provider: 'slack', webhook_url: `${https.url}/slack`, label: 'history' }) });
+  const bodies = postCallBodies();
+  const finalised = async () => Number((await owner.query(
+    'select count(*) n from app.calls where location_id = $1 and finalized_at is not null', [ctx.ingest.id])).rows[0].n);
+  const before = await finalised();
+  const burstGot = https.watch('/ok/burst/');
+  progress(`history: burst of ${BURST} post-calls, ${SENDERS} senders`);
+  const burstStart = Date.now();
+  const ac = await autocannon({
+    url: `${base}/api/voice/post-call`, connections: SENDERS, amount: BURST,
+    requests: [{ method: 'POST', setupRequest: (req) => {
+      const body = bodies.next();
+      return { ...req, body, headers: bodies.headers(body) };
+    } }],
+  });
+  const burstEnd = Date.now();
+  const ingested = (await finalised()) - before;
+  const { rows: [{ n: burstDeliveries }] } = await owner.query(
+    'select count(*)::int as n from app.webhook_deliveries where endpoint_id = any ($1::uuid[]) and attempt = 1', [burstEps]);
+  await until('burst deliveries received', () => burstGot.length >= burstDeliveries, 900_000, 50);
+  const lags = burstGot.map((r) => r.at - r.createdAt).sort((a, b) => a - b);
+  const lastAt = Math.max(...burstGot.map((r) => r.at));
+  const ingestRate = rate(ingested, burstEnd - burstStart);
+  progress(`burst: ${ingested} calls in ${((burstEnd - burstStart) / 1000).toFixed(1)} s, ${burstDeliveries} deliveries, last ${((lastAt - burstStart) / 1000).toFixed(1)} s after the start`);
+
+  progress('history: paced 100 events/s for 10 s');
+  const paced = https.watch('/ok/paced/');
+  const pacedN = await emitPaced(owner, locs, 'call.ended', 100, 10);
+  await until('paced received', () => paced.length >= pacedN, 300_000, 20);
+  const pacedLags = paced.map((r) => r.at - r.createdAt).sort((a, b) => a - b);
+
+  progress('history: black-holed endpoint, 1,000 queued, paced load beside it, then paused');
+  const bhLoc = (await ctx.location('history-blackhole', {})).id;
+  const bhEp = await endpoint(owner, bhLoc, `${https.url}/blackhole`, ['call.ended']);
+  await emitBurst(owner, [bhLoc], 'call.ended', 1_000);
+  await until('black hole in flight', () => https.blackholeOpen() >= 1, 60_000, 20);
+  const beside = https.watch('/ok/paced/');
+  const besideN = await emitPaced(owner, locs, 'call.ended', 100, 10);
+  await until('beside received', () => beside.length >= besideN, 300_000, 20);
+  const besideLags = beside.map((r) => r.at - r.createdAt).sort((a, b) => a - b);
+  await probe(`${base}/api/v1/locations/history-blackhole/webhook-endpoints/${bhEp}`, { method: 'PATCH',
+    headers: { ...ctx.auth('history-blackhole'), 'content-type': 'application/json' }, body: JSON.stringify({ active: false }) });
+  const { rows: [{ held }] } = await owner.query(
+    `select count(*)::int as held from app.webhook_deliveries where endpoint_id = $1 and status = 'pending'`, [bhEp]);
+
+  // ---- 3. The drain after the history ------------------------------------------------------------
+  await until('after the history: queues settled', settled, 600_000, 200);
+  const probeOld = await probeClaim(owner, locs, 'lead.created', perLoc);
+  note(`claim probe, after the history: ${probeLine(probeOld)}`);
+  note(formatStats('queue tables, after the history (before its drain):', await tableStats(owner)));
+  note(`claim indexes (kB): ${JSON.stringify(await claimIndexKb(owner))}`);
+  const statements = await statementsReset(owner);
+  const old = await drain('drain after the history');
+  if (statements) note(`pg_stat_statements over the drain after the history:\n${await statementsTop(owner)}`);
+  note(formatStats('queue tables, after its drain:', await tableStats(owner)));
+  const noop2 = await noop('after the history');
+  const noopNice = workerNice ? await noop(`at the worker's nice ${workerNice}`, workerNice) : null;
+  if (process.env.BENCH_HISTORY_EXPLAIN) {
+    fs.writeFileSync(process.env.BENCH_HISTORY_EXPLAIN, `${evidence.join('\n\n')}\n\n==== claim, young database ====\n${probeYoung.plans}\n\n`
+      + `==== claim, after the history ====\n${probeOld.plans}\n`);
+    progress(`evidence and claim plans written to ${process.env.BENCH_HISTORY_EXPLAIN}`);
+  }
+
+  // ---- Rows -------------------------------------------------------------------------------------------
+  const ref = Math.max(noop1.rate, noop2.rate);
+  const refCpu = Math.min(noop1.cpuUs, noop2.cpuUs);
+  const eps = `${LOCATIONS * ENDPOINTS_PER_LOCATION} endpoints`;
+  rows.push({ name: `history: graphile-worker no-op jobs (concurrency ${concurrency}), best of before/after`, value: Math.round(ref), unit: 'jobs/s',
+    note: `${Math.round(noop1.rate)} before, ${Math.round(noop2.rate)} after the history${noopNice ? `; ${Math.round(noopNice.rate)} with its connections at nice ${workerNice} as the worker's` : ''}` });
+  rows.push({ name: `history: drain ${drainN} deliveries (${eps}), young database`, value: Math.round(young.rate), unit: 'deliveries/s',
+    baseline: Math.round(ref), ratio: young.rate / ref, note: `CPU ${Math.round(young.cpuUs)} µs a delivery (worker + postgres); no-op ${Math.round(refCpu)} µs a job` });
+  rows.push({ name: `history: drain ${drainN} deliveries (${eps}) after the history`, value: Math.round(old.rate), unit: 'deliveries/s',
+    baseline: Math.round(ref), ratio: old.rate / ref, target: '≥ 70 % of no-op',
+    note: `CPU ${Math.round(old.cpuUs)} µs a delivery; ${held} attempts held by the paused endpoint${noopNice ? `; ${Math.round((old.rate / noopNice.rate) * 100)} % of the no-op at nice ${workerNice}` : ''}` });
+  rows.push({ name: `history: claim of 32 at the drain's start: blocks of the delivery table and its indexes`, value: probeOld.blocks, unit: 'blocks',
+    baseline: probeYoung.blocks, ratio: probeYoung.blocks / probeOld.blocks,
+    note: `skip scans a claim ${probeOld.skipScans.toFixed(1)} (young ${probeYoung.skipScans.toFixed(1)}); ${probeOld.ms.toFixed(1)} ms (young ${probeYoung.ms.toFixed(1)}); baseline: the young database` });
+  rows.push({ name: `history: ingestion burst of ${BURST} post-calls, full fan-out`, value: ingestRate, unit: 'calls/s', baseline: Math.round(ref),
+    ratio: ingestRate / ref, target: '≥ 0.18 × no-op', note: `${ingested} finalised in ${((burstEnd - burstStart) / 1000).toFixed(1)} s; ${ac.non2xx + ac.errors} failed; p99 ${ac.latency.p99} ms` });
+  rows.push({ name: `history: event → receipt during the burst, p50`, value: percentile(lags, 50), unit: 'ms', target: '≤ 3 s',
+    note: `p99 ${Math.round(percentile(lags, 99))} ms over ${burstDeliveries} deliveries` });
+  rows.push({ name: 'history: event → receipt during the burst, p99', value: percentile(lags, 99), unit: 'ms' });
+  rows.push({ name: 'history: last burst delivery ÷ ingestion time', value: (lastAt - burstStart) / (burstEnd - burstStart), unit: '×', target: '≤ 1.5 ×',
+    note: `last delivery ${((lastAt - burstStart) / 1000).toFixed(1)} s after the burst started; ingestion ${((burstEnd - burstStart) / 1000).toFixed(1)} s` });
+  rows.push({ name: 'history: event → receipt at 100 events/s, p50 / p99', value: percentile(pacedLags, 50), unit: 'ms', note: `p99 ${percentile(pacedLags, 99)} ms` });
+  rows.push({ name: 'history: the same beside a black-holed endpoint (1,000 queued), p99', value: percentile(besideLags, 99), unit: 'ms', target: '< 1 s',
+    note: `p50 ${percentile(besideLags, 50)} ms` });
+  return rows;
+}
