@@ -18,11 +18,18 @@ begin
   -- The token's own location, as app.authorize pins it (RLS on the keys).
   perform set_config('app.location_id', loc::text, true);
   -- Concurrent duplicates: the first holds this lock until its transaction ends; the others answer
-  -- 409 at once instead of waiting, and a retry after the commit finds the stored answer.
-  if not pg_try_advisory_xact_lock(7302, hashtext(loc::text || '/' || idempotency_key)) then
-    perform app.authorize(token_hash, location_ref, scope);
-    perform app.raise('SBIK9', 'A request with this Idempotency-Key is still being processed; retry after it has finished');
-  end if;
+  -- 409 instead of waiting for it, and a retry after the commit finds the stored answer. The lock
+  -- is tried for up to 40 ms: a request whose error the client has already read may still be
+  -- releasing it (a backend reports the error before it ends the transaction), and a client that
+  -- retries at once with a corrected body must not get a spurious 409.
+  for attempt in 1..5 loop
+    exit when pg_try_advisory_xact_lock(7302, hashtext(loc::text || '/' || idempotency_key));
+    if attempt = 5 then
+      perform app.authorize(token_hash, location_ref, scope);
+      perform app.raise('SBIK9', 'A request with this Idempotency-Key is still being processed; retry after it has finished');
+    end if;
+    perform pg_sleep(0.01);
+  end loop;
   select * into k from app_private.idempotency_keys i
    where i.location_id = loc and i.idempotency_key = idempotency_begin.idempotency_key;
   if found and k.created_at <= now() - interval '24 hours' then

@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
 import { pruneIdempotency } from '../../src/idempotency/retention.js';
-import { mintKey, request, useTenant, useTestApi } from '../support/harness.js';
+import { mintKey, request, useTenant, useTestApi, waitFor } from '../support/harness.js';
 
 const t = useTestApi();
 const A = useTenant(t, { name: 'Idem Heating' });
@@ -127,6 +127,24 @@ test('while the first request holds the key, a duplicate is 409 idempotency_key_
   expect(await leadsOf(A.id, 'In Flight Caller')).toEqual([]);
   const after = await post(`${V}/locations/${A.id}/leads`, lead('In Flight Caller'), key);
   expect([after.status, after.replayed]).toEqual([201, null]);
+});
+
+test('a key released within the grace (a request that has answered and is ending) is taken, not 409', async () => {
+  const key = randomUUID();
+  const holder = await t.owner.connect();
+  try {
+    await holder.query('begin');
+    await holder.query('select pg_advisory_xact_lock(7302, hashtext($1))', [`${A.id}/${key}`]);
+    const res = post(`${V}/locations/${A.id}/leads`, lead('Quick Retry Caller'), key);
+    // The request finds the key held and tries again shortly: release it then.
+    await waitFor(async () => (await t.owner.query(
+      `select 1 from pg_stat_activity where wait_event = 'PgSleep' and query like '%idempotency_begin%'`)).rowCount, 'a request retrying the key');
+    await holder.query('commit');
+    expect([(await res).status, (await res).replayed]).toEqual([201, null]);
+  } finally {
+    holder.release();
+  }
+  expect(await leadsOf(A.id, 'Quick Retry Caller')).toHaveLength(1);
 });
 
 test('a malformed key is 400 invalid_idempotency_key after the token check, and nothing is created', async () => {

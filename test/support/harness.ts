@@ -239,3 +239,14 @@ export async function request<T = any>(
   assertConforms(method, path, res.status, parsed, res.headers.get('content-type'));
   return { status: res.status, body: parsed as T, headers: res.headers };
 }
+
+/** Polls `fn` every 50 ms until it gives a truthy value (returned), or fails naming `what`. */
+export async function waitFor<T>(fn: () => Promise<T | undefined | null | false>, what: string, timeoutMs = 15000): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v as T;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}

@@ -8,8 +8,9 @@ import pg from 'pg';
 import type { Config } from '../../src/config.js';
 import { createWorkerPool } from '../../src/db/pools.js';
 import { startWorker, type Worker, type WorkerOptions } from '../../src/worker/index.js';
-import { asLocation, request, startTestApi, tenant, testLog, type TestApi, type TestLocation } from '../support/harness.js';
+import { asLocation, request, startTestApi, tenant, testLog, waitFor, type TestApi, type TestLocation } from '../support/harness.js';
 import { makePki, reply, startHttpsReceiver, type HttpsReceiver, type TestPki } from '../support/https.js';
+export { waitFor } from '../support/harness.js';
 
 export type TestWorker = Awaited<ReturnType<typeof startTestWorker>>;
 
@@ -40,16 +41,6 @@ export async function emit(owner: pg.Pool, locationId: string, type: string, dat
 export async function emitMany(owner: pg.Pool, locationId: string, type: string, count: number): Promise<void> {
   await asLocation(owner, locationId, (c) =>
     c.query(`select app.emit($1, $2, jsonb_build_object('n', i)) from generate_series(1, $3::int) i`, [locationId, type, count]));
-}
-
-export async function waitFor<T>(fn: () => Promise<T | undefined | null | false>, what: string, timeoutMs = 15000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v as T;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 export async function deliveriesOf(owner: pg.Pool, eventId: string) {
