@@ -18,6 +18,7 @@ import type { ConnectionTarget } from '../db/pools.js';
 import { ApiError, sendError } from '../http/errors.js';
 import type { Logger } from '../log.js';
 import { warnIfExposed, type StaffLimits } from '../staff/access.js';
+import { showAdmission, staffRefusals } from '../staff/admission.js';
 import type { FromThread, StaffThreadData, ToThread } from '../staff/thread.js';
 import type { StaffServer } from './graphql.js';
 
@@ -71,12 +72,15 @@ export async function startStaffGraphqlThread(target: ConnectionTarget, host: st
           resolve();
         } else if (m.type === 'failed') reject(new Error(`staff GraphQL thread: ${m.message}`));
         else if (m.type === 'flushed') waiting.get(m.id)?.();
+        else if (m.type === 'refused') staffRefusals.inc({ reason: m.reason });
+        else if (m.type === 'admission') showAdmission(m);
       });
       w.on('error', (err) => log.error({ err }, 'staff GraphQL thread failed'));
       w.on('exit', (code) => {
         if (worker === w) {
           worker = null;
           upstream = null;
+          showAdmission({ running: 0, queued: 0 });
         }
         for (const f of waiting.values()) f();
         waiting.clear();

@@ -24,7 +24,7 @@ export interface StaffThreadData {
 }
 
 export type ToThread = { type: 'target'; target: string; postmasterPid: number | null } | { type: 'flush'; id: number } | { type: 'close' };
-export type FromThread = { type: 'listening'; url: string } | { type: 'flushed'; id: number } | { type: 'closed' } | { type: 'failed'; message: string };
+export type FromThread = { type: 'listening'; url: string } | { type: 'refused'; reason: 'busy' } | { type: 'admission'; running: number; queued: number } | { type: 'flushed'; id: number } | { type: 'closed' } | { type: 'failed'; message: string };
 
 const data = workerData as StaffThreadData;
 const port = parentPort!;
@@ -33,6 +33,12 @@ let postmasterPid = data.postmasterPid;
 const log = createLogger(data.logLevel).child({ thread: 'staff-graphql' });
 const send = (m: FromThread) => port.postMessage(m);
 
+// Named for top -H, ps -L and the bench (bench/staff-flood-probe.ts): `staff-graphql`.
+try {
+  fs.writeFileSync('/proc/thread-self/comm', 'staff-graphql');
+} catch {
+  /* not Linux */
+}
 // On Linux a thread has its own nice value: setpriority() on the thread's id lowers this thread
 // only (the API's main thread keeps its priority). Its id is the last part of /proc/thread-self.
 if (data.threadNice > 0) {
@@ -47,6 +53,9 @@ if (data.threadNice > 0) {
 try {
   const server = await startStaffGraphql(() => target, '127.0.0.1', 0, {
     log, limits: data.limits, forwarded: true,
+    // Counted by the main thread, whose /metrics is scraped.
+    onRefused: (reason) => send({ type: 'refused', reason }),
+    onAdmission: (stats) => send({ type: 'admission', ...stats }),
     lowerPriority: data.nice !== null ? { postmasterPid: () => postmasterPid, nice: data.nice } : undefined,
   });
   port.on('message', (m: ToThread) => {
