@@ -48,7 +48,7 @@ function nodeProcesses(root: number): number[] {
   while (todo.length) {
     const pid = todo.pop()!;
     try {
-      if (fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('main.js')) out.push(pid);
+      if (/main\.js|staff\/thread\.js/.test(fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8'))) out.push(pid);
     } catch {
       /* gone */
     }
@@ -67,10 +67,12 @@ function serviceCpu(root: number): Record<string, number> {
     } catch {
       continue;
     }
+    const child = /staff\/thread\.js/.test(fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8'));
     for (const tid of tids) {
       const ms = cpuMs(`/proc/${pid}/task/${tid}/stat`);
       const name = comm(`/proc/${pid}/task/${tid}/comm`);
-      const key = Number(tid) === pid ? 'api main thread' : name === 'staff-graphql' ? 'staff thread' : `service ${name || 'thread'}`;
+      const key = child ? (name === 'staff-graphql' ? 'staff process main thread' : `staff process ${name || 'thread'}`)
+        : Number(tid) === pid ? 'api main thread' : name === 'staff-graphql' ? 'staff thread' : `service ${name || 'thread'}`;
       if (name === 'staff-graphql') staffNice = niceOf(`/proc/${pid}/task/${tid}/stat`);
       out[key] = (out[key] ?? 0) + ms;
     }
@@ -109,7 +111,7 @@ async function lagOf(adminUrl: string): Promise<{ p50: number; p99: number; max:
   return Number.isFinite(p99) ? { p50: v('nodejs_eventloop_lag_p50_seconds'), p99, max: v('nodejs_eventloop_lag_max_seconds') } : null;
 }
 
-export async function startPhaseProbe(opts: { owner: pg.Pool; servicePid: number; adminUrl: string }): Promise<{ stop(): Promise<PhaseBreakdown> }> {
+export async function startPhaseProbe(opts: { owner: pg.Pool; servicePid: number; adminUrl: string; clientPid?: () => number | undefined }): Promise<{ stop(): Promise<PhaseBreakdown> }> {
   const backends = async () => {
     const { rows } = await opts.owner.query<{ pid: number; app: string }>(
       `select pid, application_name as app from pg_stat_activity where backend_type = 'client backend' and pid <> pg_backend_pid()`);
@@ -117,7 +119,12 @@ export async function startPhaseProbe(opts: { owner: pg.Pool; servicePid: number
     for (const r of rows) m.set(r.pid, { app: r.app || 'other', ms: cpuMs(`/proc/${r.pid}/stat`) });
     return m;
   };
-  const snap = async (): Promise<Snapshot> => ({ at: Date.now(), service: serviceCpu(opts.servicePid), backends: await backends(), machine: machineBusyMs() });
+  const snap = async (): Promise<Snapshot> => {
+    const service = serviceCpu(opts.servicePid);
+    const client = opts.clientPid?.();
+    if (client) service['bench flood clients'] = cpuMs(`/proc/${client}/stat`);
+    return { at: Date.now(), service, backends: await backends(), machine: machineBusyMs() };
+  };
   await lagOf(opts.adminUrl); // resets the histogram
   const first = await snap();
   const waits: Record<string, number> = {};

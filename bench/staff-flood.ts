@@ -94,6 +94,7 @@ function startFloods(adminUrl: string, token: string, query: string, variables: 
   let out = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
   return {
+    pid: child.pid,
     stop: () =>
       new Promise<{ answered: number; refused: number; statuses: Record<string, number> }>((resolve, reject) => {
         child.once('exit', () => {
@@ -143,8 +144,8 @@ export async function runStaffFloodBench(ctx: StaffFloodContext): Promise<Row[]>
   const idleProbe = await probe();
   const idle = await p99Of(url, ctx.apiAuth, ctx.connections, ctx.seconds);
   const idleWhere = await idleProbe.stop();
-  const floodProbe = await probe();
   const floods = startFloods(ctx.adminUrl, token, worst.query, vars, FLOODS);
+  const floodProbe = await startPhaseProbe({ owner: ctx.owner, servicePid: ctx.servicePid, adminUrl: ctx.adminUrl, clientPid: () => floods.pid });
   const busy = await p99Of(url, ctx.apiAuth, ctx.connections, ctx.seconds);
   const floodWhere = await floodProbe.stop();
   const { answered, refused, statuses } = await floods.stop();

@@ -69,6 +69,7 @@ const schema = z.object({
   STAFF_MAX_RUNNING: z.coerce.number().int().min(1).max(64).default(1),
   STAFF_MAX_QUEUED: z.coerce.number().int().min(0).max(1000).default(8),
   STAFF_GRAPHQL_THREAD: bool.default(true),
+  STAFF_GRAPHQL_PROCESS: bool.default(true),
   STAFF_THREAD_HEAP_MB: z.coerce.number().int().min(64).max(8192).default(512),
   STAFF_AUDIT_RETENTION_DAYS: z.coerce.number().int().min(1).max(36500).default(365),
   // CPU priority (nice) of the staff GraphQL's connections on the embedded cluster; 0 = as the API's.

@@ -7,11 +7,12 @@
  * requests never wait behind it. A thread that dies (out of memory, say) is started again; its
  * requests in flight answer 502.
  */
+import { fork } from 'node:child_process';
 import { request as httpRequest, createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import express, { type Router } from 'express';
 import type { ConnectionTarget } from '../db/pools.js';
@@ -19,7 +20,7 @@ import { ApiError, sendError } from '../http/errors.js';
 import type { Logger } from '../log.js';
 import { warnIfExposed, type StaffLimits } from '../staff/access.js';
 import { showAdmission, staffRefusals } from '../staff/admission.js';
-import type { FromThread, StaffThreadData, ToThread } from '../staff/thread.js';
+import { STAFF_CHILD_ENV, type FromThread, type StaffThreadData, type ToThread } from '../staff/thread-protocol.js';
 import type { StaffServer } from './graphql.js';
 
 export interface StaffThreadOptions {
@@ -31,6 +32,45 @@ export interface StaffThreadOptions {
   threadNice: number;
   lowerPriority?: { postmasterPid: () => number | null; nice: number };
   operations?: Router;
+  /**
+   * A child process instead of a worker thread (STAFF_GRAPHQL_PROCESS): every thread of it, V8's
+   * garbage-collection helpers included, runs at `threadNice`, and it has a V8 platform of its own.
+   */
+  childProcess?: boolean;
+}
+
+/** What the main thread needs of a worker thread or a child process. */
+interface Runner {
+  on(event: 'message', f: (m: FromThread) => void): unknown;
+  on(event: 'error', f: (err: Error) => void): unknown;
+  on(event: 'exit', f: (code: number | null) => void): unknown;
+  once(event: 'exit', f: () => void): unknown;
+  postMessage(m: ToThread): void;
+  terminate(): Promise<unknown>;
+}
+
+/** The same code in a child process (compiled: node thread.js; under tsx: node --import tsx thread.ts). */
+function newChild(data: StaffThreadData, heapMb: number): Runner {
+  const compiled = !import.meta.url.endsWith('.ts');
+  const file = fileURLToPath(new URL(`../staff/thread.${compiled ? 'js' : 'ts'}`, import.meta.url));
+  const child = fork(file, [], {
+    execArgv: [...(compiled ? [] : ['--import', 'tsx']), `--max-old-space-size=${heapMb}`],
+    env: { ...process.env, [STAFF_CHILD_ENV]: JSON.stringify(data) },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  return {
+    on: (event: string, f: (...a: any[]) => void) => child.on(event, f), // eslint-disable-line @typescript-eslint/no-explicit-any
+    once: (event: string, f: () => void) => child.once(event, f),
+    postMessage: (m) => {
+      if (child.connected) child.send(m);
+    },
+    terminate: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
+        child.once('exit', () => resolve());
+        child.kill('SIGKILL');
+      }),
+  } as Runner;
 }
 
 /** Headers that belong to one hop (RFC 9110 §7.6.1): not forwarded. */
@@ -52,7 +92,7 @@ export async function startStaffGraphqlThread(target: ConnectionTarget, host: st
   const log = opts.log.child({ component: 'staff-thread' });
   warnIfExposed(host, opts.log);
   const current = () => (typeof target === 'function' ? target() : target);
-  let worker: Worker | null = null;
+  let worker: Runner | null = null;
   let upstream: string | null = null;
   let closing = false;
   let flushes = 0;
@@ -64,7 +104,7 @@ export async function startStaffGraphqlThread(target: ConnectionTarget, host: st
         target: current(), limits: opts.limits, logLevel: opts.logLevel,
         nice: opts.lowerPriority?.nice ?? null, postmasterPid: opts.lowerPriority?.postmasterPid() ?? null, threadNice: opts.threadNice,
       };
-      const w = newWorker({ workerData: data, resourceLimits: { maxOldGenerationSizeMb: opts.heapMb } });
+      const w: Runner = opts.childProcess ? newChild(data, opts.heapMb) : newWorker({ workerData: data, resourceLimits: { maxOldGenerationSizeMb: opts.heapMb } });
       worker = w;
       w.on('message', (m: FromThread) => {
         if (m.type === 'listening') {
@@ -157,7 +197,7 @@ export async function startStaffGraphqlThread(target: ConnectionTarget, host: st
         server.close(() => r());
         server.closeIdleConnections();
       });
-      const w = worker as Worker | null;
+      const w = worker as Runner | null;
       if (!w) return;
       await new Promise<void>((resolve) => {
         const timer = setTimeout(() => void w.terminate().then(() => resolve()), 10_000);

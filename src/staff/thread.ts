@@ -10,24 +10,18 @@ import os from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import { startStaffGraphql } from '../admin/graphql.js';
 import { createLogger } from '../log.js';
-import type { StaffLimits } from './access.js';
+import { STAFF_CHILD_ENV, type FromThread, type StaffThreadData, type ToThread } from './thread-protocol.js';
 
-export interface StaffThreadData {
-  target: string;
-  limits: StaffLimits;
-  logLevel: string;
-  /** On the embedded cluster: nice of the staff backends, and the postmaster's pid. */
-  nice: number | null;
-  postmasterPid: number | null;
-  /** Nice of this thread itself (STAFF_DB_NICE): the API's threads get the CPU first. */
-  threadNice: number;
-}
-
-export type ToThread = { type: 'target'; target: string; postmasterPid: number | null } | { type: 'flush'; id: number } | { type: 'close' };
-export type FromThread = { type: 'listening'; url: string } | { type: 'refused'; reason: 'busy' } | { type: 'admission'; running: number; queued: number } | { type: 'flushed'; id: number } | { type: 'closed' } | { type: 'failed'; message: string };
-
-const data = workerData as StaffThreadData;
-const port = parentPort!;
+/** In a child process (STAFF_GRAPHQL_PROCESS) the data come in the environment and messages over IPC. */
+const inChild = !parentPort;
+const data = (inChild ? JSON.parse(process.env[STAFF_CHILD_ENV] ?? 'null') : workerData) as StaffThreadData;
+const port = parentPort ?? {
+  postMessage: (m: FromThread) => void process.send?.(m),
+  on: (_event: 'message', f: (m: ToThread) => void) => void process.on('message', f),
+  close: () => process.disconnect(),
+};
+// The main process gone (even kill -9): nothing is left to serve.
+if (inChild) process.once('disconnect', () => setTimeout(() => process.exit(0), 100).unref());
 let target = data.target;
 let postmasterPid = data.postmasterPid;
 const log = createLogger(data.logLevel).child({ thread: 'staff-graphql' });
@@ -41,10 +35,12 @@ try {
 }
 // On Linux a thread has its own nice value: setpriority() on the thread's id lowers this thread
 // only (the API's main thread keeps its priority). Its id is the last part of /proc/thread-self.
+// In a child process every thread of it is lowered (V8's helpers were started before this line;
+// threads started later inherit the nice of the thread that starts them).
 if (data.threadNice > 0) {
   try {
-    const tid = Number(fs.readlinkSync('/proc/thread-self').split('/').pop());
-    if (Number.isInteger(tid) && tid > 0) os.setPriority(tid, data.threadNice);
+    const tids = inChild ? fs.readdirSync('/proc/self/task').map(Number) : [Number(fs.readlinkSync('/proc/thread-self').split('/').pop())];
+    for (const tid of tids) if (Number.isInteger(tid) && tid > 0) os.setPriority(tid, data.threadNice);
   } catch (err) {
     log.warn({ err }, 'staff GraphQL thread keeps the process priority');
   }
