@@ -49,12 +49,15 @@ interface Runner {
   terminate(): Promise<unknown>;
 }
 
+/** tsx's loader, by file URL (resolved from this package, whatever the working directory). */
+const tsxLoader = () => pathToFileURL(path.join(path.dirname(createRequire(import.meta.url).resolve('tsx/package.json')), 'dist/loader.mjs')).href;
+
 /** The same code in a child process (compiled: node thread.js; under tsx: node --import tsx thread.ts). */
 function newChild(data: StaffThreadData, heapMb: number): Runner {
   const compiled = !import.meta.url.endsWith('.ts');
   const file = fileURLToPath(new URL(`../staff/thread.${compiled ? 'js' : 'ts'}`, import.meta.url));
   const child = fork(file, [], {
-    execArgv: [...(compiled ? [] : ['--import', 'tsx']), `--max-old-space-size=${heapMb}`],
+    execArgv: [...(compiled ? [] : ['--import', tsxLoader()]), `--max-old-space-size=${heapMb}`],
     env: { ...process.env, [STAFF_CHILD_ENV]: JSON.stringify(data) },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
@@ -127,7 +130,9 @@ export async function startStaffGraphqlThread(target: ConnectionTarget, host: st
         reject(new Error(`staff GraphQL thread exited (${code})`));
         if (!closing) {
           log.error({ code }, 'staff GraphQL thread exited; starting it again');
-          setTimeout(() => void spawn().catch((err: unknown) => log.error({ err }, 'staff GraphQL thread did not start')), 1000).unref();
+          setTimeout(() => {
+            if (!closing) void spawn().catch((err: unknown) => log.error({ err }, 'staff GraphQL thread did not start'));
+          }, 1000).unref();
         }
       });
     });

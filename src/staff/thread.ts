@@ -21,7 +21,12 @@ const port = parentPort ?? {
   close: () => process.disconnect(),
 };
 // The main process gone (even kill -9): nothing is left to serve.
-if (inChild) process.once('disconnect', () => setTimeout(() => process.exit(0), 100).unref());
+// Its lifetime is the main process's: a terminal's Ctrl-C or a SIGTERM to the process group does
+// not end it under requests in flight; the main process closes it (message `close`).
+if (inChild) {
+  process.once('disconnect', () => setTimeout(() => process.exit(0), 100).unref());
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => undefined);
+}
 let target = data.target;
 let postmasterPid = data.postmasterPid;
 const log = createLogger(data.logLevel).child({ thread: 'staff-graphql' });
