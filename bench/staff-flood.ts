@@ -2,7 +2,9 @@
  * Staff floods against the API (`BENCH_ONLY=staff-flood npm run bench`; docs/staff.md "Bounds"):
  * `GET /api/v1/locations` p99 (autocannon, c=BENCH_CONNECTIONS) idle, then while four viewers
  * send the worst document the staff bounds allow back to back for BENCH_STAFF_FLOOD_SECONDS (20).
- * Target: flood p99 within 25 % of idle.
+ * Target: flood p99 within 25 % of idle; the ratio is a row of its own, and each phase is broken
+ * down (bench/staff-flood-probe.ts: CPU per thread and database application, the API's event-loop
+ * delay, the API backends' waits). The viewers run in a child process (startFloods).
  *
  * "Worst allowed": STAFF_MAX_ALIASES (20) aliases of the heaviest selection a viewer may make
  * over the `mid` location's calls (run with BENCH_MID_CALLS=2000 for the reported case):

@@ -1,5 +1,6 @@
 /**
- * The staff GraphQL in a worker thread (STAFF_GRAPHQL_THREAD, on by default in the service): the
+ * The staff GraphQL in a child process (STAFF_GRAPHQL_PROCESS, the default) or a worker thread
+ * (STAFF_GRAPHQL_THREAD, on by default in the service; "the thread" below means either): the
  * admin listener stays in the main thread and serves the operations endpoints itself; every other
  * request is streamed to the thread's loopback port (src/staff/thread.ts) and its answer streamed
  * back, so the main thread only moves bytes. A staff answer is parsed, planned, built and

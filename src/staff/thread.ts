@@ -1,5 +1,6 @@
 /**
- * The staff GraphQL's worker thread (src/admin/graphql-thread.ts starts it): PostGraphile, the
+ * The staff GraphQL's child process or worker thread (src/admin/graphql-thread.ts starts it, the
+ * same code either way): PostGraphile, the
  * staff guard and audit, on a loopback port of its own, with its own event loop and heap, so
  * building and serialising a staff answer never holds up the API's requests. The main thread
  * sends it the database's current address and the postmaster's pid when they change (the
