@@ -60,8 +60,12 @@ function newChild(data: StaffThreadData, heapMb: number): Runner {
   const child = fork(file, [], {
     execArgv: [...(compiled ? [] : ['--import', tsxLoader()]), `--max-old-space-size=${heapMb}`],
     env: { ...process.env, [STAFF_CHILD_ENV]: JSON.stringify(data) },
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    // Its log lines go out through this process: the child never holds this process's own
+    // stdout or stderr open after it has exited.
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });
+  child.stdout?.pipe(process.stdout, { end: false });
+  child.stderr?.pipe(process.stderr, { end: false });
   return {
     on: (event: string, f: (...a: any[]) => void) => child.on(event, f), // eslint-disable-line @typescript-eslint/no-explicit-any
     once: (event: string, f: () => void) => child.once(event, f),
