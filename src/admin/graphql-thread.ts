@@ -63,6 +63,10 @@ function newChild(data: StaffThreadData, heapMb: number): Runner {
     // Its log lines go out through this process: the child never holds this process's own
     // stdout or stderr open after it has exited.
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+    // A session of its own, hence (Linux autogroup) a scheduling group of its own, which it lowers
+    // (src/staff/thread.ts): a nice counts only within its group, and inside the API's group its
+    // work would use up the group's share that the API competes with other sessions for.
+    detached: true,
   });
   child.stdout?.pipe(process.stdout, { end: false });
   child.stderr?.pipe(process.stderr, { end: false });

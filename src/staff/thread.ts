@@ -47,6 +47,9 @@ if (data.threadNice > 0) {
   try {
     const tids = inChild ? fs.readdirSync('/proc/self/task').map(Number) : [Number(fs.readlinkSync('/proc/thread-self').split('/').pop())];
     for (const tid of tids) if (Number.isInteger(tid) && tid > 0) os.setPriority(tid, data.threadNice);
+    // Linux autogroup: the child's session is a scheduling group of its own; its nice weighs the
+    // whole group against the API's and everything else's (a thread's nice only counts inside it).
+    if (inChild && fs.existsSync('/proc/self/autogroup')) fs.writeFileSync('/proc/self/autogroup', String(data.threadNice));
   } catch (err) {
     log.warn({ err }, 'staff GraphQL thread keeps the process priority');
   }

@@ -57,6 +57,13 @@ test('answers through the admin listener, from a child process whose every threa
   expect(tasks.length).toBeGreaterThan(4); // main, libuv's pool, V8's helpers
   expect(tasks.map((t) => Number(stat(`/proc/${pid}/task/${t}/stat`)[16]))).toEqual(tasks.map(() => NICE));
   expect(fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim()).toBe('staff-graphql');
+  // A session, hence a scheduling group (Linux autogroup), of its own, lowered as a whole.
+  expect(Number(stat(`/proc/${pid}/stat`)[3])).toBe(pid);
+  if (fs.existsSync(`/proc/${pid}/autogroup`)) {
+    const group = fs.readFileSync(`/proc/${pid}/autogroup`, 'utf8').trim();
+    expect(group).toMatch(new RegExp(` nice ${NICE}$`));
+    expect(group.split(' ')[0]).not.toBe(fs.readFileSync('/proc/self/autogroup', 'utf8').split(' ')[0]);
+  }
   // This process's own main thread keeps its priority.
   expect(Number(stat(`/proc/${process.pid}/stat`)[16])).toBe(os.getPriority());
   expect(os.getPriority()).toBeLessThan(NICE);
