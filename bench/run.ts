@@ -80,7 +80,7 @@ const SECTIONS: Section[] = [
     pgDir: path.join(c.dataDir, 'pg'), voiceSecret: VOICE_SECRET, senders: SENDERS, seconds: num('BENCH_REDACTION_SECONDS', 10), progress }) },
   { name: 'delivery', run: async () => (await import('./delivery.js')).runDeliveryBench({ progress }) },
   { name: 'staff-flood', run: async (c) => (await import('./staff-flood.js')).runStaffFloodBench({ owner: c.owner, apiUrl: c.base,
-    adminUrl: c.adminUrl, apiAuth: c.auth('mid'), midLocationId: c.mid.id, seconds: num('BENCH_STAFF_FLOOD_SECONDS', 20), connections: CONNECTIONS, progress }) },
+    adminUrl: c.adminUrl, apiAuth: c.auth('mid'), servicePid: c.servicePid, midLocationId: c.mid.id, seconds: num('BENCH_STAFF_FLOOD_SECONDS', 20), connections: CONNECTIONS, progress }) },
   { name: 'history', named: true, run: async (c) => (await import('./history.js')).runHistoryBench(c) },
   { name: 'tools', named: true, run: async (c) => (await import('./tools.js')).runToolsBench({ owner: c.owner, base: c.base, voiceSecret: VOICE_SECRET, progress }) },
   { name: 'integrations', run: async (c) => (await import('./integrations.js')).runIntegrationsBench({ databaseUrl: c.databaseUrl, progress }) },
@@ -184,6 +184,7 @@ try {
       LOG_LEVEL: env.BENCH_LOG_LEVEL ?? 'info',
       ...(env.BENCH_NODE_OPTIONS ? { NODE_OPTIONS: env.BENCH_NODE_OPTIONS } : {}),
       ...(env.WORKER_DB_NICE ? { WORKER_DB_NICE: env.WORKER_DB_NICE } : {}),
+      ...Object.fromEntries(Object.entries(env).filter(([k]) => k.startsWith('STAFF_'))),
     },
   });
   fs.closeSync(logFd);

@@ -66,7 +66,10 @@ const schema = z.object({
   STAFF_MAX_GROUPS: z.coerce.number().int().min(1).max(100_000).default(1000),
   STAFF_MAX_ANSWER_BYTES: z.coerce.number().int().min(10_000).max(100_000_000).default(2_000_000),
   STAFF_MAX_DOCUMENT_BYTES: z.coerce.number().int().min(1000).max(1_000_000).default(100_000),
+  STAFF_MAX_RUNNING: z.coerce.number().int().min(1).max(64).default(1),
+  STAFF_MAX_QUEUED: z.coerce.number().int().min(0).max(1000).default(8),
   STAFF_GRAPHQL_THREAD: bool.default(true),
+  STAFF_GRAPHQL_PROCESS: bool.default(true),
   STAFF_THREAD_HEAP_MB: z.coerce.number().int().min(64).max(8192).default(512),
   STAFF_AUDIT_RETENTION_DAYS: z.coerce.number().int().min(1).max(36500).default(365),
   // CPU priority (nice) of the staff GraphQL's connections on the embedded cluster; 0 = as the API's.

@@ -101,6 +101,7 @@ export async function startService(cfg: Config, log: Logger, mode: Mode = 'all',
       svc.admin = cfg.STAFF_GRAPHQL_THREAD
         ? await (await import('./admin/graphql-thread.js')).startStaffGraphqlThread(db.target, cfg.ADMIN_HOST, cfg.ADMIN_PORT, {
             log, logLevel: cfg.LOG_LEVEL, limits: staffLimits(cfg), heapMb: cfg.STAFF_THREAD_HEAP_MB, threadNice: cfg.STAFF_DB_NICE, lowerPriority, operations: operationsRouter(probes),
+            childProcess: cfg.STAFF_GRAPHQL_PROCESS,
           })
         : await startStaffGraphql(db.target, cfg.ADMIN_HOST, cfg.ADMIN_PORT, {
             log, limits: staffLimits(cfg), lowerPriority, operations: operationsRouter(probes),

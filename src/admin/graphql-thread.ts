@@ -1,5 +1,6 @@
 /**
- * The staff GraphQL in a worker thread (STAFF_GRAPHQL_THREAD, on by default in the service): the
+ * The staff GraphQL in a child process (STAFF_GRAPHQL_PROCESS, the default) or a worker thread
+ * (STAFF_GRAPHQL_THREAD, on by default in the service; "the thread" below means either): the
  * admin listener stays in the main thread and serves the operations endpoints itself; every other
  * request is streamed to the thread's loopback port (src/staff/thread.ts) and its answer streamed
  * back, so the main thread only moves bytes. A staff answer is parsed, planned, built and
@@ -7,18 +8,20 @@
  * requests never wait behind it. A thread that dies (out of memory, say) is started again; its
  * requests in flight answer 502.
  */
+import { fork } from 'node:child_process';
 import { request as httpRequest, createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import express, { type Router } from 'express';
 import type { ConnectionTarget } from '../db/pools.js';
 import { ApiError, sendError } from '../http/errors.js';
 import type { Logger } from '../log.js';
 import { warnIfExposed, type StaffLimits } from '../staff/access.js';
-import type { FromThread, StaffThreadData, ToThread } from '../staff/thread.js';
+import { showAdmission, staffRefusals } from '../staff/admission.js';
+import { STAFF_CHILD_ENV, type FromThread, type StaffThreadData, type ToThread } from '../staff/thread-protocol.js';
 import type { StaffServer } from './graphql.js';
 
 export interface StaffThreadOptions {
@@ -30,6 +33,56 @@ export interface StaffThreadOptions {
   threadNice: number;
   lowerPriority?: { postmasterPid: () => number | null; nice: number };
   operations?: Router;
+  /**
+   * A child process instead of a worker thread (STAFF_GRAPHQL_PROCESS): every thread of it, V8's
+   * garbage-collection helpers included, runs at `threadNice`, and it has a V8 platform of its own.
+   */
+  childProcess?: boolean;
+}
+
+/** What the main thread needs of a worker thread or a child process. */
+interface Runner {
+  on(event: 'message', f: (m: FromThread) => void): unknown;
+  on(event: 'error', f: (err: Error) => void): unknown;
+  on(event: 'exit', f: (code: number | null) => void): unknown;
+  once(event: 'exit', f: () => void): unknown;
+  postMessage(m: ToThread): void;
+  terminate(): Promise<unknown>;
+}
+
+/** tsx's loader, by file URL (resolved from this package, whatever the working directory). */
+const tsxLoader = () => pathToFileURL(path.join(path.dirname(createRequire(import.meta.url).resolve('tsx/package.json')), 'dist/loader.mjs')).href;
+
+/** The same code in a child process (compiled: node thread.js; under tsx: node --import tsx thread.ts). */
+function newChild(data: StaffThreadData, heapMb: number): Runner {
+  const compiled = !import.meta.url.endsWith('.ts');
+  const file = fileURLToPath(new URL(`../staff/thread.${compiled ? 'js' : 'ts'}`, import.meta.url));
+  const child = fork(file, [], {
+    execArgv: [...(compiled ? [] : ['--import', tsxLoader()]), `--max-old-space-size=${heapMb}`],
+    env: { ...process.env, [STAFF_CHILD_ENV]: JSON.stringify(data) },
+    // Its log lines go out through this process: the child never holds this process's own
+    // stdout or stderr open after it has exited.
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+    // A session of its own, hence (Linux autogroup) a scheduling group of its own, which it lowers
+    // (src/staff/thread.ts): a nice counts only within its group, and inside the API's group its
+    // work would use up the group's share that the API competes with other sessions for.
+    detached: true,
+  });
+  child.stdout?.pipe(process.stdout, { end: false });
+  child.stderr?.pipe(process.stderr, { end: false });
+  return {
+    on: (event: string, f: (...a: any[]) => void) => child.on(event, f), // eslint-disable-line @typescript-eslint/no-explicit-any
+    once: (event: string, f: () => void) => child.once(event, f),
+    postMessage: (m) => {
+      if (child.connected) child.send(m);
+    },
+    terminate: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
+        child.once('exit', () => resolve());
+        child.kill('SIGKILL');
+      }),
+  } as Runner;
 }
 
 /** Headers that belong to one hop (RFC 9110 §7.6.1): not forwarded. */
@@ -51,7 +104,7 @@ export async function startStaffGraphqlThread(target: ConnectionTarget, host: st
   const log = opts.log.child({ component: 'staff-thread' });
   warnIfExposed(host, opts.log);
   const current = () => (typeof target === 'function' ? target() : target);
-  let worker: Worker | null = null;
+  let worker: Runner | null = null;
   let upstream: string | null = null;
   let closing = false;
   let flushes = 0;
@@ -63,7 +116,7 @@ export async function startStaffGraphqlThread(target: ConnectionTarget, host: st
         target: current(), limits: opts.limits, logLevel: opts.logLevel,
         nice: opts.lowerPriority?.nice ?? null, postmasterPid: opts.lowerPriority?.postmasterPid() ?? null, threadNice: opts.threadNice,
       };
-      const w = newWorker({ workerData: data, resourceLimits: { maxOldGenerationSizeMb: opts.heapMb } });
+      const w: Runner = opts.childProcess ? newChild(data, opts.heapMb) : newWorker({ workerData: data, resourceLimits: { maxOldGenerationSizeMb: opts.heapMb } });
       worker = w;
       w.on('message', (m: FromThread) => {
         if (m.type === 'listening') {
@@ -71,19 +124,24 @@ export async function startStaffGraphqlThread(target: ConnectionTarget, host: st
           resolve();
         } else if (m.type === 'failed') reject(new Error(`staff GraphQL thread: ${m.message}`));
         else if (m.type === 'flushed') waiting.get(m.id)?.();
+        else if (m.type === 'refused') staffRefusals.inc({ reason: m.reason });
+        else if (m.type === 'admission') showAdmission(m);
       });
       w.on('error', (err) => log.error({ err }, 'staff GraphQL thread failed'));
       w.on('exit', (code) => {
         if (worker === w) {
           worker = null;
           upstream = null;
+          showAdmission({ running: 0, queued: 0 });
         }
         for (const f of waiting.values()) f();
         waiting.clear();
         reject(new Error(`staff GraphQL thread exited (${code})`));
         if (!closing) {
           log.error({ code }, 'staff GraphQL thread exited; starting it again');
-          setTimeout(() => void spawn().catch((err: unknown) => log.error({ err }, 'staff GraphQL thread did not start')), 1000).unref();
+          setTimeout(() => {
+            if (!closing) void spawn().catch((err: unknown) => log.error({ err }, 'staff GraphQL thread did not start'));
+          }, 1000).unref();
         }
       });
     });
@@ -153,7 +211,7 @@ export async function startStaffGraphqlThread(target: ConnectionTarget, host: st
         server.close(() => r());
         server.closeIdleConnections();
       });
-      const w = worker as Worker | null;
+      const w = worker as Runner | null;
       if (!w) return;
       await new Promise<void>((resolve) => {
         const timer = setTimeout(() => void w.terminate().then(() => resolve()), 10_000);

@@ -17,6 +17,7 @@ import { lowerPoolPriority } from '../db/backend-priority.js';
 import { createOwnerPool, dynamicClient, type ConnectionTarget } from '../db/pools.js';
 import { ApiError, sendError, toApiError } from '../http/errors.js';
 import type { Logger } from '../log.js';
+import { DEFAULT_ADMISSION, showAdmission, StaffAdmission, staffRefusals, type AdmissionStats } from './admission.js';
 import { StaffAuthCache, type StaffMember } from './cache.js';
 import { sha256Hex, summarizeOperation, type OperationSummary } from './operation.js';
 import type { Settled, StaffPluginHooks } from './plugin.js';
@@ -24,7 +25,7 @@ import { DEFAULT_STAFF_BOUNDS, type StaffLimits } from './config.js';
 
 export type { StaffLimits };
 
-export const DEFAULT_STAFF_LIMITS: StaffLimits = { statementTimeoutMs: 15000, ...DEFAULT_STAFF_BOUNDS };
+export const DEFAULT_STAFF_LIMITS: StaffLimits = { statementTimeoutMs: 15000, ...DEFAULT_STAFF_BOUNDS, ...DEFAULT_ADMISSION };
 
 /** Connections of the staff GraphQL's own pool: staff queries never hold more (docs/staff.md). */
 export const STAFF_POOL_SIZE = 4;
@@ -87,7 +88,20 @@ export interface StaffAccessOptions {
   lowerPriority?: { postmasterPid: () => number | null; nice: number };
   /** Behind the main thread's admin listener (src/admin/graphql-thread.ts): the peer is its X-Forwarded-For. */
   forwarded?: boolean;
+  /**
+   * A request refused for want of a turn (src/staff/admission.ts): counted in
+   * switchboard_staff_requests_refused_total, by default in this thread's registry; the staff
+   * thread sends it to the main thread, whose /metrics is the one scraped.
+   */
+  onRefused?: (reason: 'busy') => void;
+  /** The running and queued counts after each change: switchboard_staff_requests, likewise. */
+  onAdmission?: (stats: AdmissionStats) => void;
 }
+
+const busy = (retryAfter: number, limits: { maxRunning: number; maxQueued: number }) =>
+  new ApiError(503, 'staff_busy', `The staff GraphQL is answering ${limits.maxRunning} request(s) with ${limits.maxQueued} waiting `
+    + '(STAFF_MAX_RUNNING, STAFF_MAX_QUEUED); nothing was run: retry after the time in Retry-After', { retry_after_seconds: retryAfter },
+  { 'retry-after': String(retryAfter) });
 
 const unauthorized = () =>
   new ApiError(401, 'unauthorized', 'Missing, malformed, unknown or revoked staff token', {}, { 'www-authenticate': 'Bearer realm="switchboard-staff"' });
@@ -120,6 +134,8 @@ export async function startStaffAccess(connectionString: ConnectionTarget, opts:
     max: STAFF_POOL_SIZE, application_name: 'switchboard-staff-graphql', connectionTimeoutMillis: 15000, idleTimeoutMillis: 30000 });
   graphqlPool.on('error', () => undefined);
   if (opts.lowerPriority) lowerPoolPriority(graphqlPool, opts.lowerPriority.postmasterPid, opts.lowerPriority.nice, log);
+  const admission = new StaffAdmission({ maxRunning: limits.maxRunning, maxQueued: limits.maxQueued }, opts.onAdmission ?? showAdmission);
+  const onRefused = opts.onRefused ?? ((reason: 'busy') => staffRefusals.inc({ reason }));
   const cache = new StaffAuthCache({ connectionString, log });
   await cache.start();
   const requests = new WeakMap<IncomingMessage, StaffRequest>();
@@ -204,21 +220,42 @@ export async function startStaffAccess(connectionString: ConnectionTarget, opts:
           const refused = code === 200 && ((s.bodySeen && !s.execution) || s.refused);
           return (writeHead as (...a: unknown[]) => Response).call(this, refused ? 400 : code, ...rest);
         } as typeof res.writeHead;
+        // One turn per request (src/staff/admission.ts), held until its response has closed
+        // (answer built, serialised and delivered); past the queue, 503 and nothing runs.
+        const ticket = admission.enter();
         // Recorded once the response's connection has closed and any execution has ended: a
         // request whose client left mid-execution is recorded with what it did.
         res.once('close', () => {
           s.closed = true;
           const delivered = res.writableFinished;
-          if (s.execution) void s.execution.then((settled) => record(req, res, s, settled, delivered));
-          else record(req, res, s, null, delivered);
+          // The turn is given back once the execution has ended too (a client that left does not
+          // stop its query at once).
+          if (s.execution) {
+            void s.execution.then((settled) => {
+              ticket?.leave();
+              record(req, res, s, settled, delivered);
+            });
+          } else {
+            ticket?.leave();
+            record(req, res, s, null, delivered);
+          }
         });
-        next();
+        if (!ticket) {
+          onRefused('busy');
+          log.warn({ reason: 'busy', member: member.id, ...admission.stats }, 'staff request refused');
+          return sendError(res, busy(admission.retryAfterSeconds(), admission.limits));
+        }
+        if (!ticket.queued) return next();
+        // Waiting: a client that leaves gives its place up (its row says rejected; nothing ran).
+        void ticket.ready.then(() => {
+          if (!s.closed) next();
+        });
       },
       (err: unknown) => sendError(res, toApiError(err)),
     );
   };
 
-  const { statementTimeoutMs: _timeout, ...bounds } = limits;
+  const { statementTimeoutMs: _timeout, maxRunning: _running, maxQueued: _queued, ...bounds } = limits;
   const hooks: StaffPluginHooks = {
     bounds,
     onBody(req, query, operationName, variables, document: DocumentNode | null) {

@@ -31,7 +31,7 @@ export interface StaffEnv {
   seed: Seed;
   /** A new staff member of this role, as `staff create` makes one. */
   member(role: Role, email?: string): Promise<{ id: string; token: string }>;
-  gql(token: string | null, query: string, variables?: Record<string, unknown>, headers?: Record<string, string>): Promise<GqlResult>;
+  gql(token: string | null, query: string, variables?: Record<string, unknown>, headers?: Record<string, string>, signal?: AbortSignal): Promise<GqlResult>;
   /** Audit rows, oldest first, after the server has written what it had. */
   audit(): Promise<AuditRow[]>;
   close(): Promise<void>;
@@ -39,6 +39,7 @@ export interface StaffEnv {
 
 export interface GqlResult {
   status: number;
+  headers: Headers;
   body: any;
   text: string;
 }
@@ -86,8 +87,10 @@ export async function mintMember(owner: pg.Pool | pg.Client, role: Role, email =
   return { id: m.id, token };
 }
 
-export async function gqlAt(url: string, token: string | null, query: string, variables?: Record<string, unknown>, headers: Record<string, string> = {}): Promise<GqlResult> {
+export async function gqlAt(url: string, token: string | null, query: string, variables?: Record<string, unknown>, headers: Record<string, string> = {},
+  signal?: AbortSignal): Promise<GqlResult> {
   const res = await fetch(`${url}/graphql`, {
+    signal,
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}), ...headers },
     body: JSON.stringify({ query, ...(variables ? { variables } : {}) }),
@@ -99,7 +102,7 @@ export async function gqlAt(url: string, token: string | null, query: string, va
   } catch {
     body = undefined;
   }
-  return { status: res.status, body, text };
+  return { status: res.status, headers: res.headers, body, text };
 }
 
 export async function startStaffEnv(opts: { limits?: Partial<StaffLimits>; db?: TestDatabase } = {}): Promise<StaffEnv> {
@@ -113,7 +116,7 @@ export async function startStaffEnv(opts: { limits?: Partial<StaffLimits>; db?: 
     staff,
     seed: s,
     member: (role, email) => mintMember(owner, role, email),
-    gql: (token, query, variables, headers) => gqlAt(staff.url, token, query, variables, headers),
+    gql: (token, query, variables, headers, signal) => gqlAt(staff.url, token, query, variables, headers, signal),
     async audit() {
       await staff.flushAudit();
       return (await owner.query<AuditRow>(

@@ -1,0 +1,116 @@
+/**
+ * Admission of staff requests (docs/staff.md "Admission", src/staff/admission.ts): with
+ * STAFF_MAX_RUNNING 1 and STAFF_MAX_QUEUED 1, a second request waits for the first to finish
+ * before it runs, a third is refused at once with 503, the error envelope and Retry-After, counted
+ * and audited as rejected; a waiting client that leaves gives its place up and runs nothing.
+ */
+import type pg from 'pg';
+import { registry } from '../../src/metrics/registry.js';
+import { startStaffEnv, type GqlResult, type StaffEnv } from './support.js';
+
+const COUNT = 'query Count { allCalls { totalCount } }';
+let env: StaffEnv;
+let viewer: { id: string; token: string };
+beforeAll(async () => {
+  env = await startStaffEnv({ limits: { maxRunning: 1, maxQueued: 1 } });
+  viewer = await env.member('viewer');
+  // The schema is built on the first request: not while the tests count statements.
+  expect((await env.gql(viewer.token, COUNT)).status).toBe(200);
+}, 60_000);
+afterAll(async () => env?.close());
+
+
+async function metric(name: string, labels: Record<string, string>): Promise<number> {
+  const m = (await registry.getSingleMetric(name)?.get())?.values.find((v) => Object.entries(labels).every(([k, l]) => v.labels[k] === l));
+  return m?.value ?? 0;
+}
+
+async function until(what: string, ok: () => Promise<boolean>): Promise<void> {
+  for (let i = 0; i < 300; i++) {
+    if (await ok()) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+/** Staff GraphQL backends running a statement now (PostGraphile's pool is named). */
+async function staffActive(): Promise<number> {
+  const { rows } = await env.owner.query(
+    `select count(*)::int n from pg_stat_activity where application_name = 'switchboard-staff-graphql' and state = 'active'`);
+  return rows[0].n;
+}
+
+/** Holds an exclusive lock on app.calls, so a staff count of calls waits (running) until released. */
+async function lockCalls(): Promise<pg.PoolClient> {
+  const c = await env.owner.connect();
+  await c.query('begin');
+  await c.query('lock table app.calls in access exclusive mode');
+  return c;
+}
+
+test('one runs, one waits for it, the next is refused with 503, Retry-After, counted and audited', async () => {
+  const refusedBefore = await metric('switchboard_staff_requests_refused_total', { reason: 'busy' });
+  const auditBefore = (await env.audit()).length;
+  const lock = await lockCalls();
+  let first: Promise<GqlResult>;
+  let second: Promise<GqlResult>;
+  try {
+    first = env.gql(viewer.token, COUNT);
+    await until('the first request to run', async () => (await staffActive()) === 1
+      && (await metric('switchboard_staff_requests', { state: 'running' })) === 1);
+    second = env.gql(viewer.token, COUNT);
+    await until('the second request to queue', async () => (await metric('switchboard_staff_requests', { state: 'queued' })) === 1);
+    const third = await env.gql(viewer.token, COUNT);
+    expect(third.status).toBe(503);
+    expect(third.body).toEqual({
+      error: { code: 'staff_busy', message: expect.stringContaining('STAFF_MAX_RUNNING'), details: { retry_after_seconds: expect.any(Number) } },
+    });
+    const retryAfter = Number(third.headers.get('retry-after'));
+    expect(Number.isInteger(retryAfter) && retryAfter >= 1).toBe(true);
+    expect(third.body.error.details.retry_after_seconds).toBe(retryAfter);
+    expect(await metric('switchboard_staff_requests_refused_total', { reason: 'busy' })).toBe(refusedBefore + 1);
+    // The queued request has not started: only the first has a statement in the database.
+    expect(await staffActive()).toBe(1);
+  } finally {
+    await lock.query('commit');
+    lock.release();
+  }
+  const [a, b] = await Promise.all([first!, second!]);
+  expect(a.body).toEqual({ data: { allCalls: { totalCount: 2 } } });
+  expect(b.body).toEqual({ data: { allCalls: { totalCount: 2 } } });
+  await until('the turns to be given back', async () => (await metric('switchboard_staff_requests', { state: 'running' })) === 0);
+  const rows = (await env.audit()).slice(auditBefore);
+  expect(rows).toHaveLength(3);
+  // The refused one ended first; the two that ran are ok.
+  expect(rows[0]).toMatchObject({ member_id: viewer.id, outcome: 'rejected', http_status: 503, root_fields: [], error_count: 0 });
+  expect(rows.slice(1).map((r) => [r.outcome, r.http_status, r.root_fields])).toEqual([['ok', 200, ['allCalls']], ['ok', 200, ['allCalls']]]);
+});
+
+test('a waiting client that leaves gives its place up: nothing runs, the next one may wait', async () => {
+  const auditBefore = (await env.audit()).length;
+  const lock = await lockCalls();
+  let first: Promise<GqlResult>;
+  let fourth: Promise<GqlResult>;
+  try {
+    first = env.gql(viewer.token, COUNT);
+    await until('the first request to run', async () => (await staffActive()) === 1);
+    const leaving = new AbortController();
+    const gone = env.gql(viewer.token, 'query Gone { allLocations { totalCount } }', undefined, {}, leaving.signal).catch((e: Error) => e);
+    await until('the second request to queue', async () => (await metric('switchboard_staff_requests', { state: 'queued' })) === 1);
+    leaving.abort();
+    expect(await gone).toMatchObject({ name: 'AbortError' });
+    await until('its place to be given up', async () => (await metric('switchboard_staff_requests', { state: 'queued' })) === 0);
+    fourth = env.gql(viewer.token, COUNT);
+    await until('the next request to queue', async () => (await metric('switchboard_staff_requests', { state: 'queued' })) === 1);
+  } finally {
+    await lock.query('commit');
+    lock.release();
+  }
+  expect((await first!).status).toBe(200);
+  expect((await fourth!).body).toEqual({ data: { allCalls: { totalCount: 2 } } });
+  const rows = (await env.audit()).slice(auditBefore);
+  expect(rows).toHaveLength(3);
+  // It never reached the GraphQL layer: no document, no operation name, no status.
+  expect(rows.filter((r) => r.outcome === 'rejected')).toEqual([expect.objectContaining({ http_status: null, root_fields: [], document_sha256: null })]);
+  expect(rows.filter((r) => r.outcome === 'ok')).toHaveLength(2);
+});
