@@ -30,10 +30,14 @@ async function endpointFor(locationId: string, label: string): Promise<{ id: str
 
 /** One claim as the engine makes it, in a transaction of its own, and how many scans of the skip scan's index it made. */
 async function claim(c: pg.PoolClient, max: number): Promise<{ endpoints: string[]; skipScans: number }> {
+  // The backend's pending counts, not the transaction's: PostgreSQL reports them at most once a
+  // second, so they may still hold an earlier claim's scans. The claim's own are the difference.
+  const scans = async () => (await c.query(`select pg_stat_get_xact_numscans('app.webhook_deliveries_ready_endpoint_idx'::regclass)::int as n`)).rows[0].n as number;
   await c.query('begin');
   try {
+    const before = await scans();
     const { rows: [{ claims }] } = await c.query(`select app.webhook_claim_batch('test-claim', $1, $2, 2, 40000) -> 'claims' as claims`, [max, Math.floor(max / 2)]);
-    const { rows: [{ n }] } = await c.query(`select pg_stat_get_xact_numscans('app.webhook_deliveries_ready_endpoint_idx'::regclass)::int as n`);
+    const n = (await scans()) - before;
     await c.query('commit');
     return { endpoints: (claims as Array<{ endpoint_id: string }>).map((x) => x.endpoint_id).sort(), skipScans: n };
   } catch (e) {
