@@ -68,6 +68,7 @@ const schema = z.object({
   STAFF_MAX_DOCUMENT_BYTES: z.coerce.number().int().min(1000).max(1_000_000).default(100_000),
   STAFF_MAX_RUNNING: z.coerce.number().int().min(1).max(64).default(1),
   STAFF_MAX_QUEUED: z.coerce.number().int().min(0).max(1000).default(8),
+  STAFF_TIME_SHARE: z.coerce.number().gt(0).max(1).default(0.25),
   STAFF_GRAPHQL_THREAD: bool.default(true),
   STAFF_GRAPHQL_PROCESS: bool.default(true),
   STAFF_THREAD_HEAP_MB: z.coerce.number().int().min(64).max(8192).default(512),

@@ -134,7 +134,7 @@ export async function startStaffAccess(connectionString: ConnectionTarget, opts:
     max: STAFF_POOL_SIZE, application_name: 'switchboard-staff-graphql', connectionTimeoutMillis: 15000, idleTimeoutMillis: 30000 });
   graphqlPool.on('error', () => undefined);
   if (opts.lowerPriority) lowerPoolPriority(graphqlPool, opts.lowerPriority.postmasterPid, opts.lowerPriority.nice, log);
-  const admission = new StaffAdmission({ maxRunning: limits.maxRunning, maxQueued: limits.maxQueued }, opts.onAdmission ?? showAdmission);
+  const admission = new StaffAdmission({ maxRunning: limits.maxRunning, maxQueued: limits.maxQueued, timeShare: limits.timeShare }, opts.onAdmission ?? showAdmission);
   const onRefused = opts.onRefused ?? ((reason: 'busy') => staffRefusals.inc({ reason }));
   const cache = new StaffAuthCache({ connectionString, log });
   await cache.start();
@@ -255,7 +255,7 @@ export async function startStaffAccess(connectionString: ConnectionTarget, opts:
     );
   };
 
-  const { statementTimeoutMs: _timeout, maxRunning: _running, maxQueued: _queued, ...bounds } = limits;
+  const { statementTimeoutMs: _timeout, maxRunning: _running, maxQueued: _queued, timeShare: _share, ...bounds } = limits;
   const hooks: StaffPluginHooks = {
     bounds,
     onBody(req, query, operationName, variables, document: DocumentNode | null) {

@@ -3,7 +3,10 @@
  * at once (from the guard letting them through to their response closing, serialisation and
  * delivery included), at most STAFF_MAX_QUEUED wait behind them in arrival order, and any more are
  * refused at once with 503 and Retry-After. Staff tools can wait; the API's requests share the
- * CPU with every staff answer being built, so the number being built is what this bounds.
+ * CPU with every staff answer being built, so the number being built is what this bounds. Turns are
+ * also paced (STAFF_TIME_SHARE): after a turn held d ms the next starts no sooner than
+ * d × (1 / share − 1) ms later, so back-to-back staff requests take at most that share of the time
+ * (on two cores even a low-priority process slows the API beside it: docs/staff.md).
  */
 import { performance } from 'node:perf_hooks';
 import { Counter, Gauge } from 'prom-client';
@@ -38,9 +41,11 @@ export interface AdmissionLimits {
   maxRunning: number;
   /** Requests waiting for a turn (STAFF_MAX_QUEUED); 0: refuse whenever all turns are taken. */
   maxQueued: number;
+  /** Share of the time turns may be held, back to back (STAFF_TIME_SHARE, 0 < share ≤ 1; 1: no pacing). */
+  timeShare: number;
 }
 
-export const DEFAULT_ADMISSION: AdmissionLimits = { maxRunning: 1, maxQueued: 8 };
+export const DEFAULT_ADMISSION: AdmissionLimits = { maxRunning: 1, maxQueued: 8, timeShare: 0.25 };
 
 /** A request's place: `ready` resolves when it may run; `leave` gives its turn back (or its place in the queue). */
 export interface Ticket {
@@ -58,9 +63,17 @@ export class StaffAdmission {
   private readonly waiting: { start: () => void }[] = [];
   /** Mean time a request holds its turn (ms), for Retry-After. */
   private meanMs = 1000;
+  /** No turn starts before this (performance.now() ms): the pace after the last turn. */
+  private notBefore = 0;
+  private paceTimer: NodeJS.Timeout | null = null;
 
   /** `changed` is told the counts after every change. */
-  constructor(readonly limits: AdmissionLimits, private readonly changed: (stats: AdmissionStats) => void = () => undefined) {}
+  constructor(
+    readonly limits: AdmissionLimits,
+    private readonly changed: (stats: AdmissionStats) => void = () => undefined,
+    /** The clock (milliseconds): performance.now, or a test's. */
+    private readonly now: () => number = () => performance.now(),
+  ) {}
 
   get stats(): AdmissionStats {
     return { running: this.running, queued: this.waiting.length };
@@ -69,17 +82,20 @@ export class StaffAdmission {
   /** Seconds after which a refused request may expect a turn: the queue ahead drained at the mean pace. */
   retryAfterSeconds(): number {
     const ahead = this.running + this.waiting.length;
-    return Math.min(60, Math.max(1, Math.ceil((this.meanMs * ahead) / Math.max(1, this.limits.maxRunning) / 1000)));
+    const perTurn = this.meanMs / Math.min(1, Math.max(this.limits.timeShare, 0.01));
+    return Math.min(60, Math.max(1, Math.ceil((perTurn * ahead) / Math.max(1, this.limits.maxRunning) / 1000)));
   }
 
   /** A turn now, a place in the queue, or null when the queue is full (refuse with 503). */
   enter(): Ticket | null {
-    if (this.running < this.limits.maxRunning) {
+    if (this.running < this.limits.maxRunning && this.now() >= this.notBefore && this.waiting.length === 0) {
       const t = this.ticket(false, Promise.resolve());
       this.changed(this.stats);
       return t;
     }
-    if (this.waiting.length >= this.limits.maxQueued) return null;
+    // A free turn that is only paused is this request's: it waits for the pause, whatever the queue's size.
+    const pausedTurn = this.running < this.limits.maxRunning && this.waiting.length === 0;
+    if (!pausedTurn && this.waiting.length >= this.limits.maxQueued) return null;
     let started = false;
     const entry = { start: () => undefined as void };
     const ready = new Promise<void>((resolve) => {
@@ -90,6 +106,7 @@ export class StaffAdmission {
     });
     this.waiting.push(entry);
     this.changed(this.stats);
+    this.next();
     const ticket = this.ticket(true, ready, () => started);
     const leave = ticket.leave;
     ticket.leave = () => {
@@ -109,10 +126,10 @@ export class StaffAdmission {
     let left = false;
     if (!queued) {
       this.running += 1;
-      since = performance.now();
+      since = this.now();
     } else {
       void ready.then(() => {
-        since = performance.now();
+        since = this.now();
       });
     }
     return {
@@ -121,7 +138,11 @@ export class StaffAdmission {
       leave: () => {
         if (left || !holds()) return;
         left = true;
-        this.meanMs += EWMA * (performance.now() - since - this.meanMs);
+        const now = this.now();
+        const held = now - since;
+        this.meanMs += EWMA * (held - this.meanMs);
+        const share = Math.min(1, Math.max(this.limits.timeShare, 0.01));
+        this.notBefore = Math.max(this.notBefore, now + held * (1 / share - 1));
         this.running -= 1;
         this.next();
         this.changed(this.stats);
@@ -130,6 +151,17 @@ export class StaffAdmission {
   }
 
   private next(): void {
+    if (this.paceTimer) return; // a start is already scheduled for the end of the pause
+    const wait = this.notBefore - this.now();
+    if (wait > 0 && this.waiting.length && this.running < this.limits.maxRunning) {
+      this.paceTimer = setTimeout(() => {
+        this.paceTimer = null;
+        this.next();
+        this.changed(this.stats);
+      }, Math.ceil(wait));
+      this.paceTimer.unref();
+      return;
+    }
     while (this.running < this.limits.maxRunning && this.waiting.length) {
       this.running += 1;
       this.waiting.shift()!.start();

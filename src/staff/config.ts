@@ -24,13 +24,13 @@ export interface StaffLimits extends StaffBounds, AdmissionLimits {
 }
 
 type StaffConfig = Pick<Config, 'STAFF_STATEMENT_TIMEOUT_MS' | 'STAFF_MAX_DEPTH' | 'STAFF_MAX_COST' | 'STAFF_MAX_ALIASES' | 'STAFF_MAX_ROWS'
-  | 'STAFF_MAX_GROUPS' | 'STAFF_MAX_ANSWER_BYTES' | 'STAFF_MAX_DOCUMENT_BYTES' | 'STAFF_MAX_RUNNING' | 'STAFF_MAX_QUEUED'>;
+  | 'STAFF_MAX_GROUPS' | 'STAFF_MAX_ANSWER_BYTES' | 'STAFF_MAX_DOCUMENT_BYTES' | 'STAFF_MAX_RUNNING' | 'STAFF_MAX_QUEUED' | 'STAFF_TIME_SHARE'>;
 
 export function staffLimits(cfg: StaffConfig): StaffLimits {
   return {
     statementTimeoutMs: cfg.STAFF_STATEMENT_TIMEOUT_MS, maxDepth: cfg.STAFF_MAX_DEPTH, maxCost: cfg.STAFF_MAX_COST,
     maxAliases: cfg.STAFF_MAX_ALIASES, maxRows: cfg.STAFF_MAX_ROWS, maxGroups: cfg.STAFF_MAX_GROUPS,
     maxAnswerBytes: cfg.STAFF_MAX_ANSWER_BYTES, maxDocumentBytes: cfg.STAFF_MAX_DOCUMENT_BYTES,
-    maxRunning: cfg.STAFF_MAX_RUNNING, maxQueued: cfg.STAFF_MAX_QUEUED,
+    maxRunning: cfg.STAFF_MAX_RUNNING, maxQueued: cfg.STAFF_MAX_QUEUED, timeShare: cfg.STAFF_TIME_SHARE,
   };
 }

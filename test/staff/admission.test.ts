@@ -6,6 +6,7 @@
  */
 import type pg from 'pg';
 import { registry } from '../../src/metrics/registry.js';
+import { StaffAdmission } from '../../src/staff/admission.js';
 import { startStaffEnv, type GqlResult, type StaffEnv } from './support.js';
 
 const COUNT = 'query Count { allCalls { totalCount } }';
@@ -113,4 +114,37 @@ test('a waiting client that leaves gives its place up: nothing runs, the next on
   // It never reached the GraphQL layer: no document, no operation name, no status.
   expect(rows.filter((r) => r.outcome === 'rejected')).toEqual([expect.objectContaining({ http_status: null, root_fields: [], document_sha256: null })]);
   expect(rows.filter((r) => r.outcome === 'ok')).toHaveLength(2);
+});
+
+test('turns are paced (STAFF_TIME_SHARE): after a turn held d ms the next starts no sooner than d × (1/share − 1) later', async () => {
+  let clock = 0;
+  const admission = new StaffAdmission({ maxRunning: 1, maxQueued: 4, timeShare: 0.25 }, () => undefined, () => clock);
+  const first = admission.enter()!;
+  expect(first.queued).toBe(false);
+  clock = 100; // held 100 ms: the next may start at 100 + 100 × 3 = 400
+  first.leave();
+  const second = admission.enter()!;
+  expect(second.queued).toBe(true);
+  let started = false;
+  void second.ready.then(() => (started = true));
+  clock = 399;
+  await new Promise((r) => setTimeout(r, 400)); // the pause's timer has fired; the clock says 1 ms to go
+  expect([started, admission.stats]).toEqual([false, { running: 0, queued: 1 }]);
+  clock = 400;
+  await until('the paced turn', async () => started);
+  expect(admission.stats).toEqual({ running: 1, queued: 0 });
+  second.leave();
+  // A free turn that is only paused is taken, even with no room to queue; the next is refused.
+  const noQueue = new StaffAdmission({ maxRunning: 1, maxQueued: 0, timeShare: 0.25 }, () => undefined, () => clock);
+  const held = noQueue.enter()!;
+  clock += 100;
+  held.leave();
+  const paused = noQueue.enter();
+  expect(paused?.queued).toBe(true);
+  expect(noQueue.enter()).toBeNull();
+  paused!.leave();
+  // With a share of 1 nothing is paced.
+  const unpaced = new StaffAdmission({ maxRunning: 1, maxQueued: 4, timeShare: 1 }, () => undefined, () => clock);
+  unpaced.enter()!.leave();
+  expect(unpaced.enter()!.queued).toBe(false);
 });
