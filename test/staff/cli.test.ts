@@ -8,7 +8,7 @@ import pg from 'pg';
 import { hashToken } from '../../src/auth/tokens.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
 import { runCli } from '../support/spawn.js';
-import { gqlAt } from './support.js';
+import { gqlAt, UNPACED } from './support.js';
 import { startStaffGraphql, type StaffServer } from '../../src/admin/graphql.js';
 import { testLog } from '../support/harness.js';
 
@@ -72,7 +72,7 @@ test('audit: every request of a member, filtered by member and time, without val
   const b = (await runCli(['staff', 'create', '--email', 'b@staff.example.net', '--role', 'viewer'], env)).json;
   let staff: StaffServer | undefined;
   try {
-    staff = await startStaffGraphql(db.url, '127.0.0.1', 0, { log: testLog });
+    staff = await startStaffGraphql(db.url, '127.0.0.1', 0, { log: testLog, limits: UNPACED });
     await gqlAt(staff.url, a.token, 'query One { allLocations { totalCount } }');
     await gqlAt(staff.url, b.token, 'query Two($slug: String!) { locationBySlug(slug: $slug) { name } }', { slug: 'secret-slug-value' });
     await staff.flushAudit();

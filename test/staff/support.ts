@@ -109,7 +109,9 @@ export async function startStaffEnv(opts: { limits?: Partial<StaffLimits>; db?: 
   const db = opts.db ?? (await createTestDatabase());
   const owner = createOwnerPool(db.url, 4, 'test-staff-owner');
   const s = await seed(owner);
-  const staff = await startStaffGraphql(db.url, '127.0.0.1', 0, { log: testLog, limits: opts.limits });
+  // Unpaced unless a test asks (test/staff/admission.test.ts tests the pacing): the suites send
+  // requests back to back, and a quarter of the pace only makes them slower.
+  const staff = await startStaffGraphql(db.url, '127.0.0.1', 0, { log: testLog, limits: { ...UNPACED, ...opts.limits } });
   return {
     db,
     owner,
@@ -131,3 +133,6 @@ export async function startStaffEnv(opts: { limits?: Partial<StaffLimits>; db?: 
     },
   };
 }
+
+/** Staff limits without pacing (STAFF_TIME_SHARE=1), for tests that send requests back to back. */
+export const UNPACED = { timeShare: 1 };
