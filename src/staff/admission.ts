@@ -5,7 +5,7 @@
  * refused at once with 503 and Retry-After. Staff tools can wait; the API's requests share the
  * CPU with every staff answer being built, so the number being built is what this bounds. Turns are
  * also paced (STAFF_TIME_SHARE): after a turn held d ms the next starts no sooner than
- * d × (1 / share − 1) ms later, so back-to-back staff requests take at most that share of the time
+ * d × (1 / share − 1) ms later (at most MAX_PAUSE_MS), so back-to-back staff requests take at most that share of the time
  * (on two cores even a low-priority process slows the API beside it: docs/staff.md).
  */
 import { performance } from 'node:perf_hooks';
@@ -54,6 +54,12 @@ export interface Ticket {
   queued: boolean;
   leave(): void;
 }
+
+/**
+ * The longest pause after a turn: a rare long turn (the first request builds the schema, seconds)
+ * does not hold the next request for three times as long.
+ */
+export const MAX_PAUSE_MS = 2000;
 
 /** Weight of the newest duration in the running mean that Retry-After is estimated from. */
 const EWMA = 0.2;
@@ -142,7 +148,7 @@ export class StaffAdmission {
         const held = now - since;
         this.meanMs += EWMA * (held - this.meanMs);
         const share = Math.min(1, Math.max(this.limits.timeShare, 0.01));
-        this.notBefore = Math.max(this.notBefore, now + held * (1 / share - 1));
+        this.notBefore = Math.max(this.notBefore, now + Math.min(held * (1 / share - 1), MAX_PAUSE_MS));
         this.running -= 1;
         this.next();
         this.changed(this.stats);

@@ -6,7 +6,7 @@
  */
 import type pg from 'pg';
 import { registry } from '../../src/metrics/registry.js';
-import { StaffAdmission } from '../../src/staff/admission.js';
+import { MAX_PAUSE_MS, StaffAdmission } from '../../src/staff/admission.js';
 import { startStaffEnv, type GqlResult, type StaffEnv } from './support.js';
 
 const COUNT = 'query Count { allCalls { totalCount } }';
@@ -143,6 +143,18 @@ test('turns are paced (STAFF_TIME_SHARE): after a turn held d ms the next starts
   expect(paused?.queued).toBe(true);
   expect(noQueue.enter()).toBeNull();
   paused!.leave();
+  // A long turn (the first request builds the schema) pauses the next at most MAX_PAUSE_MS.
+  clock = 800; // the pause after `held` is over
+  const long = noQueue.enter()!;
+  await long.ready;
+  clock += 60_000;
+  long.leave();
+  const after = noQueue.enter()!;
+  let afterStarted = false;
+  void after.ready.then(() => (afterStarted = true));
+  clock += MAX_PAUSE_MS;
+  await until('the turn after a long one', async () => afterStarted);
+  after.leave();
   // With a share of 1 nothing is paced.
   const unpaced = new StaffAdmission({ maxRunning: 1, maxQueued: 4, timeShare: 1 }, () => undefined, () => clock);
   unpaced.enter()!.leave();

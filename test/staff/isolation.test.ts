@@ -23,7 +23,7 @@ beforeAll(async () => {
   env = await startStaffEnv();
   viewer = await env.member('viewer');
   child = await startStaffGraphqlThread(env.db.url, '127.0.0.1', 0, {
-    log: testLog, logLevel: 'silent', limits: { ...DEFAULT_STAFF_LIMITS, maxRunning: 1, maxQueued: 0 }, heapMb: 256, threadNice: NICE, childProcess: true,
+    log: testLog, logLevel: 'silent', limits: { ...DEFAULT_STAFF_LIMITS, maxRunning: 1, maxQueued: 0, timeShare: 1 }, heapMb: 256, threadNice: NICE, childProcess: true,
   });
 }, 120_000);
 afterAll(async () => {
