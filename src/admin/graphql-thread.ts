@@ -50,15 +50,18 @@ interface Runner {
   terminate(): Promise<unknown>;
 }
 
-/** tsx's loader, by file URL (resolved from this package, whatever the working directory). */
-const tsxLoader = () => pathToFileURL(path.join(path.dirname(createRequire(import.meta.url).resolve('tsx/package.json')), 'dist/loader.mjs')).href;
+/**
+ * A file of the tsx package by file URL (resolved from this package, whatever the working
+ * directory; not import.meta.resolve, which Jest's ESM runtime, the tests', does not provide).
+ */
+const tsxFile = (file: string) => pathToFileURL(path.join(path.dirname(createRequire(import.meta.url).resolve('tsx/package.json')), file)).href;
 
 /** The same code in a child process (compiled: node thread.js; under tsx: node --import tsx thread.ts). */
 function newChild(data: StaffThreadData, heapMb: number): Runner {
   const compiled = !import.meta.url.endsWith('.ts');
   const file = fileURLToPath(new URL(`../staff/thread.${compiled ? 'js' : 'ts'}`, import.meta.url));
   const child = fork(file, [], {
-    execArgv: [...(compiled ? [] : ['--import', tsxLoader()]), `--max-old-space-size=${heapMb}`],
+    execArgv: [...(compiled ? [] : ['--import', tsxFile('dist/loader.mjs')]), `--max-old-space-size=${heapMb}`],
     env: { ...process.env, [STAFF_CHILD_ENV]: JSON.stringify(data) },
     // Its log lines go out through this process: the child never holds this process's own
     // stdout or stderr open after it has exited.
@@ -94,8 +97,7 @@ const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-e
  */
 function newWorker(options: ConstructorParameters<typeof Worker>[1]): Worker {
   if (!import.meta.url.endsWith('.ts')) return new Worker(new URL('../staff/thread.js', import.meta.url), options);
-  // Not import.meta.resolve: Jest's ESM runtime (the tests) does not provide it.
-  const tsx = pathToFileURL(path.join(path.dirname(createRequire(import.meta.url).resolve('tsx/package.json')), 'dist/esm/api/index.mjs')).href;
+  const tsx = tsxFile('dist/esm/api/index.mjs');
   const file = new URL('../staff/thread.ts', import.meta.url).href;
   return new Worker(`import(${JSON.stringify(tsx)}).then((t) => { t.register(); return import(${JSON.stringify(file)}); })`, { ...options, eval: true });
 }

@@ -230,15 +230,12 @@ export async function startStaffAccess(connectionString: ConnectionTarget, opts:
           const delivered = res.writableFinished;
           // The turn is given back once the execution has ended too (a client that left does not
           // stop its query at once).
-          if (s.execution) {
-            void s.execution.then((settled) => {
-              ticket?.leave();
-              record(req, res, s, settled, delivered);
-            });
-          } else {
+          const done = (settled: Settled | null) => {
             ticket?.leave();
-            record(req, res, s, null, delivered);
-          }
+            record(req, res, s, settled, delivered);
+          };
+          if (s.execution) void s.execution.then(done);
+          else done(null);
         });
         if (!ticket) {
           onRefused('busy');
