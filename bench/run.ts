@@ -32,7 +32,8 @@
  * the seeded cluster there instead of a throwaway one), BENCH_JSON (also write the rows there),
  * BENCH_NODE_OPTIONS (NODE_OPTIONS for the service, to try V8 flags), BENCH_START_SCRIPT (npm
  * script that starts the service, default start; start:api leaves the worker out), WORKER_DB_NICE
- * (passed to the service).
+ * and every STAFF_*, WEBHOOK_* and NOTIFY_* (passed to the service); the history section's own
+ * knobs are in bench/history.ts.
  * Progress goes to stderr; the table to stdout.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -184,7 +185,7 @@ try {
       LOG_LEVEL: env.BENCH_LOG_LEVEL ?? 'info',
       ...(env.BENCH_NODE_OPTIONS ? { NODE_OPTIONS: env.BENCH_NODE_OPTIONS } : {}),
       ...(env.WORKER_DB_NICE ? { WORKER_DB_NICE: env.WORKER_DB_NICE } : {}),
-      ...Object.fromEntries(Object.entries(env).filter(([k]) => k.startsWith('STAFF_'))),
+      ...Object.fromEntries(Object.entries(env).filter(([k]) => /^(STAFF|WEBHOOK|NOTIFY)_/.test(k))),
     },
   });
   fs.closeSync(logFd);
