@@ -5,8 +5,8 @@
  * short transaction). At most `concurrency` sends are in flight per process.
  *
  * Wake-ups: a NOTIFY on the engine's channel (something became due now), a timer for the earliest
- * future due time the claim reports, every record batch (capacity freed), and a poll every
- * `pollIntervalMs` as a safety net.
+ * future due time the claim reports, every finished send and every record batch (capacity freed),
+ * and a poll every `pollIntervalMs` as a safety net.
  *
  * A subclass says how to claim, send, record and release; src/webhooks/engine.ts (webhook
  * attempts) and src/notify/engine.ts (notifications) are the two.
@@ -219,6 +219,9 @@ export abstract class LeaseEngine<C, R> {
         if (result === null) this.toRelease.push(key);
         else this.results.push(result);
         this.scheduleFlush();
+        // The slot is free now: claim for it beside the record, not after it. The attempt's lease
+        // still counts against its endpoint's cap until the record ends it, so the cap holds.
+        this.kick();
       });
     this.inFlight.set(key, { abort, done });
   }
