@@ -81,6 +81,11 @@ export class StaffAdmission {
     private readonly now: () => number = () => performance.now(),
   ) {}
 
+  /** STAFF_TIME_SHARE kept within (0.01, 1]. */
+  private get share(): number {
+    return Math.min(1, Math.max(this.limits.timeShare, 0.01));
+  }
+
   get stats(): AdmissionStats {
     return { running: this.running, queued: this.waiting.length };
   }
@@ -88,7 +93,7 @@ export class StaffAdmission {
   /** Seconds after which a refused request may expect a turn: the queue ahead drained at the mean pace. */
   retryAfterSeconds(): number {
     const ahead = this.running + this.waiting.length;
-    const perTurn = this.meanMs / Math.min(1, Math.max(this.limits.timeShare, 0.01));
+    const perTurn = this.meanMs / this.share;
     return Math.min(60, Math.max(1, Math.ceil((perTurn * ahead) / Math.max(1, this.limits.maxRunning) / 1000)));
   }
 
@@ -147,8 +152,7 @@ export class StaffAdmission {
         const now = this.now();
         const held = now - since;
         this.meanMs += EWMA * (held - this.meanMs);
-        const share = Math.min(1, Math.max(this.limits.timeShare, 0.01));
-        this.notBefore = Math.max(this.notBefore, now + Math.min(held * (1 / share - 1), MAX_PAUSE_MS));
+        this.notBefore = Math.max(this.notBefore, now + Math.min(held * (1 / this.share - 1), MAX_PAUSE_MS));
         this.running -= 1;
         this.next();
         this.changed(this.stats);
