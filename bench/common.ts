@@ -61,6 +61,8 @@ export interface BenchContext {
   auth(slug: string): Record<string, string>;
   /** Creates (or finds) a location by slug and mints a key for it. */
   location(slug: string, attrs: Record<string, unknown>): Promise<BenchLocation>;
+  /** Seeds demo calls into a location up to `calls` (those a kept cluster has already count). */
+  seed(slug: string, calls: number, days: number): Promise<void>;
   mid: BenchLocation;
   /** 1,000,000 calls over 90 days; seeded only when a section that needs it runs. */
   big: BenchLocation | null;

@@ -92,9 +92,10 @@ async function historyScenario(ctx: BenchContext): Promise<BenchRow[]> {
     evidence.push(s);
     progress(s);
   };
-  // The service's setting (the bench passes WEBHOOK_* through to it): the no-op runs at the same.
-  const concurrency = loadConfig({ DATA_DIR: dataDir, WEBHOOK_CONCURRENCY: process.env.WEBHOOK_CONCURRENCY }).WEBHOOK_CONCURRENCY;
-  const workerNice = Number(process.env.WORKER_DB_NICE ?? 10);
+  // The service's settings (the bench passes them through to it): the no-op runs at the same.
+  const { WEBHOOK_CONCURRENCY: concurrency, WORKER_DB_NICE: workerNice } = loadConfig({
+    DATA_DIR: dataDir, WEBHOOK_CONCURRENCY: process.env.WEBHOOK_CONCURRENCY, WORKER_DB_NICE: process.env.WORKER_DB_NICE,
+  });
   const rate = (n: number, ms: number) => n / (ms / 1000);
 
   // ---- 1. Endpoints, warm-up, the no-op reference and the drain on a young database ------------
@@ -150,16 +151,9 @@ async function historyScenario(ctx: BenchContext): Promise<BenchRow[]> {
   note(formatStats('queue tables, young database:', await tableStats(owner)));
 
   // ---- 2. The history ------------------------------------------------------------------------------
-  const hist = await ctx.location('history', {});
-  const seeded = Number((await owner.query('select count(*) n from app.calls where location_id = $1', [hist.id])).rows[0].n);
-  if (seeded < HISTORY_CALLS) { // a kept cluster (BENCH_DATA_DIR) may have them from an earlier run
-    progress(`history: seeding ${HISTORY_CALLS.toLocaleString('en')} calls`);
-    await owner.query('select admin.demo_seed_prepare($1, $2)', ['history', Math.min(20_000, Math.ceil(HISTORY_CALLS * 0.2))]);
-    for (let done = seeded; done < HISTORY_CALLS; done += 50_000) {
-      await owner.query('select admin.demo_seed_calls($1, $2, $3)', ['history', Math.min(50_000, HISTORY_CALLS - done), 30]);
-    }
-    await owner.query('select admin.demo_seed_finish($1)', ['history']);
-  }
+  await ctx.location('history', {});
+  progress(`history: seeding ${HISTORY_CALLS.toLocaleString('en')} calls`);
+  await ctx.seed('history', HISTORY_CALLS, 30);
 
   progress(`history: reads (calls page, insights), ${SECONDS} s each`);
   for (const p of ['/calls', '/insights?days=30']) {

@@ -213,7 +213,7 @@ try {
   const ctx: BenchContext = {
     owner, databaseUrl: cluster.url, dataDir, base, bbase, adminUrl: `http://127.0.0.1:${port + 1}`,
     servicePid: service.pid!, baselinePid: baseline.pid!, tokens, auth: (slug) => ({ authorization: `Bearer ${tokens[slug]}` }),
-    location, mid, big, ingest, https, smtp, idleRss: idleRss.total,
+    location, seed, mid, big, ingest, https, smtp, idleRss: idleRss.total,
   };
   for (const section of chosen) {
     if (section.big && !big) continue;
