@@ -50,11 +50,14 @@ async function seed(c: pg.Client, calls: number, onProgress?: (done: number, ms:
   const token = randomUUID();
   await c.query(`select admin.key_create($1, 'bench', array['insights:read'], $2, $3)`, [slug, hashToken(token), token.slice(0, 8)]);
   let t0 = performance.now();
-  await c.query('select admin.demo_seed_prepare($1, $2)', [slug, Math.min(100_000, Math.ceil(calls * 0.7))]);
+  const first = Number((await c.query('select admin.demo_seed_prepare($1) ->> \'first_number\' as n', [slug])).rows[0].n);
+  let number = first;
   const prepare = performance.now() - t0;
   t0 = performance.now();
   for (let done = 0; done < calls; done += BATCH) {
-    await c.query('select admin.demo_seed_calls($1, $2, 90)', [slug, Math.min(BATCH, calls - done)]);
+    const n = Math.min(BATCH, calls - done);
+    await c.query('select admin.demo_seed_calls($1, $2, $3, 0, 90)', [slug, n, number]);
+    number += Math.ceil(n * 0.7);
     onProgress?.(Math.min(done + BATCH, calls), performance.now() - t0);
   }
   const callsMs = performance.now() - t0;

@@ -45,6 +45,7 @@ import pg from 'pg';
 import { hashToken } from '../src/auth/tokens.js';
 import { startEmbedded } from '../src/db/embedded/index.js';
 import { migrateDatabase, projectRoot } from '../src/db/migrate.js';
+import { runDemoSeed } from '../src/cli/demo-seed.js';
 import { createLogger } from '../src/log.js';
 import { makePki } from '../test/support/https.js';
 import {
@@ -131,13 +132,15 @@ try {
     const have = Number((await owner.query('select count(*) n from app.calls c join app.locations l on l.id = c.location_id where l.slug = $1', [slug])).rows[0].n);
     if (have >= calls) return;
     const s = Date.now();
-    await owner.query('select admin.demo_seed_prepare($1, $2)', [slug, Math.min(20_000, Math.ceil(calls * 0.2))]);
-    const batch = 50_000;
-    for (let done = have; done < calls; done += batch) {
-      await owner.query('select admin.demo_seed_calls($1, $2, $3)', [slug, Math.min(batch, calls - done), days]);
-      progress(`  ${slug}: ${Math.min(done + batch, calls).toLocaleString('en')} / ${calls.toLocaleString('en')} calls`);
-    }
-    await owner.query('select admin.demo_seed_finish($1)', [slug]);
+    // As `demo seed` does, two batches at a time; few customers, each with many calls.
+    const todo = calls - have;
+    let shown = 0;
+    await runDemoSeed(owner, slug, { calls: todo, days, jobs: 2, batch: 50_000, customersPerCall: Math.min(20_000, Math.ceil(calls * 0.2)) / calls,
+      onProgress: (done) => {
+        if (done - shown < 100_000 && done < todo) return;
+        shown = done;
+        progress(`  ${slug}: ${(have + done).toLocaleString('en')} / ${calls.toLocaleString('en')} calls`);
+      } });
     progress(`  ${slug}: seeded in ${((Date.now() - s) / 1000).toFixed(0)} s`);
   }
 

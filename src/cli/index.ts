@@ -5,7 +5,6 @@
  */
 import { writeSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
-import { SingleBar, Presets } from 'cli-progress';
 import type pg from 'pg';
 import { mintToken } from '../auth/tokens.js';
 import { loadConfig } from '../config.js';
@@ -16,6 +15,7 @@ import { ApiError, toApiError } from '../http/errors.js';
 import { industries, memberRoles } from '../allowed-values.js';
 import { e164, timezone } from '../http/schemas.js';
 import { createLogger } from '../log.js';
+import { registerDemoCommands } from './demo-seed.js';
 import { registerErasureCommands } from './erasure.js';
 import { registerStaffCommands } from './staff.js';
 
@@ -37,11 +37,12 @@ function parseWith<T>(schema: { safeParse(v: unknown): { success: true; data: T 
   return r.data;
 }
 
-async function withDb<T>(fn: (pool: pg.Pool) => Promise<T>): Promise<void> {
+/** `fn` on an owner pool of `connections` connections, its result printed as JSON. */
+async function withDb<T>(fn: (pool: pg.Pool) => Promise<T>, connections = 2): Promise<void> {
   const cfg = loadConfig();
   const log = createLogger(cfg.LOG_LEVEL === 'info' ? 'warn' : cfg.LOG_LEVEL, 2);
   const db = await resolveDatabase(cfg, log);
-  const pool = createOwnerPool(db.url, 2, 'switchboard-cli');
+  const pool = createOwnerPool(db.url, connections, 'switchboard-cli');
   try {
     await migrateDatabase(db.url, log);
     const out = await fn(pool);
@@ -118,36 +119,7 @@ program
   .addOption(new Option('--role <role>').choices([...memberRoles]).default('member'))
   .action((o) => withDb((pool) => callFn(pool, 'admin.member_invite', [o.location, o.email, o.role, o.name ?? null])));
 
-program
-  .command('demo')
-  .description('Sample data')
-  .command('seed')
-  .requiredOption('--location <id-or-slug>')
-  .option('--calls <n>', 'number of calls', '500')
-  .option('--days <n>', 'spread over the last N days', '30')
-  .action((o) =>
-    withDb(async (pool) => {
-      const calls = Number(o.calls);
-      const days = Number(o.days);
-      if (!Number.isInteger(calls) || calls < 1 || calls > 10_000_000) throw new ApiError(400, 'validation_error', '--calls must be an integer from 1 to 10000000');
-      if (!Number.isInteger(days) || days < 1 || days > 365) throw new ApiError(400, 'validation_error', '--days must be an integer from 1 to 365');
-      await callFn(pool, 'admin.demo_seed_prepare', [o.location, Math.max(1, Math.ceil(calls * 0.7))]);
-      const bar = new SingleBar({ stream: process.stderr, noTTYOutput: true, notTTYSchedule: 2000, format: 'seeding calls [{bar}] {percentage}% {value}/{total} | eta {eta_formatted}' }, Presets.shades_classic);
-      bar.start(calls, 0);
-      const batch = 20_000;
-      for (let done = 0; done < calls; done += batch) {
-        const n = Math.min(batch, calls - done);
-        await callFn(pool, 'admin.demo_seed_calls', [o.location, n, days]);
-        bar.update(done + n);
-      }
-      bar.stop();
-      process.stderr.write('creating leads and bookings…\n');
-      const summary = await callFn(pool, 'admin.demo_seed_finish', [o.location]);
-      await pool.query('analyze app.calls, app.leads, app.bookings, app.customers');
-      return summary;
-    }),
-  );
-
+registerDemoCommands(program, withDb, parseWith);
 registerErasureCommands(program, withDb, parseWith);
 registerStaffCommands(program, withDb);
 

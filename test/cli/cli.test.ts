@@ -89,6 +89,42 @@ test('member invite and demo seed', async () => {
   expect(seed.stderr).toMatch(/seeding calls/);
 });
 
+test('demo seed --jobs runs its batches side by side: every day covered, numbers disjoint, a rerun continues them', async () => {
+  await runCli(['location', 'create', '--name', 'Jobs HVAC', '--slug', 'jobs-hvac', '--timezone', 'America/Chicago'], env);
+  // 10 days of 60 calls in batches of at most 100: two or more batches per run, three at a time.
+  const run = () => runCli(['demo', 'seed', '--location', 'jobs-hvac', '--calls', '600', '--days', '10', '--batch', '100', '--jobs', '3'], env);
+  const first = await run();
+  expect(first.code).toBe(0);
+  expect(first.json).toMatchObject({ calls: 600, customers: 420 });
+  const second = await run();
+  expect(second.code).toBe(0);
+  expect(second.json).toMatchObject({ calls: 1200, customers: 840 });
+  const c = new pg.Client({ connectionString: db.url });
+  await c.connect();
+  try {
+    const { rows: [r] } = await c.query(
+      `select count(distinct cu.phone)::int phones, min(cu.phone) lo, max(cu.phone) hi,
+              (select count(*)::int from app.calls k where k.location_id = l.id and k.started_at < now() - interval '10 days') older,
+              (select count(distinct (k.started_at at time zone l.timezone)::date)::int from app.calls k where k.location_id = l.id) days,
+              (select count(*)::int from app.customers x where x.location_id = l.id and x.call_count = 0) idle
+         from app.locations l join app.customers cu on cu.location_id = l.id
+        where l.slug = 'jobs-hvac' group by l.id`);
+    // 840 customers with 840 consecutive numbers, each with calls, the calls within the last 10 days.
+    expect(r).toMatchObject({ phones: 840, lo: '+12020000000', hi: '+12020000839', older: 0, days: 10, idle: 0 });
+  } finally {
+    await c.end();
+  }
+});
+
+test('demo seed refuses a bad --jobs or --batch before touching the database', async () => {
+  for (const args of [['--jobs', '0'], ['--jobs', 'two'], ['--batch', '0']]) {
+    const r = await runCli(['demo', 'seed', '--location', 'jobs-hvac', '--calls', '10', ...args], env);
+    expect(r.code).not.toBe(0);
+    expect(r.json.error.code).toBe('validation_error');
+    expect(r.json.error.message).toMatch(new RegExp(`^${args[0]}`));
+  }
+});
+
 test('erasure create: the same erasure as the API, printed as the record (identifier never shown)', async () => {
   const c = new pg.Client({ connectionString: db.url });
   await c.connect();

@@ -13,7 +13,7 @@ import pg from 'pg';
 import { callFn } from '../../src/db/pools.js';
 import { hashToken } from '../../src/auth/tokens.js';
 import { useTestDatabase } from '../support/db.js';
-import { createLocation, mintKey, type TestLocation } from '../support/harness.js';
+import { createLocation, mintKey, seedDemo, type TestLocation } from '../support/harness.js';
 
 const db = useTestDatabase({ pool: true });
 let small: TestLocation;
@@ -24,9 +24,7 @@ beforeAll(async () => {
   small = await createLocation(db.owner);
   ({ token: smallToken } = await mintKey(db.owner, small.id));
   for (const [loc, calls] of [[big, 30000], [small, 120]] as const) {
-    await callFn(db.owner, 'admin.demo_seed_prepare', [loc.slug, 50]);
-    await callFn(db.owner, 'admin.demo_seed_calls', [loc.slug, calls, 30]);
-    await callFn(db.owner, 'admin.demo_seed_finish', [loc.slug]);
+    await seedDemo(db.owner, loc.slug, calls, { customers: 50 });
     // Notifications and webhook deliveries: one live lead's event, then many rows pointing at it.
     const c = await db.owner.connect();
     try {

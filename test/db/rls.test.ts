@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { callFn, createOwnerPool } from '../../src/db/pools.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
-import { createLocation, mintKey } from '../support/harness.js';
+import { createLocation, mintKey, seedDemo } from '../support/harness.js';
 
 let db: TestDatabase;
 let owner: pg.Pool;
@@ -20,9 +20,7 @@ let tables: string[];
 async function populate(loc: string, slug: string): Promise<void> {
   await mintKey(owner, loc, ['calls:read']);
   await callFn(owner, 'admin.member_invite', [slug, `owner-${slug}@example.com`, 'owner', 'Owner']);
-  await callFn(owner, 'admin.demo_seed_prepare', [slug, 20]);
-  await callFn(owner, 'admin.demo_seed_calls', [slug, 40, 30]);
-  await callFn(owner, 'admin.demo_seed_finish', [slug]);
+  await seedDemo(owner, slug, 40, { customers: 20 });
   const c = await owner.connect();
   try {
     await c.query('begin');

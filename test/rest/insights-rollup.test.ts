@@ -236,13 +236,15 @@ async function apply(c: pg.PoolClient, run: Run, o: Op): Promise<void> {
       run.zone = o.zone;
       return;
     case 'seed': {
-      await callFn(c, 'admin.demo_seed_prepare', [run.loc.slug, 2]); // gives a location without hours the demo's hours
+      // prepare gives a location without hours the demo's hours
+      const { first_number: first } = await callFn<{ first_number: number }>(c, 'admin.demo_seed_prepare', [run.loc.slug]);
       const { rows } = await c.query('select day, open, close from app.business_hours where location_id = $1', [run.loc.id]);
       run.hours = rows;
-      await callFn(c, 'admin.demo_seed_calls', [run.loc.slug, o.n, 3]);
+      // the batch's calls with their customers, leads and bookings, in one statement
+      await callFn(c, 'admin.demo_seed_calls', [run.loc.slug, o.n, first, 0, 3, Math.min(2, o.n)]);
       return;
     }
-    case 'seedFinish': // leads (and bookings) for every call that should have one, in one statement
+    case 'seedFinish': // the finishing step: each resource's demo rows
       await callFn(c, 'admin.demo_seed_finish', [run.loc.slug]);
       return;
     case 'compact':

@@ -131,6 +131,19 @@ export async function createLocation(owner: pg.Pool, attrs: Record<string, unkno
   return callFn<TestLocation>(owner, 'admin.location_create', [{ name: `Test Location ${seq}`, slug, ...attrs }]);
 }
 
+export interface DemoSeedSummary { location_id: string; calls: number; customers: number; leads: number; bookings: number }
+
+/**
+ * The demo seeder's steps as `demo seed` runs them, in one batch: `calls` calls over the last `days`
+ * days (their customers: 70 % of the calls unless `customers` says), then the finishing step.
+ */
+export async function seedDemo(c: pg.Pool | pg.PoolClient, slug: string, calls: number,
+  opts: { days?: number; customers?: number } = {}): Promise<DemoSeedSummary> {
+  const { first_number: first } = await callFn<{ first_number: number }>(c, 'admin.demo_seed_prepare', [slug]);
+  await callFn(c, 'admin.demo_seed_calls', [slug, calls, first, 0, opts.days ?? 30, opts.customers ?? null]);
+  return callFn<DemoSeedSummary>(c, 'admin.demo_seed_finish', [slug]);
+}
+
 /** Every scope (src/allowed-values.ts, equal to app.known_scopes()). */
 export const ALL_SCOPES: string[] = [...scopes];
 
