@@ -27,9 +27,9 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
+import { defaultSeedJobs } from '../src/cli/demo-seed.js';
 import { loadConfig } from '../src/config.js';
 import { num, progress, SECONDS, SENDERS, type BenchContext, type BenchRow } from './common.js';
 import {
@@ -270,7 +270,7 @@ async function historyScenario(ctx: BenchContext): Promise<BenchRow[]> {
   rows.push({ name: 'history: the same beside a black-holed endpoint (1,000 queued), p99', value: percentile(besideLags, 99), unit: 'ms', target: '< 1 s',
     note: `p50 ${percentile(besideLags, 50)} ms` });
   if (seed) rows.push({ name: `history: demo seed --calls ${SEED.toLocaleString('en')} into a second location, after the history`, value: seed.total, unit: 's',
-    target: '< 180 s', note: `${Math.min(4, os.availableParallelism())} batches at a time (the default --jobs); its last step (each resource's demo rows, the counts) ${seed.finish.toFixed(0)} s` });
+    target: '< 180 s', note: `${defaultSeedJobs()} batches at a time (the default --jobs); its last step (each resource's demo rows, the counts) ${seed.finish.toFixed(0)} s` });
   if (HOGS) rows.push({ name: 'history: beside a CPU-bound neighbour', value: HOGS, unit: 'processes hashing', note: 'every figure above was taken with them running' });
   return rows;
 }

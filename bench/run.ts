@@ -45,7 +45,7 @@ import pg from 'pg';
 import { hashToken } from '../src/auth/tokens.js';
 import { startEmbedded } from '../src/db/embedded/index.js';
 import { migrateDatabase, projectRoot } from '../src/db/migrate.js';
-import { runDemoSeed } from '../src/cli/demo-seed.js';
+import { defaultSeedJobs, runDemoSeed } from '../src/cli/demo-seed.js';
 import { createLogger } from '../src/log.js';
 import { makePki } from '../test/support/https.js';
 import {
@@ -132,10 +132,10 @@ try {
     const have = Number((await owner.query('select count(*) n from app.calls c join app.locations l on l.id = c.location_id where l.slug = $1', [slug])).rows[0].n);
     if (have >= calls) return;
     const s = Date.now();
-    // As `demo seed` does, two batches at a time; few customers, each with many calls.
+    // Batches side by side as `demo seed` runs them; few customers, each with many calls.
     const todo = calls - have;
     let shown = 0;
-    await runDemoSeed(owner, slug, { calls: todo, days, jobs: 2, batch: 50_000, customersPerCall: Math.min(20_000, Math.ceil(calls * 0.2)) / calls,
+    await runDemoSeed(owner, slug, { calls: todo, days, jobs: defaultSeedJobs(), batch: 50_000, customersPerCall: Math.min(20_000, Math.ceil(calls * 0.2)) / calls,
       onProgress: (done) => {
         if (done - shown < 100_000 && done < todo) return;
         shown = done;

@@ -34,20 +34,19 @@ export function planSeedBatches(calls: number, days: number, size: number): Seed
       batches.push({ calls: size, dayFrom: d, dayTo: d + 1 });
       left -= size;
     }
-    if (left === 0) {
-      if (open) open.dayTo = d + 1;
-      continue;
-    }
     if (open) {
       open.calls += left;
       open.dayTo = d + 1;
-    } else {
+    } else if (left > 0) {
       open = { calls: left, dayFrom: d, dayTo: d + 1 };
     }
   }
   if (open) batches.push(open);
   return batches;
 }
+
+/** `--jobs` unless given: the CPU cores, at most 4. */
+export const defaultSeedJobs = (): number => Math.min(4, availableParallelism());
 
 export interface DemoSeedOptions {
   calls: number;
@@ -110,7 +109,7 @@ export function registerDemoCommands(program: Command, withDb: WithDb, parseWith
     .action(async (o) => {
       const calls = parseWith(z.coerce.number().int().min(1).max(10_000_000), 'calls', o.calls);
       const days = parseWith(z.coerce.number().int().min(1).max(365), 'days', o.days);
-      const jobs = parseWith(z.coerce.number().int().min(1).max(16), 'jobs', o.jobs ?? Math.min(4, availableParallelism()));
+      const jobs = parseWith(z.coerce.number().int().min(1).max(16), 'jobs', o.jobs ?? defaultSeedJobs());
       const size = parseWith(z.coerce.number().int().min(1).max(100_000), 'batch', o.batch);
       await withDb(async (pool) => {
         const bar = new SingleBar({ stream: process.stderr, noTTYOutput: true, notTTYSchedule: 2000, format: 'seeding calls [{bar}] {percentage}% {value}/{total} | eta {eta_formatted}' }, Presets.shades_classic);
