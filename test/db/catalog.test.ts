@@ -36,6 +36,19 @@ test('every function of ours has a comment, and every SECURITY DEFINER one pins 
   ).toEqual([]);
 });
 
+test('SQL helpers that are not SECURITY DEFINER carry no SET clause, so the planner inlines them', async () => {
+  const { rows } = await db.client.query(`
+    select p.oid::regprocedure::text as fn
+      from pg_proc p join pg_namespace n on n.oid = p.pronamespace join pg_language l on l.oid = p.prolang
+     where n.nspname in ${OURS} and l.lanname = 'sql' and not p.prosecdef and p.proconfig is not null`);
+  expect(rows.map((r) => r.fn)).toEqual([]);
+  // The seeder's per-row id: its body appears in the plan, not a call of the function.
+  const plan = await db.client.query('explain (verbose, costs off) select app_private.uuid_v7() from generate_series(1, 2)');
+  const text = plan.rows.map((r) => r['QUERY PLAN']).join('\n');
+  expect(text).toContain('gen_random_uuid()');
+  expect(text).not.toContain('uuid_v7');
+});
+
 test('the API role cannot execute CLI or worker-side functions', async () => {
   const { rows } = await db.client.query(`
     select p.oid::regprocedure::text as fn
