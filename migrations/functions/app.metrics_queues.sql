@@ -20,7 +20,7 @@ begin
     into hooks
     from app.webhook_deliveries d
     join app.webhook_endpoints e on e.id = d.endpoint_id and e.location_id = d.location_id and e.active
-   where d.status = 'pending' and d.lease_expires_at is null and d.next_attempt_at <= t;
+   where d.status = 'pending' and d.lease_expires_at is null and not d.held and d.next_attempt_at <= t;
   -- Per channel: notifications_due_idx; every channel appears, with 0 when nothing waits.
   select json_agg(json_build_object('channel', c.channel, 'depth', coalesce(n.depth, 0),
                                     'oldest_due_age_s', coalesce(extract(epoch from t - n.oldest), 0)) order by c.channel)

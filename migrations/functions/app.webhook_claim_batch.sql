@@ -14,6 +14,7 @@ declare
   scanned int;
   walked int;
   skip uuid[];
+  inactive uuid[];
   excl uuid[];
   busy jsonb;
   c_ids uuid[];
@@ -41,23 +42,24 @@ begin
              group by d.endpoint_id) x;
     -- Candidates: each endpoint's first (per_endpoint - busy) due attempts, in two steps.
     -- 1. The first `win` due attempts in due order of endpoints that can take one: the attempts of
-    --    endpoints at their cap and of paused or disabled endpoints (held) are passed over inside
-    --    the index-only walk of webhook_deliveries_ready_idx (it carries endpoint_id), up to `deep`
-    --    entries. A paused endpoint's backlog sits at the head of the due order; before, it filled
-    --    the window on every claim and sent each one to step 2 (docs/performance.md, "The drain
-    --    after a history").
+    --    endpoints at their cap and of paused or disabled endpoints are passed over inside the
+    --    index-only walk of webhook_deliveries_ready_idx (it carries endpoint_id), up to `deep`
+    --    entries. A paused endpoint's backlog sits at the head of the due order until a claim whose
+    --    walk it cut short marks it held (below), which takes it out of both due indexes
+    --    (docs/performance.md, "The drain after a history").
     -- 2. Only when that walk was cut short (a full window, or `deep` entries walked) and still gave
     --    less than a batch: the other endpoints with unleased attempts, found by a skip scan of
     --    webhook_deliveries_ready_endpoint_idx, one probe per endpoint. So no claim walks the
     --    attempts queued behind endpoints at their cap without bound, and the common case stays one
     --    short scan. The probes order by all three columns of that index, which only it returns in order.
-    skip := excl || array(select e.id from app.webhook_endpoints e where not e.active);
+    inactive := array(select e.id from app.webhook_endpoints e where not e.active);
+    skip := excl || inactive;
     with cand as (
       select h.id, h.endpoint_id, h.location_id, h.next_attempt_at, h.pos
         from (select d.id, d.endpoint_id, d.location_id, d.next_attempt_at,
                      row_number() over (order by d.next_attempt_at, d.id) as pos
                 from app.webhook_deliveries d
-               where d.status = 'pending' and d.lease_expires_at is null and d.next_attempt_at <= t
+               where d.status = 'pending' and d.lease_expires_at is null and not d.held and d.next_attempt_at <= t
                order by d.next_attempt_at, d.id
                limit deep) h
        where not (h.endpoint_id = any (skip)) or h.pos = deep  -- the last entry walked tells the walk was cut short
@@ -77,15 +79,29 @@ begin
       from per_ep p
      where p.rn <= per_endpoint - coalesce((busy ->> p.endpoint_id::text)::int, 0);
 
+    -- A walk cut short may have been filled by paused or disabled endpoints' attempts: they are held
+    -- (out of both due indexes) so that no later claim walks them again. Each endpoint is
+    -- share-locked and seen inactive first, so a resume (which clears held in its own transaction,
+    -- app.tg_webhook_endpoints__release_held) waits for this claim or is skipped by it.
+    if walked >= deep and cardinality(inactive) > 0 then
+      with e as (
+        select w.id from app.webhook_endpoints w where w.id = any (inactive) and not w.active
+         order by w.id for share skip locked
+      )
+      update app.webhook_deliveries d set held = true
+        from e
+       where d.endpoint_id = e.id and d.status = 'pending' and d.lease_expires_at is null and not d.held;
+    end if;
+
     if (scanned >= win or walked >= deep) and cardinality(c_ids) < max_claims then
       excl := excl || array(select distinct x from unnest(c_eps) x);
       with recursive eps as (
         (select d.endpoint_id from app.webhook_deliveries d
-          where d.status = 'pending' and d.lease_expires_at is null and d.endpoint_id is not null
+          where d.status = 'pending' and d.lease_expires_at is null and not d.held and d.endpoint_id is not null
           order by d.endpoint_id, d.next_attempt_at, d.id limit 1)
         union all
         select (select d.endpoint_id from app.webhook_deliveries d
-                 where d.status = 'pending' and d.lease_expires_at is null and d.endpoint_id > eps.endpoint_id
+                 where d.status = 'pending' and d.lease_expires_at is null and not d.held and d.endpoint_id > eps.endpoint_id
                  order by d.endpoint_id, d.next_attempt_at, d.id limit 1)
           from eps where eps.endpoint_id is not null
       ), per_ep as (
@@ -95,7 +111,7 @@ begin
           join app.webhook_endpoints e on e.id = eps.endpoint_id and e.active and not (e.id = any (excl))
           cross join lateral (
             select d.id, d.location_id, d.next_attempt_at from app.webhook_deliveries d
-             where d.endpoint_id = e.id and d.status = 'pending' and d.lease_expires_at is null
+             where d.endpoint_id = e.id and d.status = 'pending' and d.lease_expires_at is null and not d.held
                and d.next_attempt_at <= t
              order by d.endpoint_id, d.next_attempt_at, d.id
              limit greatest(per_endpoint - coalesce((busy ->> e.id::text)::int, 0), 0)) x
@@ -141,7 +157,7 @@ begin
              url = e.url
         from app.webhook_endpoints e
        where d.id = any (picked) and e.id = d.endpoint_id and e.id = any (eps)
-         and d.status = 'pending' and d.lease_expires_at is null
+         and d.status = 'pending' and d.lease_expires_at is null and not d.held
       returning d.id, d.event_id, d.event, d.attempt, d.endpoint_id, d.location_id, e.url, e.failure_count,
                 e.secret, e.previous_secret, e.previous_secret_expires_at
     )
@@ -158,10 +174,10 @@ begin
 
   select min(d.next_attempt_at) into next_due
     from app.webhook_deliveries d
-   where d.status = 'pending' and d.lease_expires_at is null and d.next_attempt_at > t;
+   where d.status = 'pending' and d.lease_expires_at is null and not d.held and d.next_attempt_at > t;
   return jsonb_build_object('claims', coalesce(claims, '[]'::jsonb), 'next_due_at', app.iso(next_due));
 end
 $function$;
 alter function app.webhook_claim_batch(text,integer,integer,integer,integer) owner to switchboard_system;
-comment on function app.webhook_claim_batch(text,integer,integer,integer,integer) is E'Delivery engine: leases up to max_claims due attempts (per-endpoint cap across workers, fair across endpoints and locations, failing endpoints capped at max_degraded) and returns what to send. SECURITY DEFINER (switchboard_system): the worker is not a tenant.';
+comment on function app.webhook_claim_batch(text,integer,integer,integer,integer) is E'Delivery engine: leases up to max_claims due attempts (per-endpoint cap across workers, fair across endpoints and locations, failing endpoints capped at max_degraded) and returns what to send; holds the attempts of inactive endpoints its walk was cut short by. SECURITY DEFINER (switchboard_system): the worker is not a tenant.';
 revoke execute on function app.webhook_claim_batch(text,integer,integer,integer,integer) from public;
