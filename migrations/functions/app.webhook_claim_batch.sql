@@ -25,7 +25,6 @@ declare
   c_rns int[];
   picked uuid[];
   picked_eps uuid[];
-  eps uuid[];
   claims jsonb;
   next_due timestamptz;
 begin
@@ -144,22 +143,26 @@ begin
   end if;
 
   if picked is not null then
-    select array_agg(x.id) into eps
-      from (select e.id from app.webhook_endpoints e
-             where e.id = any (picked_eps) and e.active
-             order by e.id
-               for share) x;
-    with upd as (
+    -- The picked endpoints, share-locked in id order and still active, read once: the lease
+    -- update joins this handful of rows (before, a generic plan scanned the endpoints table once
+    -- for every attempt leased).
+    with ep as materialized (
+      select e.id, e.url, e.failure_count, e.secret, e.previous_secret, e.previous_secret_expires_at
+        from app.webhook_endpoints e
+       where e.id = any (picked_eps) and e.active
+       order by e.id
+         for share
+    ), upd as (
       update app.webhook_deliveries d
          set lease_expires_at = t + make_interval(secs => lease_ms / 1000.0),
              lease_owner = owner,
              attempted_at = t,
-             url = e.url
-        from app.webhook_endpoints e
-       where d.id = any (picked) and e.id = d.endpoint_id and e.id = any (eps)
+             url = ep.url
+        from ep
+       where d.id = any (picked) and ep.id = d.endpoint_id
          and d.status = 'pending' and d.lease_expires_at is null and not d.held
-      returning d.id, d.event_id, d.event, d.attempt, d.endpoint_id, d.location_id, e.url, e.failure_count,
-                e.secret, e.previous_secret, e.previous_secret_expires_at
+      returning d.id, d.event_id, d.event, d.attempt, d.endpoint_id, d.location_id, ep.url, ep.failure_count,
+                ep.secret, ep.previous_secret, ep.previous_secret_expires_at
     )
     select jsonb_agg(jsonb_build_object(
              'delivery_id', u.id, 'event_id', u.event_id, 'event', u.event, 'attempt', u.attempt,

@@ -9,7 +9,52 @@ AS $function$
 declare
   r record;
   done jsonb := '[]';
+  ids uuid[];
+  recorded uuid[];
 begin
+  if not exists (select 1 from jsonb_array_elements(results) x
+                  where not coalesce((x -> 'result' ->> 'ok')::boolean, false)) then
+    ids := array(select (x ->> 'delivery_id')::uuid from jsonb_array_elements(results) x);
+    perform 1 from app.webhook_endpoints e
+     where e.id in (select w.endpoint_id from app.webhook_deliveries w where w.id = any (ids))
+     order by e.id
+       for key share;
+    with res as (
+      select (x ->> 'delivery_id')::uuid as id, x -> 'result' as result
+        from jsonb_array_elements(results) x
+    ), upd as (
+      update app.webhook_deliveries w
+         set status = 'delivered',
+             response_status = (res.result ->> 'response_status')::int,
+             response_body = res.result ->> 'response_body',
+             error = res.result ->> 'error',
+             duration_ms = (res.result ->> 'duration_ms')::int,
+             attempted_at = coalesce((res.result ->> 'attempted_at')::timestamptz, w.attempted_at, now()),
+             next_attempt_at = null,
+             lease_expires_at = null,
+             lease_owner = null
+        from res
+       where w.id = res.id and w.status = 'pending'
+      returning w.id, w.endpoint_id
+    )
+    select coalesce(array_agg(u.id), '{}') into recorded from upd u;
+    perform 1 from (
+      select e.id from app.webhook_endpoints e
+       where e.id in (select w.endpoint_id from app.webhook_deliveries w where w.id = any (recorded))
+         and (e.failure_count <> 0 or e.last_success_at is null or e.last_success_at < now() - interval '1 second')
+       order by e.id
+         for no key update) x;
+    update app.webhook_endpoints e set failure_count = 0, failing_since = null, last_success_at = now()
+     where e.id in (select w.endpoint_id from app.webhook_deliveries w where w.id = any (recorded))
+       and (e.failure_count <> 0 or e.last_success_at is null or e.last_success_at < now() - interval '1 second');
+    select coalesce(jsonb_agg(case when x.id = any (recorded)
+                                   then jsonb_build_object('delivery_id', x.id, 'status', 'delivered',
+                                                           'next_delivery_id', null, 'disabled', false)
+                              end order by x.endpoint_id, x.id::text), '[]')
+      into done
+      from (select (x ->> 'delivery_id')::uuid as id, x ->> 'endpoint_id' as endpoint_id from jsonb_array_elements(results) x) x;
+    return done;
+  end if;
   for r in
     select (x ->> 'delivery_id')::uuid as id, x -> 'result' as result
       from jsonb_array_elements(results) x
@@ -22,5 +67,5 @@ begin
 end
 $function$;
 alter function app.webhook_record_batch(jsonb,integer[],integer,integer) owner to switchboard_system;
-comment on function app.webhook_record_batch(jsonb,integer[],integer,integer) is E'Worker: app.webhook_record for each { delivery_id, endpoint_id, result } of a batch, in endpoint order.';
+comment on function app.webhook_record_batch(jsonb,integer[],integer,integer) is E'Worker: records a batch of { delivery_id, endpoint_id, result }: a batch of successes in one pass (endpoints key-share-locked in id order, then the attempts, then the endpoints'' health at most once a second), otherwise app.webhook_record for each, in endpoint order.';
 revoke execute on function app.webhook_record_batch(jsonb,integer[],integer,integer) from public;
