@@ -39,7 +39,7 @@ const schema = z.object({
   WEBHOOK_DISABLE_AFTER_FAILURES: z.coerce.number().int().min(1).max(1_000_000).default(20),
   WEBHOOK_DISABLE_AFTER_SECONDS: z.coerce.number().int().min(0).max(10 * 365 * 86400).default(259200),
   DELIVERY_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(30),
-  WEBHOOK_CONCURRENCY: z.coerce.number().int().min(1).max(10000).default(32),
+  WEBHOOK_CONCURRENCY: z.coerce.number().int().min(1).max(10000).default(64),
   WEBHOOK_ENDPOINT_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(2),
   NOTIFY_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(8),
   // CPU priority (nice) of the worker's connections on the embedded cluster; 0 leaves them equal to intake's.
