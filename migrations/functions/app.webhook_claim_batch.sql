@@ -15,6 +15,7 @@ declare
   walked int;
   skip uuid[];
   inactive uuid[];
+  hold_step constant int := 256;
   excl uuid[];
   busy jsonb;
   c_ids uuid[];
@@ -53,6 +54,25 @@ begin
     --    short scan. The probes order by all three columns of that index, which only it returns in order.
     inactive := array(select e.id from app.webhook_endpoints e where not e.active);
     skip := excl || inactive;
+    -- Held attempts of endpoints active again (resumed or re-enabled) are released, `hold_step`
+    -- a claim, before the walk, so this claim can already take them. Each endpoint is share-locked
+    -- (SKIP LOCKED) and seen active, so a pause in progress either waits for this claim or is
+    -- skipped by it; an endpoint with nothing held costs one probe of webhook_deliveries_held_idx.
+    with recursive held_eps as (
+      (select d.endpoint_id from app.webhook_deliveries d where d.held order by d.endpoint_id limit 1)
+      union all
+      select (select d.endpoint_id from app.webhook_deliveries d
+               where d.held and d.endpoint_id > h.endpoint_id order by d.endpoint_id limit 1)
+        from held_eps h where h.endpoint_id is not null
+    ), back as (
+      select w.id from app.webhook_endpoints w
+       where w.id in (select h.endpoint_id from held_eps h) and w.active
+       order by w.id for share skip locked
+    )
+    update app.webhook_deliveries d set held = false
+     where d.id in (select x.id from app.webhook_deliveries x
+                     where x.held and x.endpoint_id in (select b.id from back b)
+                     limit hold_step);
     with cand as (
       select h.id, h.endpoint_id, h.location_id, h.next_attempt_at, h.pos
         from (select d.id, d.endpoint_id, d.location_id, d.next_attempt_at,
@@ -78,18 +98,23 @@ begin
       from per_ep p
      where p.rn <= per_endpoint - coalesce((busy ->> p.endpoint_id::text)::int, 0);
 
-    -- A walk cut short may have been filled by paused or disabled endpoints' attempts: they are held
-    -- (out of both due indexes) so that no later claim walks them again. Each endpoint is
-    -- share-locked and seen inactive first, so a resume (which clears held in its own transaction,
-    -- app.tg_webhook_endpoints__release_held) waits for this claim or is skipped by it.
+    -- A walk cut short may have been filled by paused or disabled endpoints' attempts: up to
+    -- `hold_step` of them, first due first, are held (out of both due indexes) so that no later
+    -- claim walks them again. Each endpoint is share-locked (SKIP LOCKED) and seen inactive first,
+    -- so a resume in progress either waits for this claim or is skipped by it. Bounded both ways,
+    -- holding and releasing cost a claim a few tens of milliseconds at most, and a resume writes
+    -- one row whatever the backlog.
     if walked >= deep and cardinality(inactive) > 0 then
       with e as (
         select w.id from app.webhook_endpoints w where w.id = any (inactive) and not w.active
          order by w.id for share skip locked
       )
       update app.webhook_deliveries d set held = true
-        from e
-       where d.endpoint_id = e.id and d.status = 'pending' and d.lease_expires_at is null and not d.held;
+       where d.id in (select x.id from app.webhook_deliveries x
+                       where x.endpoint_id in (select e.id from e)
+                         and x.status = 'pending' and x.lease_expires_at is null and not x.held
+                       order by x.endpoint_id, x.next_attempt_at, x.id
+                       limit hold_step);
     end if;
 
     if (scanned >= win or walked >= deep) and cardinality(c_ids) < max_claims then

@@ -4,7 +4,8 @@
  * over inside the claim's first step, so the claim finds the other endpoints' attempts without the
  * skip scan over every endpoint with work (counted by the scans of
  * webhook_deliveries_ready_endpoint_idx); past the walk's bound the skip scan still finds them, and
- * that claim holds the paused endpoint's attempts out of the due order until it is resumed.
+ * such claims hold the paused endpoint's attempts out of the due order, 256 a claim, until claims
+ * after its resume release them, 256 a claim.
  * Counts and which attempts are claimed only.
  */
 import type pg from 'pg';
@@ -91,41 +92,49 @@ test('held and capped backlogs ahead in due order: the claim takes the healthy e
     expect(second.skipScans).toBeGreaterThan(0);
     await release(c);
 
-    // That claim held the paused endpoint's attempts: they left the due order, so the next claim
-    // walks past nothing and needs no skip scan; they are still pending for every reader.
+    // That claim held the first 256 of the paused endpoint's attempts (out of the due order; still
+    // pending for every reader). A claim cut short again holds 256 more; once the rest fits in the
+    // walk (1,588 + 298 + 15 entries, under 2,048) claims pass over it without the skip scan.
     const heldOf = async (id: string) => (await c.query(
       `select count(*) filter (where held)::int as held, count(*) filter (where status = 'pending')::int as pending
          from app.webhook_deliveries where endpoint_id = $1`, [id])).rows[0];
-    expect(await heldOf(epHeld.id)).toEqual({ held: 2_100, pending: 2_100 });
+    expect(await heldOf(epHeld.id)).toEqual({ held: 256, pending: 2_100 });
+    const again = await claim(c, 32);
+    expect(again.endpoints).toEqual(healthyTwice);
+    expect(again.skipScans).toBeGreaterThan(0);
+    await release(c);
+    expect(await heldOf(epHeld.id)).toEqual({ held: 512, pending: 2_100 });
     const third = await claim(c, 32);
     expect(third.endpoints).toEqual(healthyTwice);
     expect(third.skipScans).toBe(0);
     await release(c);
+    expect(await heldOf(epHeld.id)).toEqual({ held: 512, pending: 2_100 });
 
-    // Resuming releases them: due again at once, the claim takes the resumed endpoint's first two.
+    // Resuming writes the endpoint row only; the next claim releases 256 and already takes two.
     const patch = (active: boolean) => request(t.baseUrl, 'PATCH', `/api/v1/locations/${held.id}/webhook-endpoints/${epHeld.id}`, { token: epHeld.token, body: { active } });
     expect((await patch(true)).status).toBe(200);
-    expect(await heldOf(epHeld.id)).toEqual({ held: 0, pending: 2_100 });
+    expect(await heldOf(epHeld.id)).toEqual({ held: 512, pending: 2_100 });
     expect((await claim(c, 32)).endpoints).toEqual(expect.arrayContaining([epHeld.id, epHeld.id]));
     await release(c);
+    expect(await heldOf(epHeld.id)).toEqual({ held: 256, pending: 2_100 });
 
-    // Paused again while a resume is in progress (its row lock taken, not committed): the claim
-    // skips the endpoint rather than wait for it or hold what the resume is releasing.
-    expect((await patch(false)).status).toBe(200);
-    const resumer = await t.owner.connect();
+    // A pause in progress (its row lock taken, not committed): the claim skips releasing rather
+    // than wait for it; it waits only to lease, and the pause rolls back.
+    const pauser = await t.owner.connect();
     try {
-      await resumer.query('begin');
-      await resumer.query(`update app.webhook_endpoints set active = true where id = $1`, [epHeld.id]);
-      expect((await claim(c, 32)).endpoints).toEqual(healthyTwice);
+      await pauser.query('begin');
+      await pauser.query(`update app.webhook_endpoints set active = false where id = $1`, [epHeld.id]);
+      const pending = claim(c, 32);
+      await new Promise((r) => setTimeout(r, 300));
+      await pauser.query('rollback');
+      expect((await pending).endpoints).toEqual(expect.arrayContaining([epHeld.id, epHeld.id]));
       await release(c);
-      expect(await heldOf(epHeld.id)).toEqual({ held: 0, pending: 2_100 });
-      await resumer.query('rollback');
     } finally {
-      resumer.release();
+      pauser.release();
     }
-    // The resume rolled back: the next claim holds them.
-    expect((await claim(c, 32)).endpoints).toEqual(healthyTwice);
-    expect(await heldOf(epHeld.id)).toEqual({ held: 2_100, pending: 2_100 });
+    expect(await heldOf(epHeld.id)).toEqual({ held: 256, pending: 2_100 });
+    await claim(c, 32);
+    expect(await heldOf(epHeld.id)).toEqual({ held: 0, pending: 2_100 });
   } finally {
     await c.query(`update app.webhook_deliveries set lease_expires_at = null, lease_owner = null where lease_owner in ('test-claim', 'in-flight')`);
     c.release();
