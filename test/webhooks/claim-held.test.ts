@@ -10,7 +10,7 @@
  */
 import type pg from 'pg';
 import { createLocation, mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
-import { emitMany } from './support.js';
+import { createEndpoint, emitMany } from './support.js';
 
 let t: TestApi;
 
@@ -23,11 +23,8 @@ afterAll(async () => {
 
 async function endpointFor(locationId: string, label: string): Promise<{ id: string; token: string }> {
   const { token } = await mintKey(t.owner, locationId);
-  const ep = await request(t.baseUrl, 'POST', `/api/v1/locations/${locationId}/webhook-endpoints`, {
-    token, body: { url: `https://receiver.example/${label}`, events: ['lead.created'] },
-  });
-  expect(ep.status).toBe(201);
-  return { id: ep.body.data.id, token };
+  const ep = await createEndpoint(t, token, locationId, { url: `https://receiver.example/${label}`, events: ['lead.created'] });
+  return { id: ep.id, token };
 }
 
 /** One claim as the engine makes it, in a transaction of its own, and how many scans of the skip scan's index it made. */

@@ -6,8 +6,8 @@
  * function counters.
  */
 import type pg from 'pg';
-import { createLocation, mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
-import { emitMany } from './support.js';
+import { createLocation, mintKey, startTestApi, type TestApi } from '../support/harness.js';
+import { createEndpoint, emitMany } from './support.js';
 
 let t: TestApi;
 
@@ -23,15 +23,8 @@ interface Claim { delivery_id: string; endpoint_id: string }
 async function setUp(): Promise<{ locationId: string; failing: string; healthy: string }> {
   const loc = await createLocation(t.owner, { name: 'Batch Recording Plumbing' });
   const { token } = await mintKey(t.owner, loc.id);
-  const ids: string[] = [];
-  for (const label of ['failing', 'healthy']) {
-    const ep = await request(t.baseUrl, 'POST', `/api/v1/locations/${loc.id}/webhook-endpoints`, {
-      token, body: { url: `https://receiver.example/${label}`, events: ['lead.created'] },
-    });
-    expect(ep.status).toBe(201);
-    ids.push(ep.body.data.id);
-  }
-  const [failing, healthy] = ids;
+  const [failing, healthy] = await Promise.all(['failing', 'healthy'].map(async (label) =>
+    (await createEndpoint(t, token, loc.id, { url: `https://receiver.example/${label}`, events: ['lead.created'] })).id));
   // One endpoint in a failure run, the other last succeeded ten seconds ago.
   await t.owner.query(`update app.webhook_endpoints set failure_count = 3, failing_since = now() - interval '1 hour',
                               last_failure_at = now() - interval '1 minute' where id = $1`, [failing]);
