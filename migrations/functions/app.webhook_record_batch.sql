@@ -10,11 +10,15 @@ declare
   r record;
   done jsonb := '[]';
   ids uuid[];
+  all_ok boolean;
   recorded uuid[];
+  recorded_eps uuid[];
+  stale_eps uuid[];
 begin
-  if not exists (select 1 from jsonb_array_elements(results) x
-                  where not coalesce((x -> 'result' ->> 'ok')::boolean, false)) then
-    ids := array(select (x ->> 'delivery_id')::uuid from jsonb_array_elements(results) x);
+  select array_agg((x ->> 'delivery_id')::uuid), coalesce(bool_and(coalesce((x -> 'result' ->> 'ok')::boolean, false)), true)
+    into ids, all_ok
+    from jsonb_array_elements(results) x;
+  if all_ok then
     perform 1 from app.webhook_endpoints e
      where e.id in (select w.endpoint_id from app.webhook_deliveries w where w.id = any (ids))
      order by e.id
@@ -37,16 +41,18 @@ begin
        where w.id = res.id and w.status = 'pending'
       returning w.id, w.endpoint_id
     )
-    select coalesce(array_agg(u.id), '{}') into recorded from upd u;
-    perform 1 from (
-      select e.id from app.webhook_endpoints e
-       where e.id in (select w.endpoint_id from app.webhook_deliveries w where w.id = any (recorded))
-         and (e.failure_count <> 0 or e.last_success_at is null or e.last_success_at < now() - interval '1 second')
-       order by e.id
-         for no key update) x;
+    select coalesce(array_agg(u.id), '{}'), coalesce(array_agg(distinct u.endpoint_id), '{}')
+      into recorded, recorded_eps
+      from upd u;
+    -- The health rows to refresh, locked in id order; held, they cannot change before the update.
+    select coalesce(array_agg(x.id), '{}') into stale_eps
+      from (select e.id from app.webhook_endpoints e
+             where e.id = any (recorded_eps)
+               and (e.failure_count <> 0 or e.last_success_at is null or e.last_success_at < now() - interval '1 second')
+             order by e.id
+               for no key update) x;
     update app.webhook_endpoints e set failure_count = 0, failing_since = null, last_success_at = now()
-     where e.id in (select w.endpoint_id from app.webhook_deliveries w where w.id = any (recorded))
-       and (e.failure_count <> 0 or e.last_success_at is null or e.last_success_at < now() - interval '1 second');
+     where e.id = any (stale_eps);
     select coalesce(jsonb_agg(case when x.id = any (recorded)
                                    then jsonb_build_object('delivery_id', x.id, 'status', 'delivered',
                                                            'next_delivery_id', null, 'disabled', false)
