@@ -5,8 +5,8 @@
  * request is streamed to the thread's loopback port (src/staff/thread.ts) and its answer streamed
  * back, so the main thread only moves bytes. A staff answer is parsed, planned, built and
  * serialised on the thread's event loop and heap (capped at STAFF_THREAD_HEAP_MB): the API's
- * requests never wait behind it. A thread that dies (out of memory, say) is started again; its
- * requests in flight answer 502.
+ * requests never wait behind it. The thread starts with the first staff request; one that dies
+ * (out of memory, say) is started again by the next, and its requests in flight answer 502.
  */
 import { fork } from 'node:child_process';
 import { request as httpRequest, createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -139,15 +139,21 @@ export async function startStaffGraphqlThread(target: ConnectionTarget, host: st
         for (const f of waiting.values()) f();
         waiting.clear();
         reject(new Error(`staff GraphQL thread exited (${code})`));
-        if (!closing) {
-          log.error({ code }, 'staff GraphQL thread exited; starting it again');
-          setTimeout(() => {
-            if (!closing) void spawn().catch((err: unknown) => log.error({ err }, 'staff GraphQL thread did not start'));
-          }, 1000).unref();
-        }
+        if (!closing) log.error({ code }, 'staff GraphQL thread exited; the next staff request starts it again');
       });
     });
-  await spawn();
+  /**
+   * The thread starts with the first staff request, and again with the first after it died: a
+   * service nobody queries for staff does not carry its process (~90 MB; docs/performance.md).
+   */
+  let starting: Promise<void> | null = null;
+  const ensure = (): Promise<void> => {
+    if (upstream) return Promise.resolve();
+    starting ??= spawn().finally(() => {
+      starting = null;
+    });
+    return starting;
+  };
 
   // The embedded cluster may come back on another port with another postmaster.
   let sent = `${current()}|${opts.lowerPriority?.postmasterPid() ?? ''}`;
@@ -160,7 +166,14 @@ export async function startStaffGraphqlThread(target: ConnectionTarget, host: st
   follow.unref();
 
   const proxy = (req: IncomingMessage, res: ServerResponse) => {
-    if (!upstream) return sendError(res as never, new ApiError(503, 'unavailable', 'The staff GraphQL is starting; retry in a moment'));
+    if (!upstream) {
+      if (closing) return sendError(res as never, new ApiError(503, 'unavailable', 'The staff GraphQL is shutting down'));
+      ensure().then(() => proxy(req, res), (err: unknown) => {
+        log.error({ err }, 'staff GraphQL thread did not start');
+        if (!res.headersSent) sendError(res as never, new ApiError(503, 'unavailable', 'The staff GraphQL did not start; retry in a moment'));
+      });
+      return;
+    }
     const headers: Record<string, string | string[]> = {};
     for (const [k, v] of Object.entries(req.headers)) if (v !== undefined && !HOP.has(k)) headers[k] = v;
     headers['x-forwarded-for'] = req.socket.remoteAddress ?? '';

@@ -36,18 +36,25 @@ const stat = (p: string) => {
   return s.slice(s.lastIndexOf(')') + 2).split(' ');
 };
 
-/** The staff child of this process (its parent is us, its script src/staff/thread.ts). */
-function staffChild(): number {
-  const pids = fs.readdirSync('/proc').filter((e) => /^\d+$/.test(e)).map(Number).filter((pid) => {
+/** The staff children of this process (their parent is us, their script src/staff/thread.ts). */
+function staffChildren(): number[] {
+  return fs.readdirSync('/proc').filter((e) => /^\d+$/.test(e)).map(Number).filter((pid) => {
     try {
       return Number(stat(`/proc/${pid}/stat`)[1]) === process.pid && fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('staff/thread');
     } catch {
       return false;
     }
   });
+}
+function staffChild(): number {
+  const pids = staffChildren();
   expect(pids).toHaveLength(1);
   return pids[0];
 }
+
+test('the child starts with the first staff request, not with the listener', () => {
+  expect(staffChildren()).toHaveLength(0);
+});
 
 test('answers through the admin listener, from a child process whose every thread runs at the lowered nice', async () => {
   const r = await gqlAt(child.url, viewer.token, '{ allCalls { totalCount } }');
@@ -96,4 +103,16 @@ test('a refusal for want of a turn in the child is a 503 counted by the main pro
   // The child sends the count to the main process over IPC.
   for (let i = 0; (await counted()) < before + 1 && i < 100; i++) await new Promise((r) => setTimeout(r, 50));
   expect(await counted()).toBe(before + 1);
+});
+
+test('a child that died is started again by the next staff request, which it answers', async () => {
+  const pid = staffChild();
+  process.kill(pid, 'SIGKILL');
+  // Reaped (and its exit seen by the main thread, in the same callback) before the next request.
+  for (let i = 0; i < 400 && fs.existsSync(`/proc/${pid}`); i++) await new Promise((r) => setTimeout(r, 25));
+  expect(fs.existsSync(`/proc/${pid}`)).toBe(false);
+  const r = await gqlAt(child.url, viewer.token, '{ allCalls { totalCount } }');
+  expect(r.body).toEqual({ data: { allCalls: { totalCount: 2 } } });
+  const again = staffChild();
+  expect(again).not.toBe(pid);
 });
