@@ -198,6 +198,13 @@ async function historyScenario(ctx: BenchContext): Promise<BenchRow[]> {
   const lastAt = Math.max(...burstGot.map((r) => r.at));
   const ingestRate = rate(ingested, burstEnd - burstStart);
   progress(`burst: ${ingested} calls in ${((burstEnd - burstStart) / 1000).toFixed(1)} s, ${burstDeliveries} deliveries, last ${((lastAt - burstStart) / 1000).toFixed(1)} s after the start`);
+  // Where the tail comes from: events created and deliveries received per 5 s from the start.
+  const windows = (ts: number[]) => {
+    const out = Array.from({ length: Math.ceil((lastAt - burstStart + 1) / 5000) }, () => 0);
+    for (const t of ts) out[Math.max(0, Math.floor((t - burstStart) / 5000))]++;
+    return out.join(' ');
+  };
+  note(`burst per 5 s from its start: events created ${windows(burstGot.map((r) => r.createdAt))} · deliveries received ${windows(burstGot.map((r) => r.at))}`);
 
   progress('history: paced 100 events/s for 10 s');
   const paced = https.watch('/ok/paced/');
