@@ -3,6 +3,7 @@
 CREATE OR REPLACE FUNCTION app.voice_finalize_effects(c app.calls, fired boolean)
  RETURNS void
  LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
 declare
   voicemail boolean := coalesce(c.in_voicemail, false) or c.disconnection_reason = 'voicemail_reached';

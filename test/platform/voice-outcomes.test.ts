@@ -1,10 +1,38 @@
 import { useTestApi } from '../support/harness.js';
+import { instant, localDate, openEveryDay } from '../support/scheduling.js';
 import { callRow, count, events, finalizeJobs, postVoice, types, VOICE_SECRET, voiceFixture, voiceLocation } from './support.js';
 
 const t = useTestApi({ VOICE_WEBHOOK_SECRET: VOICE_SECRET });
 const jobsFor = (callId: string) => finalizeJobs(t.owner, callId);
 
 describe('POST /api/voice/post-call outcomes', () => {
+  test('booked: the booking takes the open window holding the promised time; a full window or a closed hour leaves it without one', async () => {
+    // Windows of 120 minutes from 08:00, capacity 1 (the defaults). The window lookup runs from one
+    // plan kept for the session (migration 000032): more calls than the plan cache's five custom
+    // plans, each checked against the window it must land in.
+    const loc = await voiceLocation(t.owner);
+    await openEveryDay(t.owner, loc.id);
+    const booked = async (date: string, time: string) => {
+      const body = voiceFixture('booked', loc);
+      Object.assign(body.call.call_analysis.custom_analysis_data, { appointment_date: date, appointment_time: time });
+      body.call.from_number = `+1512555${String(1000 + Math.floor(Math.random() * 9000))}`;
+      expect((await postVoice(t.baseUrl, 'post-call', body)).status).toBe(200);
+      const { rows } = await t.owner.query(
+        `select app.iso(b.window_start) as s, app.iso(b.window_end) as e from app.bookings b join app.calls c on c.id = b.call_id
+          where c.location_id = $1 and c.platform_call_id = $2`, [loc.id, body.call.call_id]);
+      expect(rows).toHaveLength(1);
+      return rows[0];
+    };
+    for (let d = 2; d <= 5; d++) {
+      const date = await localDate(t.owner, 'America/Chicago', d);
+      const w = async (hhmm: string) => instant(t.owner, 'America/Chicago', date, hhmm);
+      expect(await booked(date, '09:30')).toEqual({ s: await w('08:00'), e: await w('10:00') });
+      expect(await booked(date, '09:45')).toEqual({ s: null, e: null }); // that window is full now
+      expect(await booked(date, '16:00')).toEqual({ s: await w('16:00'), e: await w('18:00') });
+      expect(await booked(date, '19:30')).toEqual({ s: null, e: null }); // after hours
+    }
+  });
+
   test('booked: call, customer, booked lead, scheduled booking; lead.created, booking.created, call.ended', async () => {
     const loc = await voiceLocation(t.owner);
     const body = voiceFixture('booked', loc);
