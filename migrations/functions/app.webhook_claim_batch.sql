@@ -17,6 +17,7 @@ declare
   inactive uuid[];
   hold_step constant int := 256;
   excl uuid[];
+  moved uuid[];
   busy jsonb;
   c_ids uuid[];
   c_eps uuid[];
@@ -69,10 +70,18 @@ begin
        where w.id in (select h.endpoint_id from held_eps h) and w.active
        order by w.id for share skip locked
     )
-    update app.webhook_deliveries d set held = false
-     where d.id in (select x.id from app.webhook_deliveries x
-                     where x.held and x.endpoint_id in (select b.id from back b)
-                     limit hold_step);
+    -- The ids first, then the update by primary key: as `d.id in (select … limit …)` the update
+    -- could be planned as a nested loop that ran the subquery's scan again for every row of the
+    -- table, and the generic plan made while nothing was held did exactly that once a burst had
+    -- doubled the table: one claim ran for a minute and a half (docs/performance.md, "the third round").
+    select coalesce(array_agg(r.id), '{}') into moved
+      from (select x.id from back b
+              cross join lateral (select x.id from app.webhook_deliveries x
+                                   where x.held and x.endpoint_id = b.id limit hold_step) x
+             limit hold_step) r;
+    if cardinality(moved) > 0 then
+      update app.webhook_deliveries d set held = false where d.id = any (moved) and d.held;
+    end if;
     with cand as (
       select h.id, h.endpoint_id, h.location_id, h.next_attempt_at, h.pos
         from (select d.id, d.endpoint_id, d.location_id, d.next_attempt_at,
@@ -109,12 +118,16 @@ begin
         select w.id from app.webhook_endpoints w where w.id = any (inactive) and not w.active
          order by w.id for share skip locked
       )
-      update app.webhook_deliveries d set held = true
-       where d.id in (select x.id from app.webhook_deliveries x
-                       where x.endpoint_id in (select e.id from e)
-                         and x.status = 'pending' and x.lease_expires_at is null and not x.held
-                       order by x.endpoint_id, x.next_attempt_at, x.id
-                       limit hold_step);
+      select coalesce(array_agg(r.id), '{}') into moved
+        from (select x.id from app.webhook_deliveries x
+               where x.endpoint_id in (select e.id from e)
+                 and x.status = 'pending' and x.lease_expires_at is null and not x.held
+               order by x.endpoint_id, x.next_attempt_at, x.id
+               limit hold_step) r;
+      if cardinality(moved) > 0 then
+        update app.webhook_deliveries d set held = true
+         where d.id = any (moved) and d.status = 'pending' and d.lease_expires_at is null and not d.held;
+      end if;
     end if;
 
     if (scanned >= win or walked >= deep) and cardinality(c_ids) < max_claims then
