@@ -15,6 +15,7 @@ import { getAttributeSync } from '@napi-rs/xattr';
 import { parentPid } from '../../src/db/backend-priority.js';
 import { projectRoot } from '../../src/db/migrate.js';
 import { createTestDatabase } from '../support/db.js';
+import { waitFor } from '../support/harness.js';
 import { childEnv, freePort, runCli } from '../support/spawn.js';
 
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sb-start-'));
@@ -67,7 +68,7 @@ test('fresh start on the embedded cluster, CLI alongside, graceful stop, restart
   const niceOf = (pid: number) => { try { return os.getPriority(pid); } catch { return null; } };
   const backends = () => fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d)).map(Number).filter((pid) => parentPid(pid) === postmaster);
   // The LISTEN connections open beside readiness, not before it.
-  for (let i = 0; i < 100 && backends().filter((pid) => niceOf(pid) === 10).length < 3; i++) await new Promise((r) => setTimeout(r, 100));
+  await waitFor(async () => backends().filter((pid) => niceOf(pid) === 10).length >= 3, 'the worker\'s LISTEN connections at nice 10', 10_000);
   expect(backends().filter((pid) => niceOf(pid) === 10).length).toBeGreaterThanOrEqual(3);
   expect(backends().some((pid) => niceOf(pid) === 0)).toBe(true);
 
