@@ -1,8 +1,9 @@
 /**
- * The claim's plans are made once per session (generic plans) on the statistics of that moment.
- * Made while the delivery table held no pending attempt, they must still reach a burst's attempts
- * through the claim's partial indexes, never by scanning the whole table (docs/performance.md,
- * "Performance after a realistic history: the third round"). Counts only.
+ * The claim's and the record's plans are made on the statistics of their moment (the claim's once
+ * per session, generic). Made while the delivery table held no pending attempt, they must still
+ * reach a burst's attempts through the indexes written for them, never by reading the table or
+ * every pending attempt (docs/performance.md, "Performance after a realistic history: the third
+ * round" and "the fourth round"). Counts only.
  */
 import { createLocation, mintKey, startTestApi, type TestApi } from '../support/harness.js';
 import { createEndpoint, emitMany } from './support.js';
@@ -44,6 +45,48 @@ test('a claim planned before a burst reads the burst through its indexes, not by
     await emitMany(t.owner, loc.id, 'lead.created', 2000);
     const after = await claim();
     expect(after).toEqual({ claimed: 4, seq: 0 });
+  } finally {
+    c.release();
+  }
+});
+
+test('a record batch planned before a burst finds its attempts by primary key, not among every pending one', async () => {
+  const loc = await createLocation(t.owner, { name: 'Burst Drains' });
+  const { token } = await mintKey(t.owner, loc.id);
+  for (const label of ['a', 'b']) await createEndpoint(t, token, loc.id, { url: `https://receiver.example/${label}`, events: ['lead.created'] });
+  await emitMany(t.owner, loc.id, 'lead.created', 500);
+  await t.owner.query(`update app.webhook_deliveries set status = 'delivered', response_status = 200 where location_id = $1`, [loc.id]);
+  await t.owner.query('analyze app.webhook_deliveries');
+
+  const c = await t.owner.connect();
+  try {
+    const ok = (at: string) => ({ ok: true, complete: true, blocked: false, aborted: false, response_status: 200, response_body: 'ok',
+      response_headers: {}, error: null, error_code: null, duration_ms: 3, attempted_at: at, retry_after_seconds: null });
+    /** Claims up to 64 due attempts and records them all as delivered; how many delivery rows the record read. */
+    const drainOnce = async () => {
+      const { rows: [{ claims }] } = await c.query(`select app.webhook_claim_batch('test-stale-record', 64, 64, 64, 40000) -> 'claims' as claims`);
+      const results = (claims as { delivery_id: string; endpoint_id: string }[])
+        .map((x) => ({ delivery_id: x.delivery_id, endpoint_id: x.endpoint_id, result: ok(new Date().toISOString()) }));
+      await c.query('begin');
+      const read = async () => (await c.query(
+        `select (coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0))::int as n
+           from pg_stat_xact_user_tables where relid = 'app.webhook_deliveries'::regclass`)).rows[0].n as number;
+      const before = await read();
+      const { rows: [{ done }] } = await c.query(`select app.webhook_record_batch($1, '{1,5}', 20, 3600) as done`, [JSON.stringify(results)]);
+      const rows = (await read()) - before;
+      await c.query('commit');
+      return { recorded: (done as { status: string }[]).filter((d) => d.status === 'delivered').length, rows };
+    };
+    // This session's plans are made now, with nothing pending (a record needs something to record:
+    // two attempts).
+    await emitMany(t.owner, loc.id, 'lead.created', 1);
+    for (let i = 0; i < 6; i++) await drainOnce();
+    // The burst: 4,000 attempts pending, the statistics not yet told.
+    await emitMany(t.owner, loc.id, 'lead.created', 2000);
+    const after = await drainOnce();
+    expect(after.recorded).toBe(64);
+    // Two reads an attempt at most (its lookup, and its endpoint's for the lock), never the 4,000.
+    expect(after.rows).toBeLessThanOrEqual(64 * 2);
   } finally {
     c.release();
   }
