@@ -6,7 +6,7 @@
  * round" and "the fourth round"). Counts only.
  */
 import { createLocation, mintKey, startTestApi, type TestApi } from '../support/harness.js';
-import { createEndpoint, emitMany } from './support.js';
+import { createEndpoint, emitMany, okResult } from './support.js';
 
 let t: TestApi;
 
@@ -60,13 +60,11 @@ test('a record batch planned before a burst finds its attempts by primary key, n
 
   const c = await t.owner.connect();
   try {
-    const ok = (at: string) => ({ ok: true, complete: true, blocked: false, aborted: false, response_status: 200, response_body: 'ok',
-      response_headers: {}, error: null, error_code: null, duration_ms: 3, attempted_at: at, retry_after_seconds: null });
     /** Claims up to 64 due attempts and records them all as delivered; how many delivery rows the record read. */
     const drainOnce = async () => {
       const { rows: [{ claims }] } = await c.query(`select app.webhook_claim_batch('test-stale-record', 64, 64, 64, 40000) -> 'claims' as claims`);
       const results = (claims as { delivery_id: string; endpoint_id: string }[])
-        .map((x) => ({ delivery_id: x.delivery_id, endpoint_id: x.endpoint_id, result: ok(new Date().toISOString()) }));
+        .map((x) => ({ delivery_id: x.delivery_id, endpoint_id: x.endpoint_id, result: okResult(new Date().toISOString()) }));
       await c.query('begin');
       const read = async () => (await c.query(
         `select (coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0))::int as n

@@ -7,7 +7,7 @@
  */
 import type pg from 'pg';
 import { createLocation, mintKey, startTestApi, type TestApi } from '../support/harness.js';
-import { createEndpoint, emitMany } from './support.js';
+import { createEndpoint, emitMany, okResult } from './support.js';
 
 let t: TestApi;
 
@@ -53,10 +53,6 @@ async function record(c: pg.PoolClient, results: unknown[]): Promise<{ done: unk
   }
 }
 
-const ok = (attemptedAt: string) => ({
-  ok: true, complete: true, blocked: false, aborted: false, response_status: 200, response_body: 'thanks', response_headers: {},
-  error: null, error_code: null, duration_ms: 7, attempted_at: attemptedAt, retry_after_seconds: null,
-});
 
 test('a batch of successes is recorded in one pass, with what one by one records; a batch with a failure one by one', async () => {
   const { locationId, failing, healthy } = await setUp();
@@ -66,8 +62,8 @@ test('a batch of successes is recorded in one pass, with what one by one records
     const claims = await claimAll(c, [failing, healthy]);
     expect(claims).toHaveLength(6);
     const attemptedAt = new Date(Date.now() - 1500).toISOString();
-    const missing = { delivery_id: '00000000-0000-4000-8000-000000000000', endpoint_id: healthy, result: ok(attemptedAt) };
-    const results = [missing, ...claims.map((x) => ({ delivery_id: x.delivery_id, endpoint_id: x.endpoint_id, result: ok(attemptedAt) }))];
+    const missing = { delivery_id: '00000000-0000-4000-8000-000000000000', endpoint_id: healthy, result: okResult(attemptedAt) };
+    const results = [missing, ...claims.map((x) => ({ delivery_id: x.delivery_id, endpoint_id: x.endpoint_id, result: okResult(attemptedAt) }))];
     const before = Date.now();
 
     const { done, oneByOne } = await record(c, results);
@@ -103,7 +99,7 @@ test('a batch of successes is recorded in one pass, with what one by one records
     expect(next).toHaveLength(2);
     const failed = next.find((x) => x.endpoint_id === failing)!;
     const mixed = next.map((x) => ({ delivery_id: x.delivery_id, endpoint_id: x.endpoint_id,
-      result: x === failed ? { ...ok(attemptedAt), ok: false, response_status: 500, error: 'Non-2xx response (500)' } : ok(attemptedAt) }));
+      result: x === failed ? { ...okResult(attemptedAt), ok: false, response_status: 500, error: 'Non-2xx response (500)' } : okResult(attemptedAt) }));
     const m = await record(c, mixed);
     expect(m.oneByOne).toBe(2);
     const { rows: [f] } = await c.query(`select status from app.webhook_deliveries where id = $1`, [failed.delivery_id]);

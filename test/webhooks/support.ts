@@ -59,6 +59,12 @@ export const attemptsUntil = (owner: pg.Pool, eventId: string, status: string, w
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** A send's outcome as the engine hands it to app.webhook_record_batch: a 200 answered at `attemptedAt`. */
+export const okResult = (attemptedAt: string) => ({
+  ok: true, complete: true, blocked: false, aborted: false, response_status: 200, response_body: 'thanks', response_headers: {},
+  error: null, error_code: null, duration_ms: 7, attempted_at: attemptedAt, retry_after_seconds: null,
+});
+
 /** The API (a TestApi, so `t.owner`, `t.baseUrl`… read as before) with the rest of a webhook suite's set-up. */
 export interface WebhookRig extends TestApi {
   pki: TestPki;
