@@ -17,14 +17,19 @@ afterAll(async () => {
   await t?.close();
 });
 
-test('a claim planned before a burst reads the burst through its indexes, not by scanning the table', async () => {
-  const loc = await createLocation(t.owner, { name: 'Burst Heating' });
+/** A location with two lead.created endpoints and a history: 1,000 attempts, every one delivered, and the statistics say so. */
+async function deliveredHistory(name: string) {
+  const loc = await createLocation(t.owner, { name });
   const { token } = await mintKey(t.owner, loc.id);
   for (const label of ['a', 'b']) await createEndpoint(t, token, loc.id, { url: `https://receiver.example/${label}`, events: ['lead.created'] });
-  // A history: every attempt delivered, and the statistics say so.
   await emitMany(t.owner, loc.id, 'lead.created', 500);
   await t.owner.query(`update app.webhook_deliveries set status = 'delivered', response_status = 200 where location_id = $1`, [loc.id]);
   await t.owner.query('analyze app.webhook_deliveries');
+  return loc;
+}
+
+test('a claim planned before a burst reads the burst through its indexes, not by scanning the table', async () => {
+  const loc = await deliveredHistory('Burst Heating');
 
   const c = await t.owner.connect();
   try {
@@ -51,12 +56,7 @@ test('a claim planned before a burst reads the burst through its indexes, not by
 });
 
 test('a record batch planned before a burst finds its attempts by primary key, not among every pending one', async () => {
-  const loc = await createLocation(t.owner, { name: 'Burst Drains' });
-  const { token } = await mintKey(t.owner, loc.id);
-  for (const label of ['a', 'b']) await createEndpoint(t, token, loc.id, { url: `https://receiver.example/${label}`, events: ['lead.created'] });
-  await emitMany(t.owner, loc.id, 'lead.created', 500);
-  await t.owner.query(`update app.webhook_deliveries set status = 'delivered', response_status = 200 where location_id = $1`, [loc.id]);
-  await t.owner.query('analyze app.webhook_deliveries');
+  const loc = await deliveredHistory('Burst Drains');
 
   const c = await t.owner.connect();
   try {

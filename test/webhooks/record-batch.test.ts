@@ -53,7 +53,6 @@ async function record(c: pg.PoolClient, results: unknown[]): Promise<{ done: unk
   }
 }
 
-
 test('a batch of successes is recorded in one pass, with what one by one records; a batch with a failure one by one', async () => {
   const { locationId, failing, healthy } = await setUp();
   const c = await t.owner.connect();
