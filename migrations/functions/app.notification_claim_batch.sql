@@ -6,6 +6,8 @@ CREATE OR REPLACE FUNCTION app.notification_claim_batch(owner text, max_claims i
  SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'public', 'pg_temp'
  SET plan_cache_mode TO 'force_generic_plan'
+ SET enable_seqscan TO 'off'
+ SET enable_bitmapscan TO 'off'
 AS $function$
 declare
   t timestamptz := clock_timestamp();

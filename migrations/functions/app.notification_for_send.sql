@@ -6,6 +6,8 @@ CREATE OR REPLACE FUNCTION app.notification_for_send(ids uuid[])
  STABLE SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'public', 'pg_temp'
  SET plan_cache_mode TO 'force_generic_plan'
+ SET enable_seqscan TO 'off'
+ SET enable_bitmapscan TO 'off'
 AS $function$
 begin
   -- plpgsql, not sql: its plan is kept for the session (a SQL function's body is planned on every call).
