@@ -32,11 +32,17 @@ begin
           left join app.leads ld on ld.id = app.uuid_or_null(e.data ->> 'lead_id') and ld.location_id = n.location_id
           left join app.customers cu on cu.id = app.uuid_or_null(e.data ->> 'customer_id') and cu.location_id = n.location_id) end,
       case when e.type = 'spam.blocked' then null end)) order by x.o), '[]'::json)
+    -- Each row is looked up by its key, one lateral probe a notification (`limit 1` keeps each one a
+    -- probe): as plain joins, a generic plan made while the tables were nearly empty joined the
+    -- ids to whole-index scans of the notifications and the events and read every row of both
+    -- through a burst (docs/performance.md, "Performance after a realistic history: the fifth round").
     from unnest(ids) with ordinality x(id, o)
-    join app.notifications n on n.id = x.id
-    join app.locations l on l.id = n.location_id
-    left join app.events e on e.id = n.event_id
-    left join app.integrations i on i.id = n.integration_id);
+    cross join lateral (select n.* from app.notifications n where n.id = x.id limit 1) n
+    cross join lateral (select l.name, l.timezone, l.service_phone from app.locations l where l.id = n.location_id limit 1) l
+    left join lateral (select e.id, e.type, e.location_id, e.created_at, e.data from app.events e
+                        where e.id = n.event_id and e.location_id = n.location_id limit 1) e on true
+    left join lateral (select i.status, i.webhook_url from app.integrations i
+                        where i.id = n.integration_id and i.location_id = n.location_id limit 1) i on true);
 end
 $function$;
 alter function app.notification_for_send(uuid[]) owner to switchboard_system;
