@@ -25,24 +25,26 @@ begin
     -- The event data masks caller phones; people being told to call back need the real number.
     'callback_phone', coalesce(
       case when e.type like 'call.%' then (select c.caller_phone from app.calls c
-                                            where c.id = app.uuid_or_null(e.data ->> 'id') and c.location_id = n.location_id) end,
+                                            where c.id = app.uuid_or_null(e.data ->> 'id') and (c.location_id = n.location_id) is true) end,
       case when e.type like 'lead.%' then e.data ->> 'phone' end,
       case when e.type like 'booking.%' then (
         select coalesce(ld.phone, cu.phone) from (select 1) one
-          left join app.leads ld on ld.id = app.uuid_or_null(e.data ->> 'lead_id') and ld.location_id = n.location_id
-          left join app.customers cu on cu.id = app.uuid_or_null(e.data ->> 'customer_id') and cu.location_id = n.location_id) end,
+          left join app.leads ld on ld.id = app.uuid_or_null(e.data ->> 'lead_id') and (ld.location_id = n.location_id) is true
+          left join app.customers cu on cu.id = app.uuid_or_null(e.data ->> 'customer_id') and (cu.location_id = n.location_id) is true) end,
       case when e.type = 'spam.blocked' then null end)) order by x.o), '[]'::json)
-    -- Each row is looked up by its key, one lateral probe a notification (`limit 1` keeps each one a
-    -- probe): as plain joins, a generic plan made while the tables were nearly empty joined the
-    -- ids to whole-index scans of the notifications and the events and read every row of both
-    -- through a burst (docs/performance.md, "Performance after a realistic history: the fifth round").
+    -- Each row is found by the leading column of its primary key, one lateral probe a notification
+    -- (`limit 1` keeps each one a probe), and its location is checked as `(… = …) is true`, which
+    -- no index can serve: planned once per session while the tables were nearly empty, plain joins
+    -- read whole indexes of the notifications and the events, and `location_id = …` let the planner
+    -- walk a location's events or calls by an index that leads with it, for every notification of a
+    -- burst (docs/performance.md, "Performance after a realistic history: the fifth round").
     from unnest(ids) with ordinality x(id, o)
     cross join lateral (select n.* from app.notifications n where n.id = x.id limit 1) n
     cross join lateral (select l.name, l.timezone, l.service_phone from app.locations l where l.id = n.location_id limit 1) l
     left join lateral (select e.id, e.type, e.location_id, e.created_at, e.data from app.events e
-                        where e.id = n.event_id and e.location_id = n.location_id limit 1) e on true
+                        where e.id = n.event_id and (e.location_id = n.location_id) is true limit 1) e on true
     left join lateral (select i.status, i.webhook_url from app.integrations i
-                        where i.id = n.integration_id and i.location_id = n.location_id limit 1) i on true);
+                        where i.id = n.integration_id and (i.location_id = n.location_id) is true limit 1) i on true);
 end
 $function$;
 alter function app.notification_for_send(uuid[]) owner to switchboard_system;
