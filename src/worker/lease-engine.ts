@@ -74,6 +74,13 @@ export abstract class LeaseEngine<C, R> {
   private claiming: Promise<void> | null = null;
   private claimTimer: NodeJS.Timeout | undefined;
   private again = false;
+  /**
+   * The last claim leased fewer rows than it had free slots for: what is due ran out first, or its
+   * endpoints are at their caps. A send that ends frees a slot, not work (its lease counts against
+   * its endpoint until its record), so until a record, a release, a wake-up or a timer asks again,
+   * an ending send does not ask for a claim of its own.
+   */
+  private ranShort = false;
   private wakeTimer: NodeJS.Timeout | undefined;
   private wakeAt = Infinity;
   private listener: pg.PoolClient | undefined;
@@ -172,6 +179,7 @@ export abstract class LeaseEngine<C, R> {
         let batch: ClaimBatch<C>;
         try {
           batch = await this.claimBatch(free);
+          this.ranShort = batch.claims.length < free;
           this.lastClaimAt = Date.now();
           this.claimWarning.ok();
         } catch (err) {
@@ -220,8 +228,9 @@ export abstract class LeaseEngine<C, R> {
         else this.results.push(result);
         this.scheduleFlush();
         // The slot is free now: claim for it beside the record, not after it. The attempt's lease
-        // still counts against its endpoint's cap until the record ends it, so the cap holds.
-        this.kick();
+        // still counts against its endpoint's cap until the record ends it, so the cap holds; after
+        // a claim that ran short, only the record can free anything, and it claims when it ends.
+        if (!this.ranShort) this.kick();
       });
     this.inFlight.set(key, { abort, done });
   }
