@@ -5,7 +5,8 @@
  * the due index and the primary keys, never by reading a whole table, a whole index or a location's
  * rows (docs/performance.md, "Performance after a realistic history: the fifth round"). Counts only.
  */
-import { createLocation, startTestApi, type TestApi } from '../support/harness.js';
+import { xactReads } from '../support/db.js';
+import { createLocation, seedDemo, startTestApi, type TestApi } from '../support/harness.js';
 
 let t: TestApi;
 
@@ -29,15 +30,15 @@ async function sentHistory(locationId: string, n: number): Promise<void> {
  * A burst as ingestion leaves it: `calls` demo calls, a call.ended event for each and three pending
  * SMS for every event (due now), so that each send looks up its event and its call.
  */
-async function burst(locationId: string, calls: number): Promise<void> {
-  await t.owner.query(`select admin.demo_seed_calls($1, $2, 2000000000, 0, 2, null)`, [locationId, calls]);
+async function burst(loc: { id: string; slug: string }, calls: number): Promise<void> {
+  await seedDemo(t.owner, loc.slug, calls, { days: 2 });
   await t.owner.query(
-    `select app.emit($1, 'call.ended', jsonb_build_object('id', c.id)) from app.calls c where c.location_id = $1`, [locationId]);
+    `select app.emit($1, 'call.ended', jsonb_build_object('id', c.id)) from app.calls c where c.location_id = $1`, [loc.id]);
   await t.owner.query(
     `insert into app.notifications (location_id, event_id, event, channel, provider, recipient)
      select e.location_id, e.id, e.type, 'sms', 'twilio', '+1212555' || lpad(k::text, 4, '0')
        from app.events e cross join generate_series(1, 3) k
-      where e.location_id = $1 and e.type = 'call.ended'`, [locationId]);
+      where e.location_id = $1 and e.type = 'call.ended'`, [loc.id]);
 }
 
 test('a notification claim planned on a near-empty table reads a burst through its indexes, not by scanning the table', async () => {
@@ -49,19 +50,16 @@ test('a notification claim planned on a near-empty table reads a burst through i
   try {
     const claim = async () => {
       await c.query('begin');
-      // Sequential scans of the notifications, and rows read from them, the events and the calls.
-      const counts = async () => (await c.query(
-        `select coalesce(sum(seq_scan) filter (where relid = 'app.notifications'::regclass), 0)::int as seq,
-                coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0)::int as rows
-           from pg_stat_xact_user_tables
-          where relid in ('app.notifications'::regclass, 'app.events'::regclass, 'app.calls'::regclass)`)).rows[0] as { seq: number; rows: number };
-      const before = await counts();
+      // Sequential scans of the notifications; rows read from them, the events and the calls.
+      const seqBefore = await xactReads(c, ['app.notifications']);
+      const rowsBefore = await xactReads(c, ['app.notifications', 'app.events', 'app.calls']);
       const { rows: [{ r }] } = await c.query(`select app.notification_claim_batch('test-stale', 8, 40000) as r`);
-      const after = await counts();
+      const seqAfter = await xactReads(c, ['app.notifications']);
+      const rowsAfter = await xactReads(c, ['app.notifications', 'app.events', 'app.calls']);
       await c.query('rollback');
       const claims = r.claims as Array<{ location_id: string; recipient: string }>;
       const claimed = claims.filter((x) => x.location_id === loc.id).length;
-      return { claimed, seq: after.seq - before.seq, rows: after.rows - before.rows };
+      return { claimed, seq: seqAfter.seq - seqBefore.seq, rows: rowsAfter.rows - rowsBefore.rows };
     };
     // The session's plans (the pick and the send's query) are made now, with nothing pending and
     // no statistics of the events or the calls.
@@ -69,7 +67,7 @@ test('a notification claim planned on a near-empty table reads a burst through i
     expect(quiet).toMatchObject({ claimed: 0, seq: 0 });
     expect(quiet.rows).toBeLessThanOrEqual(8);
     // The burst: 1,000 calls and events, 3,000 SMS pending, the statistics not yet told.
-    await burst(loc.id, 1_000);
+    await burst(loc, 1_000);
     const after = await claim();
     expect(after).toMatchObject({ claimed: 8, seq: 0 });
     // Five rows a notification: the pick's, the lease's, and the send's notification, event and call.

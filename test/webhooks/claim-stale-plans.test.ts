@@ -5,6 +5,7 @@
  * every pending attempt (docs/performance.md, "Performance after a realistic history: the third
  * round" and "the fourth round"). Counts only.
  */
+import { xactReads } from '../support/db.js';
 import { createLocation, mintKey, startTestApi, type TestApi } from '../support/harness.js';
 import { createEndpoint, emitMany, okResult } from './support.js';
 
@@ -35,8 +36,7 @@ test('a claim planned before a burst reads the burst through its indexes, not by
   try {
     const claim = async () => {
       await c.query('begin');
-      const scans = async () => (await c.query(
-        `select seq_scan::int as n from pg_stat_xact_user_tables where relid = 'app.webhook_deliveries'::regclass`)).rows[0].n as number;
+      const scans = async () => (await xactReads(c, ['app.webhook_deliveries'])).seq;
       const before = await scans();
       const { rows: [{ n }] } = await c.query(
         `select jsonb_array_length(app.webhook_claim_batch('test-stale', 32, 16, 2, 40000) -> 'claims') as n`);
@@ -66,9 +66,7 @@ test('a record batch planned before a burst finds its attempts by primary key, n
       const results = (claims as { delivery_id: string; endpoint_id: string }[])
         .map((x) => ({ delivery_id: x.delivery_id, endpoint_id: x.endpoint_id, result: okResult(new Date().toISOString()) }));
       await c.query('begin');
-      const read = async () => (await c.query(
-        `select (coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0))::int as n
-           from pg_stat_xact_user_tables where relid = 'app.webhook_deliveries'::regclass`)).rows[0].n as number;
+      const read = async () => (await xactReads(c, ['app.webhook_deliveries'])).rows;
       const before = await read();
       const { rows: [{ done }] } = await c.query(`select app.webhook_record_batch($1, '{1,5}', 20, 3600) as done`, [JSON.stringify(results)]);
       const rows = (await read()) - before;
