@@ -28,7 +28,9 @@ begin
   end if;
   perform set_config('app.location_id', loc::text, true);
   perform set_config('app.seeding', 'on', true);
-  select timezone into tz from app.locations where id = loc;
+  -- The key-share lock a foreign-key check on location_id takes, taken once: the location cannot be
+  -- deleted under the batch, also when the CLI loads it with the per-row checks off (replica role).
+  select timezone into tz from app.locations where id = loc for key share;
   open_minutes := app_private.open_minutes(loc);
 
   -- One statement: the batch's customers (each with at least one call: call k < m is customer k's,
@@ -129,5 +131,5 @@ begin
 end
 $function$;
 alter function admin.demo_seed_calls(text,integer,bigint,integer,integer,integer) owner to switchboard_system;
-comment on function admin.demo_seed_calls(text,integer,bigint,integer,integer,integer) is E'Demo seed, step 2 (repeated, batches may run concurrently): `customers` customers (default 70 % of `calls`) numbered from `first_number`, each with at least one of the batch''s `calls` finalised calls, which started from `day_to` to `day_from` days ago, the leads of the calls that produced one and the bookings of the booked ones, in one statement. Batches running side by side need disjoint number ranges.';
+comment on function admin.demo_seed_calls(text,integer,bigint,integer,integer,integer) is E'Demo seed, step 2 (repeated, batches may run concurrently): `customers` customers (default 70 % of `calls`) numbered from `first_number`, each with at least one of the batch''s `calls` finalised calls, which started from `day_to` to `day_from` days ago, the leads of the calls that produced one and the bookings of the booked ones, in one statement. Batches running side by side need disjoint number ranges. Every row it writes references the location (locked once), or a row of the same statement, so `demo seed` may run it with session_replication_role = replica (no per-row foreign-key checks); the insights rollup''s bulk triggers fire in that role too.';
 revoke execute on function admin.demo_seed_calls(text,integer,bigint,integer,integer,integer) from public;

@@ -45,6 +45,49 @@ export function planSeedBatches(calls: number, days: number, size: number): Seed
   return batches;
 }
 
+/**
+ * How a batch's rows meet their foreign keys. `per_batch`: the CLI's role may set
+ * `session_replication_role` (a superuser, or a role granted SET on it), so each batch runs with
+ * it at `replica` and skips the per-row checks; the batch locks its location once and every other
+ * row it references is one it wrote (docs/decisions.md, "Seeding without per-row foreign-key
+ * checks"). `per_row`: every row is checked, as any insert.
+ */
+export type ForeignKeyChecks = 'per_batch' | 'per_row';
+
+export async function foreignKeyChecks(db: pg.Pool | pg.ClientBase): Promise<ForeignKeyChecks> {
+  const { rows: [{ may }] } = await db.query(`select has_parameter_privilege('session_replication_role', 'SET') as may`);
+  return may ? 'per_batch' : 'per_row';
+}
+
+/**
+ * One batch (admin.demo_seed_calls) on `client`, inside the caller's transaction; with `per_batch`
+ * the replica role is set for the batch's statement and put back after it.
+ */
+export async function seedBatch(client: pg.PoolClient, checks: ForeignKeyChecks, args: unknown[]): Promise<void> {
+  if (checks === 'per_row') {
+    await callFn(client, 'admin.demo_seed_calls', args);
+    return;
+  }
+  await client.query(`select set_config('session_replication_role', 'replica', true)`);
+  await callFn(client, 'admin.demo_seed_calls', args);
+  await client.query(`select set_config('session_replication_role', 'origin', true)`);
+}
+
+/** One batch as its own transaction on a connection of `pool`. */
+async function seedBatchTransaction(pool: pg.Pool, checks: ForeignKeyChecks, args: unknown[]): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query('begin');
+    await seedBatch(client, checks, args);
+    await client.query('commit');
+  } catch (err) {
+    await client.query('rollback').catch(() => undefined);
+    throw err;
+  } finally {
+    client.release();
+  }
+}
+
 /** `--jobs` unless given: the CPU cores, at most 4. */
 export const defaultSeedJobs = (): number => Math.min(4, availableParallelism());
 
@@ -57,6 +100,10 @@ export interface DemoSeedOptions {
   batch: number;
   /** Customers per call (default 0.7); each batch makes at least one. */
   customersPerCall?: number;
+  /** Unless given, `per_batch` when the pool's role may set session_replication_role. */
+  checks?: ForeignKeyChecks;
+  /** Told, before the first batch, how the batches meet their foreign keys. */
+  onChecks?: (checks: ForeignKeyChecks) => void;
   onProgress?: (done: number) => void;
 }
 
@@ -65,7 +112,7 @@ export interface DemoSeedOptions {
  * batch as its own ends; the first failure stops the others from starting a new one: batches
  * already committed stay, and a rerun continues the numbers), then the finishing step.
  */
-export async function runDemoSeed(pool: pg.Pool, location: string, o: DemoSeedOptions): Promise<unknown> {
+export async function runDemoSeed(pool: pg.Pool, location: string, o: DemoSeedOptions): Promise<Record<string, unknown>> {
   const ratio = o.customersPerCall ?? 0.7;
   const { first_number: first } = await callFn<{ first_number: number }>(pool, 'admin.demo_seed_prepare', [location]);
   let number = Number(first);
@@ -75,13 +122,15 @@ export async function runDemoSeed(pool: pg.Pool, location: string, o: DemoSeedOp
     number += customers;
     return { ...b, customers, first: at };
   });
+  const checks = o.checks ?? await foreignKeyChecks(pool);
+  o.onChecks?.(checks);
   let done = 0;
   let next = 0;
   const worker = async (): Promise<void> => {
     while (next < work.length) {
       const b = work[next++];
       try {
-        await callFn(pool, 'admin.demo_seed_calls', [location, b.calls, b.first, b.dayFrom, b.dayTo, b.customers]);
+        await seedBatchTransaction(pool, checks, [location, b.calls, b.first, b.dayFrom, b.dayTo, b.customers]);
       } catch (err) {
         next = work.length;
         throw err;
@@ -93,7 +142,8 @@ export async function runDemoSeed(pool: pg.Pool, location: string, o: DemoSeedOp
   const settled = await Promise.allSettled(Array.from({ length: Math.min(o.jobs, work.length) }, worker));
   const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
   if (failed) throw failed.reason;
-  return callFn(pool, 'admin.demo_seed_finish', [location]);
+  const counts = await callFn<Record<string, unknown>>(pool, 'admin.demo_seed_finish', [location]);
+  return { ...counts, foreign_key_checks: checks };
 }
 
 export function registerDemoCommands(program: Command, withDb: WithDb, parseWith: Parse): void {
@@ -116,7 +166,9 @@ export function registerDemoCommands(program: Command, withDb: WithDb, parseWith
         bar.start(calls, 0);
         let summary: unknown;
         try {
-          summary = await runDemoSeed(pool, o.location, { calls, days, jobs, batch: size, onProgress: (n) => {
+          summary = await runDemoSeed(pool, o.location, { calls, days, jobs, batch: size, onChecks: (checks) => {
+            if (checks === 'per_row') process.stderr.write('foreign keys checked per row: this role may not set session_replication_role (docs/decisions.md, "Seeding without per-row foreign-key checks")\n');
+          }, onProgress: (n) => {
             bar.update(n);
             if (n === calls) process.stderr.write('\nfinishing…\n');
           } });

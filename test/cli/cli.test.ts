@@ -1,6 +1,7 @@
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
 import { runCli } from '../support/spawn.js';
 import { hashToken } from '../../src/auth/tokens.js';
+import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 
 let db: TestDatabase;
@@ -84,6 +85,7 @@ test('member invite and demo seed', async () => {
   const seed = await runCli(['demo', 'seed', '--location', 'bay-plumbing', '--calls', '300'], env);
   expect(seed.code).toBe(0);
   expect(seed.json.calls).toBe(300);
+  expect(seed.json.foreign_key_checks).toBe('per_batch');
   expect(seed.json.leads).toBeGreaterThan(0);
   expect(seed.json.bookings).toBeGreaterThan(0);
   expect(seed.stderr).toMatch(/seeding calls/);
@@ -113,6 +115,35 @@ test('demo seed --jobs runs its batches side by side: every day covered, numbers
     expect(r).toMatchObject({ phones: 840, lo: '+12020000000', hi: '+12020000839', older: 0, days: 10, idle: 0 });
   } finally {
     await c.end();
+  }
+});
+
+test('demo seed as a role that may not set session_replication_role checks each row and says so; granted SET on it, per batch', async () => {
+  const role = `seed_op_${randomBytes(4).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: db.url });
+  await admin.connect();
+  try {
+    // An operator's role on an external database: owns the schema (here: a member of the role that
+    // migrated it), is not a superuser.
+    await admin.query(`create role ${role} login password 'seed-op' in role ${new URL(db.url).username}`);
+    const url = new URL(db.url);
+    url.username = role;
+    url.password = 'seed-op';
+    const as = { ...env, DATABASE_URL: url.toString() };
+    const seed = () => runCli(['demo', 'seed', '--location', 'jobs-hvac', '--calls', '200', '--days', '5'], as);
+    const checked = await seed();
+    expect(checked.code).toBe(0);
+    expect(checked.json).toMatchObject({ foreign_key_checks: 'per_row' });
+    expect(checked.stderr).toMatch(/foreign keys checked per row: this role may not set session_replication_role/);
+    await admin.query(`grant set on parameter session_replication_role to ${role}`);
+    const fast = await seed();
+    expect(fast.code).toBe(0);
+    expect(fast.json).toMatchObject({ foreign_key_checks: 'per_batch', calls: checked.json.calls + 200 });
+    expect(fast.stderr).not.toMatch(/checked per row/);
+  } finally {
+    await admin.query(`revoke set on parameter session_replication_role from ${role}`).catch(() => undefined);
+    await admin.query(`drop role if exists ${role}`);
+    await admin.end();
   }
 });
 
