@@ -54,6 +54,7 @@ export function planSeedBatches(calls: number, days: number, size: number): Seed
  */
 export type ForeignKeyChecks = 'per_batch' | 'per_row';
 
+/** `per_batch` when the role of `db`'s connections may set session_replication_role. */
 export async function foreignKeyChecks(db: pg.Pool | pg.ClientBase): Promise<ForeignKeyChecks> {
   const { rows: [{ may }] } = await db.query(`select has_parameter_privilege('session_replication_role', 'SET') as may`);
   return may ? 'per_batch' : 'per_row';
@@ -100,8 +101,6 @@ export interface DemoSeedOptions {
   batch: number;
   /** Customers per call (default 0.7); each batch makes at least one. */
   customersPerCall?: number;
-  /** Unless given, `per_batch` when the pool's role may set session_replication_role. */
-  checks?: ForeignKeyChecks;
   /** Told, before the first batch, how the batches meet their foreign keys. */
   onChecks?: (checks: ForeignKeyChecks) => void;
   onProgress?: (done: number) => void;
@@ -122,7 +121,7 @@ export async function runDemoSeed(pool: pg.Pool, location: string, o: DemoSeedOp
     number += customers;
     return { ...b, customers, first: at };
   });
-  const checks = o.checks ?? await foreignKeyChecks(pool);
+  const checks = await foreignKeyChecks(pool);
   o.onChecks?.(checks);
   let done = 0;
   let next = 0;
