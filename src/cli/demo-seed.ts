@@ -62,16 +62,17 @@ export async function foreignKeyChecks(db: pg.Pool | pg.ClientBase): Promise<For
 
 /**
  * One batch (admin.demo_seed_calls) on `client`, inside the caller's transaction; with `per_batch`
- * the replica role is set for the batch's statement and put back after it.
+ * the replica role is set for the batch's statement and the session's own put back after it.
  */
 export async function seedBatch(client: pg.PoolClient, checks: ForeignKeyChecks, args: unknown[]): Promise<void> {
   if (checks === 'per_row') {
     await callFn(client, 'admin.demo_seed_calls', args);
     return;
   }
+  const { rows: [{ was }] } = await client.query(`select current_setting('session_replication_role') as was`);
   await client.query(`select set_config('session_replication_role', 'replica', true)`);
   await callFn(client, 'admin.demo_seed_calls', args);
-  await client.query(`select set_config('session_replication_role', 'origin', true)`);
+  await client.query(`select set_config('session_replication_role', $1, true)`, [was]);
 }
 
 /** One batch as its own transaction on a connection of `pool`. */
