@@ -111,3 +111,17 @@ test('the triggers the replica role silences do nothing for a seeded row; the ro
     expect(q.rollup).toEqual(q.direct);
   }
 });
+
+test('a batch in the replica role puts back the role the session had', async () => {
+  const c = await db.owner.connect();
+  try {
+    await c.query('begin');
+    await c.query('set local session_replication_role = local');
+    const { first_number: first } = await callFn<{ first_number: number }>(c, 'admin.demo_seed_prepare', [loc.slug]);
+    await seedBatch(c, 'per_batch', [loc.slug, 10, first, 0, 30, null]);
+    expect((await c.query('show session_replication_role')).rows[0].session_replication_role).toBe('local');
+  } finally {
+    await c.query('rollback');
+    c.release();
+  }
+});
