@@ -9,7 +9,7 @@
 import type pg from 'pg';
 import { foreignKeyChecks, seedBatch, type ForeignKeyChecks } from '../../src/cli/demo-seed.js';
 import { callFn } from '../../src/db/pools.js';
-import { useTestDatabase } from '../support/db.js';
+import { useTestDatabase, xactReads } from '../support/db.js';
 import { createLocation, type TestLocation } from '../support/harness.js';
 
 const db = useTestDatabase({ pool: true });
@@ -20,12 +20,11 @@ beforeAll(async () => {
   loc = await createLocation(db.owner);
 });
 
-/** Index scans this transaction made of the tables the seeded rows reference. */
+/** Index scans this transaction made of each table the seeded rows reference. */
 async function keyReads(c: pg.PoolClient): Promise<Record<string, number>> {
-  const { rows } = await c.query(
-    `select relname, coalesce(idx_scan, 0)::int n from pg_stat_xact_user_tables
-      where relid = any (array['app.locations', 'app.customers', 'app.calls', 'app.leads']::regclass[])`);
-  return Object.fromEntries(rows.map((r) => [r.relname, r.n]));
+  const reads: Record<string, number> = {};
+  for (const table of ['locations', 'customers', 'calls', 'leads']) reads[table] = (await xactReads(c, [`app.${table}`])).idx;
+  return reads;
 }
 
 /** A batch of `calls` calls in a transaction of its own; what it read of the referenced keys. */

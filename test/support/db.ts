@@ -78,13 +78,13 @@ export function useTestDatabase(opts: { empty?: boolean; client?: boolean; pool?
 
 /**
  * What this transaction has read so far from `tables` (pg_stat_xact_user_tables): sequential
- * scans, and rows read by them and fetched through indexes. Take it before and after a statement
- * in the same transaction; the difference is the statement's.
+ * scans, index scans, and rows read by the former and fetched through indexes. Take it before and
+ * after a statement in the same transaction; the difference is the statement's.
  */
-export async function xactReads(c: pg.ClientBase, tables: string[]): Promise<{ seq: number; rows: number }> {
+export async function xactReads(c: pg.ClientBase, tables: string[]): Promise<{ seq: number; idx: number; rows: number }> {
   const { rows: [r] } = await c.query(
-    `select coalesce(sum(seq_scan), 0)::int as seq,
+    `select coalesce(sum(seq_scan), 0)::int as seq, coalesce(sum(idx_scan), 0)::int as idx,
             coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0)::int as rows
        from pg_stat_xact_user_tables where relid = any ($1::regclass[])`, [tables]);
-  return r as { seq: number; rows: number };
+  return r as { seq: number; idx: number; rows: number };
 }
