@@ -31,9 +31,6 @@ declare
   picked_eps uuid[];
   claims jsonb;
   next_due timestamptz;
-  few uuid[];
-  few_bound constant int := 16;
-  direct boolean;
 begin
   perform pg_advisory_xact_lock(hashtext('app.webhook_claim_batch'));
   t := clock_timestamp();
@@ -87,56 +84,30 @@ begin
     if cardinality(moved) > 0 then
       update app.webhook_deliveries d set held = false where d.id = any (moved) and d.held;
     end if;
-    -- Few endpoints with unleased attempts, none of them paused or disabled (a burst to one
-    -- contractor's one or two endpoints): step 2 finds their first attempts by one probe each and
-    -- the walk is skipped. With every due attempt queued behind endpoints at their cap, the walk
-    -- read `deep` entries of the due order on every claim to pass over them all, and the claims are
-    -- serialised: after a burst the delivery of its backlog ran on one core (docs/performance.md,
-    -- "Performance after a realistic history: the seventh round"). Counting them is a skip scan of
-    -- webhook_deliveries_ready_endpoint_idx cut off after few_bound + 1 endpoints.
-    with recursive eps as (
-      (select d.endpoint_id from app.webhook_deliveries d
-        where d.status = 'pending' and d.lease_expires_at is null and not d.held and d.endpoint_id is not null
-        order by d.endpoint_id, d.next_attempt_at, d.id limit 1)
-      union all
-      select (select d.endpoint_id from app.webhook_deliveries d
-               where d.status = 'pending' and d.lease_expires_at is null and not d.held and d.endpoint_id > eps.endpoint_id
-               order by d.endpoint_id, d.next_attempt_at, d.id limit 1)
-        from eps where eps.endpoint_id is not null
+    with cand as (
+      select h.id, h.endpoint_id, h.location_id, h.next_attempt_at, h.pos
+        from (select d.id, d.endpoint_id, d.location_id, d.next_attempt_at,
+                     row_number() over (order by d.next_attempt_at, d.id) as pos
+                from app.webhook_deliveries d
+               where d.status = 'pending' and d.lease_expires_at is null and not d.held and d.next_attempt_at <= t
+               order by d.next_attempt_at, d.id
+               limit deep) h
+       where not (h.endpoint_id = any (skip)) or h.pos = deep  -- the last entry walked tells the walk was cut short
+       order by h.next_attempt_at, h.id
+       limit win
+    ), per_ep as (
+      select c.*, e.failure_count > 0 as degraded,
+             row_number() over (partition by c.endpoint_id order by c.next_attempt_at, c.id)::int as rn
+        from cand c
+        join app.webhook_endpoints e on e.id = c.endpoint_id and e.active and not (e.id = any (excl))
     )
-    select array_agg(x.endpoint_id) into few
-      from (select eps.endpoint_id from eps where eps.endpoint_id is not null limit few_bound + 1) x;
-    direct := coalesce(cardinality(few), 0) <= few_bound and not coalesce(few && inactive, false);
-    if direct then
-      scanned := 0;
-      walked := 0;
-      c_ids := '{}'; c_eps := '{}'; c_locs := '{}'; c_dues := '{}'; c_degs := '{}'; c_rns := '{}';
-    else
-      with cand as (
-        select h.id, h.endpoint_id, h.location_id, h.next_attempt_at, h.pos
-          from (select d.id, d.endpoint_id, d.location_id, d.next_attempt_at,
-                       row_number() over (order by d.next_attempt_at, d.id) as pos
-                  from app.webhook_deliveries d
-                 where d.status = 'pending' and d.lease_expires_at is null and not d.held and d.next_attempt_at <= t
-                 order by d.next_attempt_at, d.id
-                 limit deep) h
-         where not (h.endpoint_id = any (skip)) or h.pos = deep  -- the last entry walked tells the walk was cut short
-         order by h.next_attempt_at, h.id
-         limit win
-      ), per_ep as (
-        select c.*, e.failure_count > 0 as degraded,
-               row_number() over (partition by c.endpoint_id order by c.next_attempt_at, c.id)::int as rn
-          from cand c
-          join app.webhook_endpoints e on e.id = c.endpoint_id and e.active and not (e.id = any (excl))
-      )
-      select (select count(*) from cand)::int, (select coalesce(max(pos), 0) from cand)::int,
-             coalesce(array_agg(p.id), '{}'), coalesce(array_agg(p.endpoint_id), '{}'),
-             coalesce(array_agg(p.location_id), '{}'), coalesce(array_agg(p.next_attempt_at), '{}'),
-             coalesce(array_agg(p.degraded), '{}'), coalesce(array_agg(p.rn), '{}')
-        into scanned, walked, c_ids, c_eps, c_locs, c_dues, c_degs, c_rns
-        from per_ep p
-       where p.rn <= per_endpoint - coalesce((busy ->> p.endpoint_id::text)::int, 0);
-    end if;
+    select (select count(*) from cand)::int, (select coalesce(max(pos), 0) from cand)::int,
+           coalesce(array_agg(p.id), '{}'), coalesce(array_agg(p.endpoint_id), '{}'),
+           coalesce(array_agg(p.location_id), '{}'), coalesce(array_agg(p.next_attempt_at), '{}'),
+           coalesce(array_agg(p.degraded), '{}'), coalesce(array_agg(p.rn), '{}')
+      into scanned, walked, c_ids, c_eps, c_locs, c_dues, c_degs, c_rns
+      from per_ep p
+     where p.rn <= per_endpoint - coalesce((busy ->> p.endpoint_id::text)::int, 0);
 
     -- A walk cut short may have been filled by paused or disabled endpoints' attempts: up to
     -- `hold_step` of them, first due first, are held (out of both due indexes) so that no later
@@ -161,7 +132,7 @@ begin
       end if;
     end if;
 
-    if (direct or scanned >= win or walked >= deep) and cardinality(c_ids) < max_claims and few is not null then
+    if (scanned >= win or walked >= deep) and cardinality(c_ids) < max_claims then
       excl := excl || array(select distinct x from unnest(c_eps) x);
       with recursive eps as (
         (select d.endpoint_id from app.webhook_deliveries d
@@ -251,5 +222,5 @@ begin
 end
 $function$;
 alter function app.webhook_claim_batch(text,integer,integer,integer,integer) owner to switchboard_system;
-comment on function app.webhook_claim_batch(text,integer,integer,integer,integer) is E'Delivery engine: leases up to max_claims due attempts (per-endpoint cap across workers, fair across endpoints and locations, failing endpoints capped at max_degraded) and returns what to send; with at most 16 active endpoints holding unleased attempts it probes each of them instead of walking the due order; holds the attempts of inactive endpoints its walk was cut short by. SECURITY DEFINER (switchboard_system): the worker is not a tenant.';
+comment on function app.webhook_claim_batch(text,integer,integer,integer,integer) is E'Delivery engine: leases up to max_claims due attempts (per-endpoint cap across workers, fair across endpoints and locations, failing endpoints capped at max_degraded) and returns what to send; holds the attempts of inactive endpoints its walk was cut short by. SECURITY DEFINER (switchboard_system): the worker is not a tenant.';
 revoke execute on function app.webhook_claim_batch(text,integer,integer,integer,integer) from public;
