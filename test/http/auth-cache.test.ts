@@ -15,7 +15,7 @@ import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { callFn } from '../../src/db/pools.js';
 import { createApp } from '../../src/http/app.js';
-import { createLocation, mintKey, request, testConfig, testLog } from '../support/harness.js';
+import { createLocation, mintKey, request, roomInMinute, testConfig, testLog } from '../support/harness.js';
 import { apiPool, db, fresh, invalidation, me, nameOf, owner, quietRename, startApp, useAuthCacheDatabase, withinTtl } from '../support/auth-cache.js';
 
 useAuthCacheDatabase();
@@ -90,6 +90,7 @@ describe('served from the cache', () => {
     const app = await startApp({}, { RATE_LIMIT_PER_MINUTE: '4' }, pino({ level: 'info' }, sink));
     const loc = await createLocation(owner);
     const { token } = await mintKey(owner, loc.id, []);
+    await roomInMinute(10);
     const statuses: number[] = [];
     for (let i = 0; i < 6; i += 1) statuses.push((await me(app, token)).status);
     expect(statuses).toEqual([200, 200, 200, 200, 429, 429]);

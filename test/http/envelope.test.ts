@@ -1,4 +1,4 @@
-import { createLocation, mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
+import { createLocation, mintKey, request, roomInMinute, startTestApi, type TestApi } from '../support/harness.js';
 
 let t: TestApi;
 let token: string;
@@ -68,6 +68,7 @@ test('every response carries a request id', async () => {
 
 test('rate limit per key → 429 with Retry-After (limit 5/min here)', async () => {
   const { token: limited } = await mintKey(t.owner, loc.id);
+  await roomInMinute(10);
   const statuses: number[] = [];
   for (let i = 0; i < 7; i++) statuses.push((await request(t.baseUrl, 'GET', '/api/v1/me', { token: limited })).status);
   expect(statuses.slice(0, 5)).toEqual([200, 200, 200, 200, 200]);

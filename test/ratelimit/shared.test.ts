@@ -12,7 +12,7 @@ import { createOwnerPool, createApiPool } from '../../src/db/pools.js';
 import { hashToken } from '../../src/auth/tokens.js';
 import { SharedRateLimit } from '../../src/ratelimit/shared.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
-import { createLocation, mintKey } from '../support/harness.js';
+import { createLocation, mintKey, roomInMinute } from '../support/harness.js';
 import { freePort, startMain } from '../support/spawn.js';
 
 let db: TestDatabase;
@@ -26,12 +26,6 @@ afterAll(async () => {
   await owner.end();
   await db.drop();
 });
-
-/** Waits, if needed, until the current minute has `seconds` left, so a run stays within one budget window. */
-async function roomInMinute(seconds: number): Promise<void> {
-  const left = 60_000 - (Date.now() % 60_000);
-  if (left < seconds * 1000) await new Promise((r) => setTimeout(r, left + 200));
-}
 
 const POLICY = /^"default";q=(\d+);w=60$/;
 const REMAINING = /^"default";r=(\d+);t=(\d+)$/;

@@ -19,7 +19,7 @@ import { createApiPool, createOwnerPool } from '../../src/db/pools.js';
 import { projectRoot } from '../../src/db/migrate.js';
 import { createApp } from '../../src/http/app.js';
 import { assertConforms, openApiDocument, operationOf, operations, pairKey, validated, type Operation } from './contract.js';
-import { mintKey, request, testConfig, testLog, type TestApi } from './harness.js';
+import { mintKey, request, roomInMinute, testConfig, testLog, type TestApi } from './harness.js';
 
 export const V = '/api/v1';
 
@@ -159,6 +159,7 @@ export async function probeRateLimit(w: ContractWalk, ops: Operation[]): Promise
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   try {
+    await roomInMinute(20);
     expect((await request(base, 'GET', `${V}/me`, { token })).status).toBe(200);
     for (const op of ops) {
       if (!op.responses['429']) continue;

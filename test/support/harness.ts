@@ -263,3 +263,13 @@ export async function waitFor<T>(fn: () => Promise<T | undefined | null | false>
     await new Promise((r) => setTimeout(r, 50));
   }
 }
+
+/**
+ * Waits, if needed, until the current minute has `seconds` left: the rate limit's budget is per
+ * wall-clock minute (src/ratelimit/shared.ts), so a test that spends a budget and expects 429
+ * must not straddle the minute's end.
+ */
+export async function roomInMinute(seconds: number): Promise<void> {
+  const left = 60_000 - (Date.now() % 60_000);
+  if (left < seconds * 1000) await new Promise((r) => setTimeout(r, left + 200));
+}
