@@ -35,6 +35,8 @@ const schema = z.object({
   BILLING_WEBHOOK_SECRET: z.string().min(1).optional(),
   WEBHOOK_RETRY_DELAYS: delays.default([60, 300, 1800, 7200, 21600]),
   WEBHOOK_TIMEOUT_MS: z.coerce.number().int().positive().default(10000),
+  // How long past its send time-out a webhook attempt's or notification's lease lasts (the sweeper re-queues it then).
+  DELIVERY_LEASE_GRACE_MS: z.coerce.number().int().min(1000).max(3_600_000).default(30_000),
   WEBHOOK_ALLOW_PRIVATE_TARGETS: bool.default(false),
   WEBHOOK_DISABLE_AFTER_FAILURES: z.coerce.number().int().min(1).max(1_000_000).default(20),
   WEBHOOK_DISABLE_AFTER_SECONDS: z.coerce.number().int().min(0).max(10 * 365 * 86400).default(259200),

@@ -61,7 +61,7 @@ export interface WorkerOptions {
   notifyEngine?: NotificationEngineOptions;
   /** Run the crontab (default true). */
   cron?: boolean;
-  /** Lease grace for webhook attempts and notification tries (default 30 s); tests shorten it. */
+  /** Lease grace for webhook attempts and notification tries (default DELIVERY_LEASE_GRACE_MS); tests shorten it. */
   leaseGraceMs?: number;
 }
 
@@ -94,7 +94,7 @@ export function workerLogger(log: Logger): WorkerLogger {
 }
 
 export async function startWorker(baseDeps: TaskDeps, { jobsConcurrency = 2, pollInterval = 1000, engine: engineOpts, notifyEngine: notifyOpts, cron = true, leaseGraceMs }: WorkerOptions = {}): Promise<Worker> {
-  const deps: TaskDeps = leaseGraceMs === undefined ? baseDeps : { ...baseDeps, leaseGraceMs };
+  const deps: TaskDeps = { ...baseDeps, leaseGraceMs: leaseGraceMs ?? baseDeps.leaseGraceMs ?? baseDeps.cfg.DELIVERY_LEASE_GRACE_MS };
   const taskList = await loadTasks(deps);
   const log = deps.log.child({ component: 'worker' });
 

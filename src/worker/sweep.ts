@@ -1,14 +1,14 @@
 /**
  * The sweeper: attempts whose worker died (a lease that lapsed without a result) are queued
  * again, webhooks and notifications alike (app.webhook_sweep, app.notification_sweep). Runs from
- * the worker's crontab every minute; leases are WEBHOOK_TIMEOUT_MS + 30 s, so a dead attempt is
- * sent again within 2 minutes.
+ * the worker's crontab every minute; leases are WEBHOOK_TIMEOUT_MS + DELIVERY_LEASE_GRACE_MS (30 s), so
+ * a dead attempt is sent again within 2 minutes at the defaults.
  */
 import type { Task } from 'graphile-worker';
 import { callFn } from '../db/pools.js';
 import type { TaskDeps } from './task.js';
 
-/** Extra time past a lapsed lease before the sweeper acts (the lease already includes 30 s). */
+/** Extra time past a lapsed lease before the sweeper acts (the lease already includes its grace). */
 export const SWEEP_GRACE_SECONDS = 0;
 
 export interface SweepResult {

@@ -20,7 +20,7 @@ export interface TaskDeps {
    * pass their throwaway CA; production leaves it unset and relies on NODE_EXTRA_CA_CERTS.
    */
   ca?: string;
-  /** A try's lease lasts WEBHOOK_TIMEOUT_MS + this (default 30 s); tests shorten it. */
+  /** A try's lease lasts WEBHOOK_TIMEOUT_MS + this (default DELIVERY_LEASE_GRACE_MS, 30 s); tests shorten it. */
   leaseGraceMs?: number;
 }
 

@@ -100,3 +100,35 @@ test('a dead attempt of an endpoint deleted meanwhile is discarded, not sent', a
   expect((await t.owner.query('select 1 from app.webhook_deliveries where id = $1', [c])).rowCount).toBe(0);
   expect(t.rx.received.length).toBe(before);
 });
+
+test('a lease lasts WEBHOOK_TIMEOUT_MS + DELIVERY_LEASE_GRACE_MS: 30 s of grace by default, the setting otherwise', async () => {
+  const { loc, token } = await tenant(t);
+  const ep = await createEndpoint(t, token, loc.id, { url: t.rx.url, events: ['call.ended'] });
+  /** Seconds left on the lease of an attempt the receiver holds open, and its release. */
+  const leaseLeft = async (callId: string) => {
+    let held: ServerResponse | undefined;
+    t.rx.respond((_r, res) => {
+      held = res;
+    });
+    const eventId = await emit(t.owner, loc.id, 'call.ended', { id: callId });
+    await waitFor(async () => held !== undefined, 'the attempt reached the receiver');
+    const { rows: [r] } = await t.owner.query(
+      `select extract(epoch from d.lease_expires_at - now())::float8 as left from app.webhook_deliveries d where d.event_id = $1`, [eventId]);
+    held!.writeHead(200).end('ok');
+    await waitFor(async () => (await deliveriesOf(t.owner, eventId))[0]?.status === 'delivered', 'delivered');
+    return r.left as number;
+  };
+  // The rig's worker: the 30 s time-out plus the default 30 s.
+  const byDefault = await leaseLeft('lease-default');
+  expect(byDefault).toBeGreaterThan(50);
+  expect(byDefault).toBeLessThanOrEqual(60);
+  await t.restartWorker({ ...t.cfg, DELIVERY_LEASE_GRACE_MS: 4000 });
+  try {
+    const configured = await leaseLeft('lease-configured');
+    expect(configured).toBeGreaterThan(24);
+    expect(configured).toBeLessThanOrEqual(34);
+  } finally {
+    await t.restartWorker();
+    await t.owner.query('delete from app.webhook_endpoints where id = $1', [ep.id]);
+  }
+});
