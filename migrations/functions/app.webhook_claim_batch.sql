@@ -132,7 +132,13 @@ begin
       end if;
     end if;
 
-    if (scanned >= win or walked >= deep) and cardinality(c_ids) < max_claims then
+    -- The first step's candidates count as the claim can take them: those of failing endpoints
+    -- beyond `max_degraded` are dropped below, so they must not keep the second step from finding
+    -- the other endpoints (a failing backlog that filled the window held every healthy endpoint
+    -- back once the failing share was in flight).
+    if (scanned >= win or walked >= deep)
+       and (select count(*) filter (where not x.deg) + least(count(*) filter (where x.deg), max_degraded)
+              from unnest(c_degs) as x(deg)) < max_claims then
       excl := excl || array(select distinct x from unnest(c_eps) x);
       with recursive eps as (
         (select d.endpoint_id from app.webhook_deliveries d

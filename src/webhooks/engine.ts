@@ -69,6 +69,13 @@ export class WebhookEngine extends LeaseEngine<Claim, Result> {
     });
     this.perEndpoint = opts.perEndpoint ?? cfg.WEBHOOK_ENDPOINT_CONCURRENCY;
     this.degradedLimit = Math.max(1, Math.floor(concurrency / 2));
+    // A failing endpoint is held to half the slots only after its first failure is recorded; until
+    // then a receiver that never answers takes as many as the cap lets it, for a whole time-out
+    // (docs/performance.md, "what the delivery settings buy": at 64 of 64, 10 s for the paced load).
+    if (this.perEndpoint > this.degradedLimit) {
+      this.log.warn({ per_endpoint: this.perEndpoint, concurrency },
+        'WEBHOOK_ENDPOINT_CONCURRENCY is above half of WEBHOOK_CONCURRENCY: one receiver that never answers can hold more than half of this worker\'s webhook slots until its attempts time out');
+    }
   }
 
   protected claimBatch(free: number): Promise<ClaimBatch<Claim>> {

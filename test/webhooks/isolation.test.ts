@@ -3,8 +3,10 @@
  * most WEBHOOK_ENDPOINT_CONCURRENCY (2) attempts in flight across all workers, and another
  * location's deliveries go past its backlog instead of queueing behind it. Order and counts only.
  */
-import { createLocation, mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
-import { makePki, reply, startHttpsReceiver, type HttpsReceiver, type Responder, type TestPki } from '../support/https.js';
+import pg from 'pg';
+import { WebhookEngine } from '../../src/webhooks/engine.js';
+import { createLocation, memoryLog, mintKey, request, startTestApi, testConfig, type TestApi } from '../support/harness.js';
+import { makePki, reply, silence, startHttpsReceiver, type HttpsReceiver, type Responder, type TestPki } from '../support/https.js';
 import { createEndpoint, emitMany, startTestWorker, waitFor } from './support.js';
 
 let t: TestApi;
@@ -110,4 +112,48 @@ test('failing endpoints share at most half of a worker’s slots: three silent o
     workers.splice(workers.indexOf(w), 1);
     await rxS.close();
   }
+});
+
+test('failing endpoints whose backlog fills a claim\'s window hold no healthy endpoint back once their half of the slots is taken', async () => {
+  await Promise.all(workers.splice(0).map((w) => w.stop()));
+  await t.owner.query(`delete from app.webhook_deliveries where status = 'pending'`); // earlier tests' leftovers
+  const rxS = await startHttpsReceiver(pki, { path: '/silent-backlog' });
+  const a = await createLocation(t.owner, { name: 'Patient Plumbing' });
+  const b = await createLocation(t.owner, { name: 'Backlogged Heating' });
+  rxA.received.length = 0;
+  rxA.respond(reply(200, 'ok'));
+  rxS.respond(silence); // each attempt ends at the 1 s time-out
+  await endpointFor(a.id, rxA.url);
+  const failing: string[] = [];
+  for (let i = 1; i <= 3; i++) failing.push(await endpointFor(b.id, `${rxS.url}?hook=${i}`));
+  await t.owner.query(`update app.webhook_endpoints set failure_count = 3 where id = any($1::uuid[])`, [failing]);
+  // 120 attempts of the failing endpoints first in the due order: more than a claim's window (64)
+  // holds, so A's attempts are found only by the claim's second step.
+  await emitMany(t.owner, b.id, 'lead.created', 40);
+  await emitMany(t.owner, a.id, 'lead.created', 10);
+  const w = await startTestWorker({ ...t.cfg, WEBHOOK_CONCURRENCY: 4 }, t.db.url, pki);
+  workers.push(w);
+  try {
+    await waitFor(async () => rxA.received.length >= 10, 'all of A’s events delivered', 45000);
+    // Served beside the backlog, not after it: most of the failing endpoints' attempts are unsent.
+    expect(rxS.received.length).toBeLessThan(40);
+  } finally {
+    await w.stop();
+    workers.splice(workers.indexOf(w), 1);
+    await rxS.close();
+  }
+});
+
+test('a per-endpoint cap above half of the worker\'s slots is warned about at start; half or less is not', async () => {
+  const pool = new pg.Pool({ max: 1 }); // never connected: only the engine's settings are read
+  const warnings = (cap: string) => {
+    const { log, records } = memoryLog('warn');
+    new WebhookEngine({ cfg: testConfig({ WEBHOOK_CONCURRENCY: '64', WEBHOOK_ENDPOINT_CONCURRENCY: cap }), log, pool });
+    return records().map((r) => [r.msg.split(':')[0], r.per_endpoint, r.concurrency]);
+  };
+  expect(warnings('2')).toEqual([]);
+  expect(warnings('32')).toEqual([]);
+  expect(warnings('33')).toEqual([['WEBHOOK_ENDPOINT_CONCURRENCY is above half of WEBHOOK_CONCURRENCY', 33, 64]]);
+  expect(warnings('64')).toEqual([['WEBHOOK_ENDPOINT_CONCURRENCY is above half of WEBHOOK_CONCURRENCY', 64, 64]]);
+  await pool.end();
 });
