@@ -55,7 +55,7 @@ export class NotificationEngine extends LeaseEngine<NotificationToSend, TryOutco
       pollIntervalMs: opts.pollIntervalMs ?? 1000,
       shutdownGraceMs: opts.shutdownGraceMs ?? 5000,
       sendTimeoutMs: deps.cfg.WEBHOOK_TIMEOUT_MS,
-      leaseGraceMs: deps.leaseGraceMs,
+      leaseGraceMs: deps.cfg.DELIVERY_LEASE_GRACE_MS,
     });
     this.mailer = new Mailer(deps.cfg.SMTP_URL ?? '', deps.cfg.WEBHOOK_TIMEOUT_MS);
   }

@@ -36,8 +36,6 @@ export interface EngineOptions {
   concurrency?: number;
   /** In-flight attempts per endpoint across all workers (default WEBHOOK_ENDPOINT_CONCURRENCY). */
   perEndpoint?: number;
-  /** Lease = WEBHOOK_TIMEOUT_MS + this (default LEASE_GRACE_MS, 30 s): how long a silent worker is trusted. */
-  leaseGraceMs?: number;
   /** Safety-net poll when idle (default 1 s). */
   pollIntervalMs?: number;
   /** On stop, how long in-flight attempts may finish before they are aborted and released (default 5 s). */
@@ -65,7 +63,7 @@ export class WebhookEngine extends LeaseEngine<Claim, Result> {
       pollIntervalMs: opts.pollIntervalMs ?? 1000,
       shutdownGraceMs: opts.shutdownGraceMs ?? 5000,
       sendTimeoutMs: cfg.WEBHOOK_TIMEOUT_MS,
-      leaseGraceMs: opts.leaseGraceMs,
+      leaseGraceMs: cfg.DELIVERY_LEASE_GRACE_MS,
     });
     this.perEndpoint = opts.perEndpoint ?? cfg.WEBHOOK_ENDPOINT_CONCURRENCY;
     this.degradedLimit = Math.max(1, Math.floor(concurrency / 2));

@@ -61,8 +61,6 @@ export interface WorkerOptions {
   notifyEngine?: NotificationEngineOptions;
   /** Run the crontab (default true). */
   cron?: boolean;
-  /** Lease grace for webhook attempts and notification tries (default DELIVERY_LEASE_GRACE_MS); tests shorten it. */
-  leaseGraceMs?: number;
 }
 
 export interface Worker {
@@ -93,8 +91,7 @@ export function workerLogger(log: Logger): WorkerLogger {
   });
 }
 
-export async function startWorker(baseDeps: TaskDeps, { jobsConcurrency = 2, pollInterval = 1000, engine: engineOpts, notifyEngine: notifyOpts, cron = true, leaseGraceMs }: WorkerOptions = {}): Promise<Worker> {
-  const deps: TaskDeps = { ...baseDeps, leaseGraceMs: leaseGraceMs ?? baseDeps.leaseGraceMs ?? baseDeps.cfg.DELIVERY_LEASE_GRACE_MS };
+export async function startWorker(deps: TaskDeps, { jobsConcurrency = 2, pollInterval = 1000, engine: engineOpts, notifyEngine: notifyOpts, cron = true }: WorkerOptions = {}): Promise<Worker> {
   const taskList = await loadTasks(deps);
   const log = deps.log.child({ component: 'worker' });
 
@@ -117,8 +114,7 @@ export async function startWorker(baseDeps: TaskDeps, { jobsConcurrency = 2, pol
     const notify = new NotificationEngine(deps, { pollIntervalMs: pollInterval, ...notifyOpts });
     started.push(notify);
     await notify.start();
-    const engine = new WebhookEngine({ cfg: deps.cfg, log: deps.log, pool: deps.pool, ca: deps.ca },
-      { leaseGraceMs: deps.leaseGraceMs, ...engineOpts });
+    const engine = new WebhookEngine({ cfg: deps.cfg, log: deps.log, pool: deps.pool, ca: deps.ca }, engineOpts);
     started.push(engine);
     await engine.start();
     const lanes = [engineLane('webhooks', engine), engineLane('notifications', notify), jobsLane(jobs, jobsConcurrency)];

@@ -30,12 +30,9 @@ export interface LeaseEngineSettings {
   shutdownGraceMs: number;
   /** A send's own time-out (ms); its lease lasts that plus `leaseGraceMs`. */
   sendTimeoutMs: number;
-  /** How long past the send time-out a silent engine is still trusted (default LEASE_GRACE_MS). */
-  leaseGraceMs?: number;
+  /** How long past the send time-out a silent engine is still trusted (DELIVERY_LEASE_GRACE_MS; the sweeper acts then). */
+  leaseGraceMs: number;
 }
-
-/** Default lease grace: a send's lease lapses this long after its time-out (the sweeper acts then). */
-export const LEASE_GRACE_MS = 30_000;
 
 /** What a claim transaction returns: the leased rows and, when known, the next due time. */
 export interface ClaimBatch<C> {
@@ -98,7 +95,7 @@ export abstract class LeaseEngine<C, R> {
     this.id = `${s.ownerPrefix}:${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.concurrency = s.concurrency;
     this.minBatch = Math.max(1, Math.floor(s.concurrency / 4));
-    this.leaseMs = s.sendTimeoutMs + (s.leaseGraceMs ?? LEASE_GRACE_MS);
+    this.leaseMs = s.sendTimeoutMs + s.leaseGraceMs;
     this.pollIntervalMs = s.pollIntervalMs;
     this.shutdownGraceMs = s.shutdownGraceMs;
     this.channel = s.channel;

@@ -20,8 +20,6 @@ export interface TaskDeps {
    * pass their throwaway CA; production leaves it unset and relies on NODE_EXTRA_CA_CERTS.
    */
   ca?: string;
-  /** A try's lease lasts WEBHOOK_TIMEOUT_MS + this (default DELIVERY_LEASE_GRACE_MS, 30 s); tests shorten it. */
-  leaseGraceMs?: number;
 }
 
 /** A file in tasks/ default-exports one of these; the file name is the task identifier. */

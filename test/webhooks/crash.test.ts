@@ -1,8 +1,8 @@
 /**
  * A worker process killed -9 in the middle of a send: its lease lapses, the sweeper re-queues the
  * attempt, and a restarted worker sends it (at-least-once: the receiver sees it at most twice),
- * for a webhook attempt and for a notification alike. The child's lease grace is 0, so the lease
- * lapses after its time-out (8 s) rather than the production 40 s; the sweeper is called here
+ * for a webhook attempt and for a notification alike. The child's lease grace is 1 s (the least
+ * DELIVERY_LEASE_GRACE_MS takes), so the lease lapses 9 s after the claim rather than the production 40 s; the sweeper is called here
  * rather than waiting for the crontab minute.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -39,7 +39,7 @@ async function spawnWorker(): Promise<ChildProcess> {
     env: {
       ...process.env, DATABASE_URL: t.db.url, NODE_EXTRA_CA_CERTS: pki.caFile, LOG_LEVEL: 'silent',
       WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', WEBHOOK_TIMEOUT_MS: TIMEOUT_MS, WEBHOOK_RETRY_DELAYS: '3600',
-      SMS_API_URL: sms.url, ...SMS, TEST_LEASE_GRACE_MS: '0',
+      SMS_API_URL: sms.url, ...SMS, DELIVERY_LEASE_GRACE_MS: '1000',
     },
     stdio: ['ignore', 'pipe', 'inherit'],
   });

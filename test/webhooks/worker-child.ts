@@ -1,8 +1,8 @@
 /**
  * A separate worker process for the crash tests: the production worker (startWorker: delivery
  * engine, notification lane, jobs lane) trusting the test CA through NODE_EXTRA_CA_CERTS (as an
- * operator would), with the lease grace from TEST_LEASE_GRACE_MS so a lapsed lease does not take
- * 30 s. No crontab: the test runs the sweeper itself. Prints "ready" once running.
+ * operator would), with the lease grace its environment sets (DELIVERY_LEASE_GRACE_MS) so a lapsed
+ * lease does not take 30 s. No crontab: the test runs the sweeper itself. Prints "ready" once running.
  */
 import { loadConfig } from '../../src/config.js';
 import { createWorkerPool } from '../../src/db/pools.js';
@@ -16,7 +16,6 @@ pool.on('connect', (c) => c.on('error', () => undefined));
 await startWorker({ cfg, log, pool }, {
   pollInterval: 200,
   cron: false,
-  leaseGraceMs: Number(process.env.TEST_LEASE_GRACE_MS ?? 30000),
   engine: { pollIntervalMs: 200 },
 });
 process.stdout.write('ready\n');

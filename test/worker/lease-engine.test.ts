@@ -13,7 +13,7 @@ class ThrowingEngine extends LeaseEngine<{ id: string }, { id: string }> {
   recorded: string[] = [];
   constructor() {
     // No pool is touched: start() (LISTEN) is never called; claims and records are in memory.
-    super({} as pg.Pool, testLog, { ownerPrefix: 'test', channel: 'test_channel', concurrency: 4, pollIntervalMs: 60_000, shutdownGraceMs: 100, sendTimeoutMs: 1000 });
+    super({} as pg.Pool, testLog, { ownerPrefix: 'test', channel: 'test_channel', concurrency: 4, pollIntervalMs: 60_000, shutdownGraceMs: 100, sendTimeoutMs: 1000, leaseGraceMs: 30_000 });
   }
   protected async claimBatch(): Promise<ClaimBatch<{ id: string }>> {
     return { claims: this.claims.shift() ?? [], next_due_at: null };
