@@ -129,3 +129,20 @@ export async function statementsTop(pool: pg.Pool, n = 12): Promise<string> {
   return rows.map((r) => `  ${String(r.total_ms).padStart(9)} ms  ${String(r.calls).padStart(7)} calls  ${String(r.mean_ms).padStart(8)} ms/call  `
     + `${String(Math.round(Number(r.blocks) / Math.max(1, Number(r.calls)))).padStart(6)} blocks/call  ${r.query}`).join('\n');
 }
+
+/**
+ * WAL written and checkpoints begun from now until the returned function is called: a checkpoint
+ * inside a measured stretch makes the first change of every page after it log the whole page.
+ */
+export async function walMeter(pool: pg.Pool): Promise<() => Promise<string>> {
+  const read = async () => (await pool.query(
+    `select w.wal_records::bigint as records, w.wal_fpi::bigint as fpi, w.wal_bytes::bigint as bytes,
+            (c.num_timed + c.num_requested)::bigint as checkpoints
+       from pg_stat_wal w, pg_stat_checkpointer c`)).rows[0];
+  const before = await read();
+  return async () => {
+    const after = await read();
+    const d = (k: string) => Number(after[k]) - Number(before[k]);
+    return `WAL ${(d('bytes') / 1048576).toFixed(1)} MB, ${d('records')} records, ${d('fpi')} full-page images; ${d('checkpoints')} checkpoints begun`;
+  };
+}

@@ -35,7 +35,7 @@ import { num, progress, SECONDS, SENDERS, type BenchContext, type BenchRow } fro
 import {
   cpuMeter, emitBurst, emitPaced, endpoint, location, noopCeiling, percentile, until, ENDPOINTS_PER_LOCATION, LOCATIONS,
 } from './delivery-support.js';
-import { claimIndexKb, formatStats, probeClaim, type ClaimProbe, statementsReset, statementsTop, tableStats } from './history-evidence.js';
+import { claimIndexKb, formatStats, probeClaim, type ClaimProbe, statementsReset, statementsTop, tableStats, walMeter } from './history-evidence.js';
 import { postCallBodies } from './ingest.js';
 import { cannon, probe } from './load.js';
 
@@ -123,6 +123,7 @@ async function historyScenario(ctx: BenchContext): Promise<BenchRow[]> {
     const got = https.watch('/ok/drain/');
     let start = 0;
     let meter = () => ({ self: 0, worker: 0, pg: 0 });
+    const wal = await walMeter(owner);
     await emitBurst(owner, locs, 'lead.created', perLoc, () => {
       meter = cpuMeter(dataDir, servicePid);
       start = Date.now();
@@ -130,7 +131,7 @@ async function historyScenario(ctx: BenchContext): Promise<BenchRow[]> {
     await until(`${label}: drain received`, () => got.length >= drainN, 900_000, 10);
     const r = rate(drainN, got[drainN - 1].at - start);
     const cpu = meter();
-    progress(`${label}: ${drainN} deliveries at ${r.toFixed(0)}/s`);
+    progress(`${label}: ${drainN} deliveries at ${r.toFixed(0)}/s; ${await wal()}`);
     const us = (ms: number) => Math.round((ms * 1000) / drainN);
     return { rate: r, cpuUs: ((cpu.worker + cpu.pg) * 1000) / drainN, split: `service ${us(cpu.worker)} + postgres ${us(cpu.pg)} + bench (receiver) ${us(cpu.self)} µs` };
   }
