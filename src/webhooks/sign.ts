@@ -3,7 +3,7 @@
  * raw body, keyed with the whole secret string) and the Standard Webhooks headers (signature over
  * "{id}.{timestamp}.{body}", keyed with the secret's decoded bytes). See docs/webhooks.md.
  */
-import { createHmac } from 'node:crypto';
+import { createHmac, createSecretKey, type KeyObject } from 'node:crypto';
 
 export const USER_AGENT = 'Service-Webhooks/1.0';
 
@@ -31,9 +31,29 @@ export function secretKeyBytes(secret: string): Buffer {
   return key;
 }
 
+/**
+ * Standard Webhooks keys, made once per secret. Given a Buffer, createHmac checks on every call
+ * whether it is a KeyObject or a CryptoKey, and on Node 24 those checks cost several times the
+ * MAC of a delivery's body (docs/performance.md, "The drain's own CPU"); a KeyObject passes them
+ * at once. Bounded, oldest first out: a worker signs with as many secrets as endpoints it serves.
+ */
+const standardKeys = new Map<string, KeyObject>();
+const STANDARD_KEYS_MAX = 1024;
+
+/** The secret's Standard Webhooks key (secretKeyBytes) as a KeyObject, from the cache when there. */
+export function standardKey(secret: string): KeyObject {
+  let key = standardKeys.get(secret);
+  if (!key) {
+    key = createSecretKey(secretKeyBytes(secret));
+    if (standardKeys.size >= STANDARD_KEYS_MAX) standardKeys.delete(standardKeys.keys().next().value as string);
+    standardKeys.set(secret, key);
+  }
+  return key;
+}
+
 /** `v1,<base64 HMAC-SHA256("{id}.{timestamp}.{body}")>` of one secret (Standard Webhooks). */
 export function standardSignature(id: string, timestamp: number, body: string | Buffer, secret: string): string {
-  const mac = createHmac('sha256', secretKeyBytes(secret));
+  const mac = createHmac('sha256', standardKey(secret));
   mac.update(`${id}.${timestamp}.`);
   mac.update(body);
   return `v1,${mac.digest('base64')}`;
