@@ -1,17 +1,18 @@
 /**
- * One guarded HTTPS POST, shared by webhook deliveries and notifications. node:https rather than
- * fetch/undici because it gives the three controls we need with no extra layer: a socket `lookup`
- * hook (SSRF check on the resolved address, so no DNS rebinding), an agent trusting an extra CA on
- * top of the public roots (tests; production uses NODE_EXTRA_CA_CERTS), and no redirect following
- * at all (3xx = failure).
+ * One guarded HTTPS request, shared by webhook deliveries, notifications, field-service calls and
+ * the voice platform's SDK. It runs on undici's Agent (docs/decisions.md, "Outbound HTTPS on
+ * undici"), which gives the controls we need with no extra layer: the socket's `lookup` (SSRF check
+ * on the resolved address, so no DNS rebinding) and one TLS context trusting an extra CA on top of
+ * the public roots (tests; production uses NODE_EXTRA_CA_CERTS) in its connect options, and no
+ * redirect following at all (3xx = failure).
  *
  * Connections are kept alive and reused (one agent per trust/SSRF setting, so a socket opened under
  * a lenient setting is never reused under a strict one). A new TLS handshake per attempt cost more
  * than the rest of an attempt together; the SSRF check still runs for every new connection, and a
  * reused connection goes to the address that was checked when it was opened.
  */
-import https from 'node:https';
 import tls from 'node:tls';
+import { Agent } from 'undici';
 import { trustedCa, type ExtraCa } from './ca.js';
 import { assertTarget, guardedLookup, SsrfError, type Resolver } from './ssrf.js';
 
@@ -19,6 +20,12 @@ export const MAX_RESPONSE_BYTES = 16 * 1024;
 
 /** Idle keep-alive sockets close after this, before the usual 5 s server-side idle time-out. */
 const IDLE_SOCKET_MS = 4000;
+
+/** What an attempt cut short by the caller (the worker shutting down) says. */
+const SHUTDOWN = 'Aborted by the worker (shutting down)';
+
+/** Errors of a connection the server closed under a request before any answer. */
+const CLOSED = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET']);
 
 /** Response headers kept in the result (Retry-After for the retry schedule). */
 const KEPT_HEADERS = ['retry-after'] as const;
@@ -59,24 +66,33 @@ export interface PostOptions {
   resolve?: Resolver;
 }
 
-const agents = new Map<string, https.Agent>();
+const agents = new Map<string, Agent>();
+/** Agents of a test's own resolver, kept with it (production always uses the system resolver). */
+const resolverAgents = new WeakMap<Resolver, Map<string, Agent>>();
 
-/** The keep-alive agent for one (private targets allowed?, extra CA) setting. */
-function agentFor(allowPrivate: boolean, ca?: ExtraCa): https.Agent {
+/** The keep-alive agent for one (private targets allowed?, extra CA, resolver) setting. */
+function agentFor(allowPrivate: boolean, ca?: ExtraCa, resolve?: Resolver): Agent {
   const caKey = ca === undefined ? '' : (Array.isArray(ca) ? ca : [ca]).map(String).join('\n');
   const key = `${allowPrivate ? 'private' : 'public'}\n${caKey}`;
-  let agent = agents.get(key);
+  let byKey = agents;
+  if (resolve) {
+    byKey = resolverAgents.get(resolve) ?? new Map();
+    resolverAgents.set(resolve, byKey);
+  }
+  let agent = byKey.get(key);
   if (!agent) {
     const roots = trustedCa(ca);
-    agent = new https.Agent({
-      keepAlive: true,
-      scheduling: 'lifo',
-      maxFreeSockets: 256,
-      timeout: IDLE_SOCKET_MS,
-      // One secure context for every connection: building it from the roots per connection is slow.
-      ...(roots ? { secureContext: tls.createSecureContext({ ca: roots }) } : {}),
-    } as https.AgentOptions);
-    agents.set(key, agent);
+    agent = new Agent({
+      keepAliveTimeout: IDLE_SOCKET_MS,
+      keepAliveMaxTimeout: IDLE_SOCKET_MS,
+      // Passed to tls.connect: the address dialled is judged, and one secure context serves every
+      // connection (building it from the roots per connection is slow).
+      connect: {
+        lookup: guardedLookup(allowPrivate, resolve),
+        ...(roots ? { secureContext: tls.createSecureContext({ ca: roots }) } : {}),
+      },
+    } as ConstructorParameters<typeof Agent>[0]);
+    byKey.set(key, agent);
   }
   return agent;
 }
@@ -116,81 +132,69 @@ export async function guardedPost(opts: PostOptions): Promise<PostResult> {
   } catch (err) {
     return done({ ok: false, blocked: err instanceof SsrfError, response_status: null, response_body: null, error: (err as Error).message });
   }
-  return new Promise((resolve) => {
-    let settled = false;
-    let current: ReturnType<typeof https.request> | null = null;
-    let timer: NodeJS.Timeout | undefined;
-    const onAbort = () => {
-      current?.destroy(Object.assign(new Error('Aborted by the worker (shutting down)'), { code: 'ABORT_ERR' }));
-    };
-    const finish = (r: PostResult) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      opts.signal?.removeEventListener('abort', onAbort);
-      resolve(r);
-    };
-    if (opts.signal?.aborted) {
-      finish(done({ ok: false, aborted: true, response_status: null, response_body: null, error: 'Aborted by the worker (shutting down)', error_code: 'ABORT_ERR' }));
-      return;
-    }
-    opts.signal?.addEventListener('abort', onAbort, { once: true });
-    const payload = Buffer.from(opts.body, 'utf8');
-    const agent = agentFor(opts.allowPrivate, opts.ca);
-    // The whole exchange (connect, request, complete response) must fit in the time-out.
-    timer = setTimeout(() => {
-      current?.destroy(Object.assign(new Error(`No complete response within ${opts.timeoutMs} ms`), { code: 'ETIMEDOUT' }));
-    }, opts.timeoutMs);
-
-    const send = (retriesLeft: number) => {
-      let responded = false;
-      const req = https.request(url, {
-        method: opts.method ?? 'POST',
-        agent,
-        lookup: guardedLookup(opts.allowPrivate, opts.resolve) as never,
-        headers: { ...opts.headers, 'content-length': String(payload.length) },
-      });
-      current = req;
-      req.on('error', (err: NodeJS.ErrnoException) => {
-        // A kept-alive socket the server closed just as we reused it: nothing was processed, so
-        // the request goes again on a fresh connection (Node's documented pattern).
-        if (!responded && req.reusedSocket && retriesLeft > 0 && !settled && !opts.signal?.aborted
-            && (err.code === 'ECONNRESET' || err.code === 'EPIPE')) {
-          send(retriesLeft - 1);
-          return;
-        }
-        finish(done({
-          ok: false, blocked: err instanceof SsrfError, response_status: null, response_body: null,
-          error: err.message, error_code: err.code ?? null,
-        }));
-      });
-      req.on('response', (res) => {
-        responded = true;
-        const chunks: Buffer[] = [];
-        let kept = 0;
-        res.on('data', (c: Buffer) => {
+  if (opts.signal?.aborted) {
+    return done({ ok: false, aborted: true, response_status: null, response_body: null, error: SHUTDOWN, error_code: 'ABORT_ERR' });
+  }
+  const agent = agentFor(opts.allowPrivate, opts.ca, opts.resolve);
+  const method = opts.method ?? 'POST';
+  const payload = Buffer.from(opts.body, 'utf8');
+  const bodyless = payload.length === 0 && (method === 'GET' || method === 'HEAD');
+  // The whole exchange (connect, request, complete response) must fit in the time-out; the
+  // caller's signal (shutdown) cuts it short too.
+  const cut = new AbortController();
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    cut.abort();
+  }, opts.timeoutMs);
+  const onAbort = () => cut.abort();
+  opts.signal?.addEventListener('abort', onAbort, { once: true });
+  /** A request or response cut short: by the deadline, by the caller, or by the network. */
+  const failed = (err: unknown, status: number | null, body: string | null): PostResult => {
+    if (timedOut) return done({ ok: false, response_status: status, response_body: body, error: `No complete response within ${opts.timeoutMs} ms`, error_code: 'ETIMEDOUT' });
+    if (opts.signal?.aborted) return done({ ok: false, aborted: true, response_status: status, response_body: body, error: SHUTDOWN, error_code: 'ABORT_ERR' });
+    const e = err as NodeJS.ErrnoException;
+    return done({
+      ok: false, blocked: e instanceof SsrfError, response_status: status, response_body: body,
+      error: status === null ? e.message : 'Response aborted before completion', error_code: e.code ?? null,
+    });
+  };
+  try {
+    for (let retries = 2; ; retries -= 1) {
+      let res;
+      try {
+        res = await agent.request({
+          origin: url.origin, path: `${url.pathname}${url.search}`, method, signal: cut.signal,
+          headers: bodyless ? opts.headers : { ...opts.headers, 'content-length': String(payload.length) },
+          body: bodyless ? undefined : payload,
+        });
+      } catch (err) {
+        // A kept-alive connection the server closed just as it was reused: nothing was answered,
+        // so the request goes again, on a fresh connection (at most twice, within the deadline).
+        if (retries > 0 && !timedOut && !opts.signal?.aborted && CLOSED.has((err as NodeJS.ErrnoException).code ?? '')) continue;
+        return failed(err, null, null);
+      }
+      const status = res.statusCode;
+      const chunks: Buffer[] = [];
+      let kept = 0;
+      try {
+        for await (const c of res.body as AsyncIterable<Buffer>) {
           if (kept < MAX_RESPONSE_BYTES) {
             chunks.push(c);
             kept += c.length;
           }
-        });
-        res.on('error', (err) => {
-          finish(done({ ok: false, response_status: res.statusCode ?? null, response_body: clip(chunks), error: err.message }));
-        });
-        res.on('end', () => {
-          const status = res.statusCode ?? 0;
-          const ok = status >= 200 && status < 300;
-          finish(done({
-            ok, complete: true, response_status: status, response_body: clip(chunks), response_headers: keptHeaders(res.headers),
-            error: ok ? null : status >= 300 && status < 400 ? `Redirect (${status}) not followed` : `Non-2xx response (${status})`,
-          }));
-        });
-        res.on('close', () => {
-          finish(done({ ok: false, response_status: res.statusCode ?? null, response_body: clip(chunks), error: 'Response aborted before completion' }));
-        });
+        }
+      } catch (err) {
+        return failed(err, status, clip(chunks));
+      }
+      const ok = status >= 200 && status < 300;
+      return done({
+        ok, complete: true, response_status: status, response_body: clip(chunks), response_headers: keptHeaders(res.headers),
+        error: ok ? null : status >= 300 && status < 400 ? `Redirect (${status}) not followed` : `Non-2xx response (${status})`,
       });
-      req.end(payload);
-    };
-    send(2);
-  });
+    }
+  } finally {
+    clearTimeout(timer);
+    opts.signal?.removeEventListener('abort', onAbort);
+  }
 }
