@@ -169,8 +169,9 @@ export async function guardedPost(opts: PostOptions): Promise<PostResult> {
           body: bodyless ? undefined : payload,
         });
       } catch (err) {
-        // A kept-alive connection the server closed just as it was reused: nothing was answered,
-        // so the request goes again, on a fresh connection (at most twice, within the deadline).
+        // The connection closed before any answer, most often a kept one the receiver closed just
+        // as it was reused (undici does not say which): the request goes again, on a fresh
+        // connection, at most twice within the deadline. At least once allows the rare repeat.
         if (retries > 0 && !timedOut && !opts.signal?.aborted && CLOSED.has((err as NodeJS.ErrnoException).code ?? '')) continue;
         return failed(err, null, null);
       }
