@@ -14,15 +14,15 @@
 import tls from 'node:tls';
 import { Agent } from 'undici';
 import { trustedCa, type ExtraCa } from './ca.js';
-import { assertTarget, guardedLookup, SsrfError, type Resolver } from './ssrf.js';
+import { assertTarget, guardedLookup, SsrfError, systemResolver, type Resolver } from './ssrf.js';
 
 export const MAX_RESPONSE_BYTES = 16 * 1024;
 
 /** Idle keep-alive sockets close after this, before the usual 5 s server-side idle time-out. */
 const IDLE_SOCKET_MS = 4000;
 
-/** What an attempt cut short by the caller (the worker shutting down) says. */
-const SHUTDOWN = 'Aborted by the worker (shutting down)';
+/** What an attempt cut short by the caller (the worker shutting down) says; the mailer says it too. */
+export const SHUTDOWN = 'Aborted by the worker (shutting down)';
 
 /** Errors of a connection the server closed under a request before any answer. */
 const CLOSED = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET']);
@@ -66,19 +66,15 @@ export interface PostOptions {
   resolve?: Resolver;
 }
 
-const agents = new Map<string, Agent>();
-/** Agents of a test's own resolver, kept with it (production always uses the system resolver). */
-const resolverAgents = new WeakMap<Resolver, Map<string, Agent>>();
+/** Keep-alive agents by resolver (the system's; tests inject their own), then by setting. */
+const agents = new WeakMap<Resolver, Map<string, Agent>>();
 
 /** The keep-alive agent for one (private targets allowed?, extra CA, resolver) setting. */
-function agentFor(allowPrivate: boolean, ca?: ExtraCa, resolve?: Resolver): Agent {
+function agentFor(allowPrivate: boolean, ca?: ExtraCa, resolve: Resolver = systemResolver): Agent {
   const caKey = ca === undefined ? '' : (Array.isArray(ca) ? ca : [ca]).map(String).join('\n');
   const key = `${allowPrivate ? 'private' : 'public'}\n${caKey}`;
-  let byKey = agents;
-  if (resolve) {
-    byKey = resolverAgents.get(resolve) ?? new Map();
-    resolverAgents.set(resolve, byKey);
-  }
+  let byKey = agents.get(resolve);
+  if (!byKey) agents.set(resolve, (byKey = new Map()));
   let agent = byKey.get(key);
   if (!agent) {
     const roots = trustedCa(ca);

@@ -199,7 +199,7 @@ export type Resolver = (
   callback: (err: NodeJS.ErrnoException | null, addresses: dns.LookupAddress[]) => void,
 ) => void;
 
-const systemResolver: Resolver = (host, options, cb) => dns.lookup(host, options, cb);
+export const systemResolver: Resolver = (host, options, cb) => dns.lookup(host, options, cb);
 
 const resolveAll = (resolve: Resolver, host: string) =>
   new Promise<dns.LookupAddress[]>((ok, fail) => {

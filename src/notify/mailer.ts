@@ -10,6 +10,7 @@
  * that let one message pass its deadline is unlikely to be serving the others.
  */
 import nodemailer, { type SendMailOptions, type Transporter } from 'nodemailer';
+import { SHUTDOWN } from '../net/post.js';
 import { AbortedError } from './outbound.js';
 
 export interface MailResult {
@@ -46,7 +47,7 @@ export class Mailer {
    * AbortedError when `signal` aborts, or with nodemailer's error.
    */
   async send(message: SendMailOptions, signal?: AbortSignal): Promise<MailResult> {
-    if (signal?.aborted) throw new AbortedError('Aborted by the worker (shutting down)');
+    if (signal?.aborted) throw new AbortedError(SHUTDOWN);
     const t = this.current();
     let timer: NodeJS.Timeout | undefined;
     let onAbort: (() => void) | undefined;
@@ -59,7 +60,7 @@ export class Mailer {
       }, this.timeoutMs);
       onAbort = () => {
         this.retire(t);
-        reject(new AbortedError('Aborted by the worker (shutting down)'));
+        reject(new AbortedError(SHUTDOWN));
       };
       signal?.addEventListener('abort', onAbort, { once: true });
     });
