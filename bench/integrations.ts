@@ -12,6 +12,7 @@
  * 2. The same again with one location's ServiceTitan tenant black-holed (requests held, never
  *    answered: each attempt waits WEBHOOK_TIMEOUT_MS): the other 99 locations' p99.
  */
+import fs from 'node:fs';
 import pg from 'pg';
 import { loadConfig } from '../src/config.js';
 import { migrateDatabase } from '../src/db/migrate.js';
@@ -143,6 +144,7 @@ export async function runIntegrationsBench(opts: IntegrationsBenchOptions): Prom
     await workerPool.end();
     await owner.end();
     await world.close();
+    fs.rmSync(pki.dir, { recursive: true, force: true });
   }
   return rows;
 }

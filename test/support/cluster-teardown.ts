@@ -4,6 +4,7 @@ import path from 'node:path';
 import pg from 'pg';
 
 export default async function globalTeardown(): Promise<void> {
+  if (process.env.SB_TEST_SCRATCH) fs.rmSync(process.env.SB_TEST_SCRATCH, { recursive: true, force: true });
   const adminUrl = process.env.SB_TEST_ADMIN_URL;
   if (adminUrl && process.env.TEST_DATABASE_URL) {
     const admin = new pg.Client({ connectionString: adminUrl });

@@ -23,9 +23,13 @@ export interface TestPki {
   cert: string;
 }
 
-/** A CA and a leaf for 127.0.0.1 / ::1 / localhost signed by it (EC P-256, valid two days). */
+/**
+ * A CA and a leaf for 127.0.0.1 / ::1 / localhost signed by it (EC P-256, valid two days). Under
+ * jest the files go below the run's scratch directory (SB_TEST_SCRATCH, made by the global set-up
+ * and removed by its teardown), so a run leaves no keys behind; a bench removes `dir` itself.
+ */
 export function makePki(): TestPki {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sb-pki-'));
+  const dir = fs.mkdtempSync(path.join(process.env.SB_TEST_SCRATCH ?? os.tmpdir(), 'sb-pki-'));
   const o = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
   const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
   o('req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=Switchboard Test CA',
