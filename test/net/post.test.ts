@@ -26,6 +26,11 @@ beforeEach(() => {
   rx.received.length = 0;
 });
 
+/** Answers after 1.5 s; the timer does not hold the process open once the tests are done. */
+const late: Responder = (_r, res) => {
+  setTimeout(() => res.end('late'), 1500).unref();
+};
+
 const post = (o: Partial<PostOptions> = {}) => guardedPost({
   url: rx.url, body: '{"n":1}', headers: { 'content-type': 'application/json' }, timeoutMs: 3000, allowPrivate: true, ca: pki.caPem, ...o,
 });
@@ -51,7 +56,7 @@ test('a kept connection the receiver closes under a request: sent again on a fre
 });
 
 test('no complete answer within the deadline: ETIMEDOUT, sent once', async () => {
-  rx.respond((_r, res) => setTimeout(() => res.end('late'), 1500));
+  rx.respond(late);
   const r = await post({ timeoutMs: 300 });
   expect(r).toMatchObject({ ok: false, complete: false, aborted: false, error_code: 'ETIMEDOUT', error: 'No complete response within 300 ms' });
   expect(r.duration_ms).toBeGreaterThanOrEqual(300);
@@ -59,7 +64,7 @@ test('no complete answer within the deadline: ETIMEDOUT, sent once', async () =>
 });
 
 test('cut short by the caller: aborted, not an outcome', async () => {
-  rx.respond((_r, res) => setTimeout(() => res.end('late'), 1500));
+  rx.respond(late);
   const stop = new AbortController();
   setTimeout(() => stop.abort(), 100);
   expect(await post({ signal: stop.signal })).toMatchObject({ ok: false, aborted: true, error_code: 'ABORT_ERR' });

@@ -25,6 +25,15 @@ export async function startSmtp(): Promise<SmtpReceiver> {
   let refuseCode: number | null = null;
   let connections = 0;
   let stallMs = 0;
+  // Held replies, answered at close so that no timer outlives the receiver.
+  const held = new Set<{ timer: NodeJS.Timeout; reply: () => void }>();
+  const hold = (reply: () => void) => {
+    const h = { timer: setTimeout(() => {
+      held.delete(h);
+      reply();
+    }, stallMs), reply };
+    held.add(h);
+  };
   const server = new SMTPServer({
     secure: false,
     authOptional: true,
@@ -47,7 +56,7 @@ export async function startSmtp(): Promise<SmtpReceiver> {
           to: session.envelope.rcptTo.map((r) => r.address),
           raw: Buffer.concat(chunks).toString('utf8'),
         });
-        if (stallMs) setTimeout(() => cb(), stallMs);
+        if (stallMs) hold(() => cb());
         else cb();
       });
     },
@@ -66,7 +75,14 @@ export async function startSmtp(): Promise<SmtpReceiver> {
     stall(ms) {
       stallMs = ms;
     },
-    close: () => new Promise<void>((r) => server.close(() => r())),
+    close: () => {
+      for (const h of held) {
+        clearTimeout(h.timer);
+        h.reply();
+      }
+      held.clear();
+      return new Promise<void>((r) => server.close(() => r()));
+    },
   };
 }
 
