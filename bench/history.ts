@@ -19,7 +19,9 @@
  * BENCH_HISTORY_HOG=1 runs the whole scenario beside a CPU-bound neighbour: a process hashing in a
  * loop at normal priority (one per BENCH_HISTORY_HOG, e.g. 2 for two).
  *
- * Every rate is reported against the same run's no-op rate. Evidence (stderr, and the file
+ * Every rate is reported against the same run's no-op rate. The burst's CPU (the service's process
+ * tree and the cluster) is counted twice: a call over the ingestion, and a delivery or notification
+ * over the tail after it, until the fan-out is done. Evidence (stderr, and the file
  * BENCH_HISTORY_EXPLAIN when set): the claim probed before and after the history
  * (bench/history-evidence.ts: auto_explain with ANALYZE and BUFFERS of every statement inside
  * app.webhook_claim_batch), the queue tables' counters, and pg_stat_statements over the drain when
@@ -182,6 +184,7 @@ async function historyScenario(ctx: BenchContext): Promise<BenchRow[]> {
   const before = await finalised();
   const burstGot = https.watch('/ok/burst/');
   progress(`history: burst of ${BURST} post-calls, ${SENDERS} senders`);
+  const burstMeter = cpuMeter(dataDir, servicePid);
   const burstStart = Date.now();
   const ac = await autocannon({
     url: `${base}/api/voice/post-call`, connections: SENDERS, amount: BURST,
@@ -191,10 +194,21 @@ async function historyScenario(ctx: BenchContext): Promise<BenchRow[]> {
     } }],
   });
   const burstEnd = Date.now();
+  const cpuIngested = burstMeter();
+  const tailStatements = await statementsReset(owner);
   const ingested = (await finalised()) - before;
   const { rows: [{ n: burstDeliveries }] } = await owner.query(
     'select count(*)::int as n from app.webhook_deliveries where endpoint_id = any ($1::uuid[]) and attempt = 1', [burstEps]);
   await until('burst deliveries received', () => burstGot.length >= burstDeliveries, 900_000, 50);
+  // What the fan-out left after the ingestion costs, until every delivery and notification is done.
+  await until('burst fan-out settled', settled, 900_000, 50);
+  const cpuSettled = burstMeter();
+  const settledAt = Date.now();
+  if (tailStatements) note(`pg_stat_statements over the burst's tail:\n${await statementsTop(owner, 20)}`);
+  const { rows: [{ n: tailNotifications }] } = await owner.query(
+    `select count(*)::int as n from app.notification_log where location_id = $1 and status in ('sent', 'failed') and at > to_timestamp($2 / 1000.0)`,
+    [ctx.ingest.id, burstEnd]);
+  const tailItems = burstGot.filter((r) => r.at > burstEnd).length + tailNotifications;
   const lags = burstGot.map((r) => r.at - r.createdAt).sort((a, b) => a - b);
   const lastAt = Math.max(...burstGot.map((r) => r.at));
   const ingestRate = rate(ingested, burstEnd - burstStart);
@@ -274,6 +288,15 @@ async function historyScenario(ctx: BenchContext): Promise<BenchRow[]> {
   rows.push({ name: 'history: event → receipt during the burst, p99', value: percentile(lags, 99), unit: 'ms' });
   rows.push({ name: 'history: last burst delivery ÷ ingestion time', value: (lastAt - burstStart) / (burstEnd - burstStart), unit: '×', target: '≤ 1.5 ×',
     note: `last delivery ${((lastAt - burstStart) / 1000).toFixed(1)} s after the burst started; ingestion ${((burstEnd - burstStart) / 1000).toFixed(1)} s` });
+  const perCall = (ms: number) => (ms / ingested).toFixed(2);
+  const tail = { worker: cpuSettled.worker - cpuIngested.worker, pg: cpuSettled.pg - cpuIngested.pg };
+  const perItem = (ms: number) => Math.round((ms * 1000) / tailItems);
+  rows.push({ name: 'history: CPU a call during the burst\'s ingestion (service + postgres)', value: (cpuIngested.worker + cpuIngested.pg) / ingested, unit: 'ms',
+    note: `service ${perCall(cpuIngested.worker)} + postgres ${perCall(cpuIngested.pg)} ms (bench ${perCall(cpuIngested.self)} ms); `
+      + `${burstGot.filter((r) => r.at <= burstEnd).length} of the burst's deliveries received meanwhile` });
+  rows.push({ name: 'history: CPU a delivery or notification of the burst\'s tail (service + postgres)', value: perItem(tail.worker + tail.pg), unit: 'µs',
+    note: `service ${perItem(tail.worker)} + postgres ${perItem(tail.pg)} µs over ${tailItems} webhook deliveries and notifications sent after the ingestion, `
+      + `in ${((settledAt - burstEnd) / 1000).toFixed(1)} s; the drain after the history: ${Math.round(old.cpuUs)} µs a delivery` });
   rows.push({ name: 'history: event → receipt at 100 events/s, p50 / p99', value: percentile(pacedLags, 50), unit: 'ms', note: `p99 ${percentile(pacedLags, 99)} ms` });
   rows.push({ name: 'history: the same beside a black-holed endpoint (1,000 queued), p99', value: percentile(besideLags, 99), unit: 'ms', target: '< 1 s',
     note: `p50 ${percentile(besideLags, 50)} ms` });
