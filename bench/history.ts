@@ -290,7 +290,7 @@ async function historyScenario(ctx: BenchContext): Promise<BenchRow[]> {
     note: `last delivery ${((lastAt - burstStart) / 1000).toFixed(1)} s after the burst started; ingestion ${((burstEnd - burstStart) / 1000).toFixed(1)} s` });
   const perCall = (ms: number) => (ms / ingested).toFixed(2);
   const tail = { worker: cpuSettled.worker - cpuIngested.worker, pg: cpuSettled.pg - cpuIngested.pg };
-  const perItem = (ms: number) => Math.round((ms * 1000) / tailItems);
+  const perItem = (ms: number) => Math.round((ms * 1000) / Math.max(1, tailItems));
   rows.push({ name: 'history: CPU a call during the burst\'s ingestion (service + postgres)', value: (cpuIngested.worker + cpuIngested.pg) / ingested, unit: 'ms',
     note: `service ${perCall(cpuIngested.worker)} + postgres ${perCall(cpuIngested.pg)} ms (bench ${perCall(cpuIngested.self)} ms); `
       + `${burstGot.filter((r) => r.at <= burstEnd).length} of the burst's deliveries received meanwhile` });
