@@ -60,7 +60,13 @@ export function exitedWithOutput(child: ChildProcess): Promise<number | null> {
   const ended = (st: NodeJS.ReadableStream) => new Promise<void>((r) => st.once('end', () => r()));
   const drained = Promise.all([ended(child.stdout!), ended(child.stderr!)]);
   return new Promise((r) => child.on('exit', (code) => {
-    void Promise.race([drained, new Promise((t) => setTimeout(t, 2000))]).then(() => r(code));
+    // The 2 s bound is cleared once the output has ended, and never holds the process open by
+    // itself (a test that awaits 'exit' directly would otherwise leave it running after the file).
+    let bound: NodeJS.Timeout | undefined;
+    void Promise.race([drained, new Promise((t) => (bound = setTimeout(t, 2000)).unref())]).then(() => {
+      clearTimeout(bound);
+      r(code);
+    });
   }));
 }
 
