@@ -128,23 +128,7 @@ export async function guardedPost(opts: PostOptions): Promise<PostResult> {
   } catch (err) {
     return done({ ok: false, blocked: err instanceof SsrfError, response_status: null, response_body: null, error: (err as Error).message });
   }
-  if (opts.signal?.aborted) {
-    return done({ ok: false, aborted: true, response_status: null, response_body: null, error: SHUTDOWN, error_code: 'ABORT_ERR' });
-  }
-  const agent = agentFor(opts.allowPrivate, opts.ca, opts.resolve);
-  const method = opts.method ?? 'POST';
-  const payload = Buffer.from(opts.body, 'utf8');
-  const bodyless = payload.length === 0 && (method === 'GET' || method === 'HEAD');
-  // The whole exchange (connect, request, complete response) must fit in the time-out; the
-  // caller's signal (shutdown) cuts it short too.
-  const cut = new AbortController();
   let timedOut = false;
-  const timer = setTimeout(() => {
-    timedOut = true;
-    cut.abort();
-  }, opts.timeoutMs);
-  const onAbort = () => cut.abort();
-  opts.signal?.addEventListener('abort', onAbort, { once: true });
   /** A request or response cut short: by the deadline, by the caller, or by the network. */
   const failed = (err: unknown, status: number | null, body: string | null): PostResult => {
     if (timedOut) return done({ ok: false, response_status: status, response_body: body, error: `No complete response within ${opts.timeoutMs} ms`, error_code: 'ETIMEDOUT' });
@@ -155,6 +139,21 @@ export async function guardedPost(opts: PostOptions): Promise<PostResult> {
       error: status === null ? e.message : 'Response aborted before completion', error_code: e.code ?? null,
     });
   };
+  // Cut short before it began: the same outcome as a request the caller aborts.
+  if (opts.signal?.aborted) return failed(null, null, null);
+  const agent = agentFor(opts.allowPrivate, opts.ca, opts.resolve);
+  const method = opts.method ?? 'POST';
+  const payload = Buffer.from(opts.body, 'utf8');
+  const bodyless = payload.length === 0 && (method === 'GET' || method === 'HEAD');
+  // The whole exchange (connect, request, complete response) must fit in the time-out; the
+  // caller's signal (shutdown) cuts it short too.
+  const cut = new AbortController();
+  const timer = setTimeout(() => {
+    timedOut = true;
+    cut.abort();
+  }, opts.timeoutMs);
+  const onAbort = () => cut.abort();
+  opts.signal?.addEventListener('abort', onAbort, { once: true });
   try {
     for (let retries = 2; ; retries -= 1) {
       let res;
