@@ -208,7 +208,8 @@ async function historyScenario(ctx: BenchContext): Promise<BenchRow[]> {
   const { rows: [{ n: tailNotifications }] } = await owner.query(
     `select count(*)::int as n from app.notification_log where location_id = $1 and status in ('sent', 'failed') and at > to_timestamp($2 / 1000.0)`,
     [ctx.ingest.id, burstEnd]);
-  const tailItems = burstGot.filter((r) => r.at > burstEnd).length + tailNotifications;
+  const receivedDuringIngestion = burstGot.filter((r) => r.at <= burstEnd).length;
+  const tailItems = burstGot.length - receivedDuringIngestion + tailNotifications;
   const lags = burstGot.map((r) => r.at - r.createdAt).sort((a, b) => a - b);
   const lastAt = Math.max(...burstGot.map((r) => r.at));
   const ingestRate = rate(ingested, burstEnd - burstStart);
@@ -293,7 +294,7 @@ async function historyScenario(ctx: BenchContext): Promise<BenchRow[]> {
   const perItem = (ms: number) => Math.round((ms * 1000) / Math.max(1, tailItems));
   rows.push({ name: 'history: CPU a call during the burst\'s ingestion (service + postgres)', value: (cpuIngested.worker + cpuIngested.pg) / ingested, unit: 'ms',
     note: `service ${perCall(cpuIngested.worker)} + postgres ${perCall(cpuIngested.pg)} ms (bench ${perCall(cpuIngested.self)} ms); `
-      + `${burstGot.filter((r) => r.at <= burstEnd).length} of the burst's deliveries received meanwhile` });
+      + `${receivedDuringIngestion} of the burst's deliveries received meanwhile` });
   rows.push({ name: 'history: CPU a delivery or notification of the burst\'s tail (service + postgres)', value: perItem(tail.worker + tail.pg), unit: 'µs',
     note: `service ${perItem(tail.worker)} + postgres ${perItem(tail.pg)} µs over ${tailItems} webhook deliveries and notifications sent after the ingestion, `
       + `in ${((settledAt - burstEnd) / 1000).toFixed(1)} s; the drain after the history: ${Math.round(old.cpuUs)} µs a delivery` });

@@ -18,12 +18,12 @@ declare global {
 }
 
 /** The run's scratch directory for files the tests make (certificates), removed at teardown. */
-const scratchDir = () => path.join(os.tmpdir(), `switchboard-test-files-${process.pid}`);
+const scratchDir = path.join(os.tmpdir(), `switchboard-test-files-${process.pid}`);
 
 export default async function globalSetup(): Promise<void> {
-  fs.rmSync(scratchDir(), { recursive: true, force: true });
-  fs.mkdirSync(scratchDir());
-  process.env.SB_TEST_SCRATCH = scratchDir();
+  fs.rmSync(scratchDir, { recursive: true, force: true });
+  fs.mkdirSync(scratchDir);
+  process.env.SB_TEST_SCRATCH = scratchDir;
   const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent', 2);
   let adminUrl = process.env.TEST_DATABASE_URL;
   if (!adminUrl) {
