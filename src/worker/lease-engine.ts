@@ -62,8 +62,11 @@ export abstract class LeaseEngine<C, R> {
   private readonly channel: string;
 
   private readonly inFlight = new Map<string, { abort: AbortController; done: Promise<void> }>();
-  /** Whether the LISTEN connection has been released (by a connection error or by stop()). */
-  private listenerState = { released: false };
+  /**
+   * Whether the LISTEN connection has been released (by a connection error or by stop()), and its
+   * error listener, which stop() takes off the connection it gives back to the pool.
+   */
+  private listenerState: { released: boolean; onError?: (err: Error) => void } = { released: false };
   private results: R[] = [];
   private toRelease: string[] = [];
   private flushing: Promise<void> | null = null;
@@ -300,7 +303,7 @@ export abstract class LeaseEngine<C, R> {
       setTimeout(() => void this.listen(), this.pollIntervalMs).unref();
       return;
     }
-    const state = { released: false };
+    const state: { released: boolean; onError?: (err: Error) => void } = { released: false };
     this.listenerState = state;
     const onError = (err: Error) => {
       // Once per connection: a client released here or by stop() must not be released again.
@@ -313,6 +316,7 @@ export abstract class LeaseEngine<C, R> {
       if (!this.stopping) setTimeout(() => void this.listen(), this.pollIntervalMs).unref();
     };
     const onNotify = () => this.kick();
+    state.onError = onError;
     client.on('notification', onNotify);
     client.once('error', onError);
     try {
@@ -338,6 +342,9 @@ export abstract class LeaseEngine<C, R> {
       if (listener) {
         this.listenerState.released = true;
         listener.removeAllListeners('notification');
+        // The connection goes back to the pool: a listener left on it would outlive this engine,
+        // one more for every engine that ever listened on it.
+        if (this.listenerState.onError) listener.removeListener('error', this.listenerState.onError);
         await listener.query(`UNLISTEN ${this.channel}`).then(() => listener.release(), () => listener.release(true));
       }
       clearTimeout(this.claimTimer);

@@ -1,8 +1,9 @@
 /**
  * The shared engine machinery (src/worker/lease-engine.ts) without a queue table: a send that
- * throws instead of returning an outcome gives its row back and frees its slot.
+ * throws instead of returning an outcome gives its row back and frees its slot; an engine that
+ * stops leaves nothing of itself on the LISTEN connection it gives back to the pool.
  */
-import type pg from 'pg';
+import pg from 'pg';
 import { LeaseEngine, type ClaimBatch } from '../../src/worker/lease-engine.js';
 import { testLog } from '../support/harness.js';
 import { waitFor } from '../webhooks/support.js';
@@ -11,9 +12,9 @@ class ThrowingEngine extends LeaseEngine<{ id: string }, { id: string }> {
   claims = [[{ id: 'a' }, { id: 'b' }]];
   released: string[] = [];
   recorded: string[] = [];
-  constructor() {
-    // No pool is touched: start() (LISTEN) is never called; claims and records are in memory.
-    super({} as pg.Pool, testLog, { ownerPrefix: 'test', channel: 'test_channel', concurrency: 4, pollIntervalMs: 60_000, shutdownGraceMs: 100, sendTimeoutMs: 1000, leaseGraceMs: 30_000 });
+  /** Without a pool nothing is touched: start() (LISTEN) is not called; claims and records are in memory. */
+  constructor(pool = {} as pg.Pool) {
+    super(pool, testLog, { ownerPrefix: 'test', channel: 'test_channel', concurrency: 4, pollIntervalMs: 60_000, shutdownGraceMs: 100, sendTimeoutMs: 1000, leaseGraceMs: 30_000 });
   }
   protected async claimBatch(): Promise<ClaimBatch<{ id: string }>> {
     return { claims: this.claims.shift() ?? [], next_due_at: null };
@@ -44,4 +45,29 @@ test('a send that throws releases its row and frees its slot; the others are rec
   expect(engine.released).toEqual(['a']);
   expect(engine.recorded).toEqual(['b']);
   expect(engine.inFlightCount).toBe(0);
+});
+
+test('an engine that stops takes its error listener off the LISTEN connection it gives back to the pool', async () => {
+  // One connection, so every engine listens on the same one, as a worker's engines restarted on one pool would.
+  const pool = new pg.Pool({ connectionString: process.env.SB_TEST_ADMIN_URL, max: 1 });
+  try {
+    const errorListeners = async () => {
+      const c = await pool.connect();
+      try {
+        return c.listenerCount('error');
+      } finally {
+        c.release();
+      }
+    };
+    const before = await errorListeners();
+    for (let i = 0; i < 12; i++) {
+      const engine = new ThrowingEngine(pool);
+      engine.claims = [];
+      await engine.start();
+      await engine.stop();
+    }
+    expect(await errorListeners()).toBe(before);
+  } finally {
+    await pool.end();
+  }
 });
