@@ -14,5 +14,10 @@ export default {
   globalSetup: '<rootDir>/test/support/global-setup.mjs',
   globalTeardown: '<rootDir>/test/support/global-teardown.mjs',
   maxWorkers: 2,
+  // Each test file's modules stay in its worker's heap (ES modules in vm contexts): by the last
+  // file a worker held about 2 GB and needed more than Jest's 500 ms to tear it down on exit, so
+  // Jest force-exited it ("A worker process has failed to exit gracefully"). A worker past this
+  // much after a file is replaced by a fresh one.
+  workerIdleMemoryLimit: '1GB',
   testTimeout: 60000,
 };
