@@ -48,6 +48,15 @@ const RECORD_EAGER = 16;
 /** With sends in flight, a claim waits up to this long for enough free slots to make a batch. */
 const CLAIM_WAIT_MS = 5;
 
+/**
+ * Whether the LISTEN connection has been released (by a connection error or by stop()), and its
+ * error listener, which stop() takes off the connection it gives back to the pool.
+ */
+interface ListenerState {
+  released: boolean;
+  onError?: (err: Error) => void;
+}
+
 /** C: a claimed row; R: its outcome (null from `send` = abandoned unsent, to be released). */
 export abstract class LeaseEngine<C, R> {
   /** Lease owner name: identifies this process in the queue table's lease_owner. */
@@ -62,11 +71,7 @@ export abstract class LeaseEngine<C, R> {
   private readonly channel: string;
 
   private readonly inFlight = new Map<string, { abort: AbortController; done: Promise<void> }>();
-  /**
-   * Whether the LISTEN connection has been released (by a connection error or by stop()), and its
-   * error listener, which stop() takes off the connection it gives back to the pool.
-   */
-  private listenerState: { released: boolean; onError?: (err: Error) => void } = { released: false };
+  private listenerState: ListenerState = { released: false };
   private results: R[] = [];
   private toRelease: string[] = [];
   private flushing: Promise<void> | null = null;
@@ -303,7 +308,7 @@ export abstract class LeaseEngine<C, R> {
       setTimeout(() => void this.listen(), this.pollIntervalMs).unref();
       return;
     }
-    const state: { released: boolean; onError?: (err: Error) => void } = { released: false };
+    const state: ListenerState = { released: false };
     this.listenerState = state;
     const onError = (err: Error) => {
       // Once per connection: a client released here or by stop() must not be released again.
