@@ -72,6 +72,7 @@ export abstract class LeaseEngine<C, R> {
 
   private readonly inFlight = new Map<string, { abort: AbortController; done: Promise<void> }>();
   private listenerState: ListenerState = { released: false };
+  private listening: Promise<void> | null = null;
   private results: R[] = [];
   private toRelease: string[] = [];
   private flushing: Promise<void> | null = null;
@@ -298,7 +299,13 @@ export abstract class LeaseEngine<C, R> {
     this.kick();
   }
 
-  private async listen(): Promise<void> {
+  /** Opens the LISTEN connection; stop() waits for an opening in progress, so it gives that one back too. */
+  private listen(): Promise<void> {
+    this.listening = this.openListener();
+    return this.listening;
+  }
+
+  private async openListener(): Promise<void> {
     if (this.stopping) return;
     let client: pg.PoolClient;
     try {
@@ -342,6 +349,9 @@ export abstract class LeaseEngine<C, R> {
   stop(): Promise<void> {
     this.stopping ??= (async () => {
       clearTimeout(this.wakeTimer);
+      // A connection still being opened (at start, or again after a connection error) would
+      // otherwise LISTEN after this and stay checked out, and the pool's end() would wait for it.
+      await this.listening;
       const listener = this.listener;
       this.listener = undefined;
       if (listener) {

@@ -71,3 +71,21 @@ test('an engine that stops takes its error listener off the LISTEN connection it
     await pool.end();
   }
 });
+
+test('an engine stopped while its LISTEN connection is still being opened gives that connection back too', async () => {
+  const pool = new pg.Pool({ connectionString: process.env.SB_TEST_ADMIN_URL, max: 1 });
+  try {
+    const engine = new ThrowingEngine(pool);
+    engine.claims = [];
+    // Not awaited: the connection is still being opened when stop() begins, as when a worker is
+    // stopped right after a database outage, while its engines connect again.
+    const started = engine.start();
+    await engine.stop();
+    await started;
+    // Left checked out, the connection would keep the pool's end() (and the service's shutdown) waiting.
+    await waitFor(async () => pool.totalCount === 1 && pool.idleCount === 1, 'the connection back in the pool', 3000);
+  } finally {
+    // Bounded: with the connection still checked out, end() would wait for it until the test's time-out.
+    await Promise.race([pool.end(), new Promise((resolve) => setTimeout(resolve, 2000).unref())]);
+  }
+});
