@@ -13,7 +13,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { scrape } from '../support/metrics.js';
-import { answers200, eventually, postmasterOf, startDist } from '../support/service.js';
+import { answers200, eventually, expectCleanExit, postmasterOf, startDist } from '../support/service.js';
 import {
   baseEnv, expectEveryEventDelivered, killPostmasterUnderLoad, procs, repeated, status, until, useSupervisionFixture,
 } from '../support/supervision.js';
@@ -57,7 +57,7 @@ test('npm start: kill -9 of the postmaster under load; the cluster is restarted 
   expect(repeated(svc.output(), outageMs)).toEqual([]);
 
   svc.child.kill('SIGTERM');
-  expect(await svc.exited).toBe(0);
+  await expectCleanExit(svc);
 }, 300_000);
 
 test('start:api + start:worker: the worker finds the restarted cluster on its new port and resumes', async () => {
@@ -102,8 +102,8 @@ test('start:api + start:worker: the worker finds the restarted cluster on its ne
   }
   worker.child.kill('SIGTERM');
   apiProc.child.kill('SIGTERM');
-  expect(await worker.exited).toBe(0);
-  expect(await apiProc.exited).toBe(0);
+  await expectCleanExit(worker);
+  await expectCleanExit(apiProc);
 }, 300_000);
 
 test('an owner whose cluster cannot start again exits non-zero after its tries', async () => {

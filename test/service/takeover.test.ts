@@ -13,7 +13,7 @@
  * Needs `npm run build` (it runs dist/, as npm start does).
  */
 import type pg from 'pg';
-import { clusterPool, answers200, LeadLoad, postmasterOf, startDist, type Proc } from '../support/service.js';
+import { clusterPool, answers200, expectCleanExit, LeadLoad, postmasterOf, startDist, type Proc } from '../support/service.js';
 import { freePort } from '../support/spawn.js';
 import {
   baseEnv, expectEveryEventDelivered, pools, procs, provision, status, until, useSupervisionFixture,
@@ -81,7 +81,7 @@ test('(a) kill -9 of npm start\'s group, start again: the cluster is adopted, an
   await expectNoAcceptedWriteLost(db, load2);
 
   second.child.kill('SIGTERM');
-  expect(await second.exited).toBe(0);
+  await expectCleanExit(second);
   expect(postmasterOf(dataDir) === null || !alive(postmasterOf(dataDir)!.pid)).toBe(true);
 }, 300_000);
 
@@ -148,7 +148,7 @@ test('(b) split processes: kill -9 of the supervising start:api; the others keep
   // The supervisor last: it stops the cluster.
   for (const p of [...survivors.filter((x) => x !== taker), taker]) {
     p.child.kill('SIGTERM');
-    expect(await p.exited).toBe(0);
+    await expectCleanExit(p);
   }
 }, 300_000);
 
@@ -179,6 +179,6 @@ test('(c) three processes started together on a fresh DATA_DIR: one starts the c
   const supervisor = started.find((p) => /embedded postgres restarted/.test(p.output()))!;
   for (const p of [...started.filter((x) => x !== supervisor), supervisor]) {
     p.child.kill('SIGTERM');
-    expect(await p.exited).toBe(0);
+    await expectCleanExit(p);
   }
 }, 300_000);

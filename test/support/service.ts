@@ -38,6 +38,15 @@ export async function startDist(env: Record<string, string>, args: string[], rea
   return { child, output: () => out, exited };
 }
 
+/**
+ * Waits for the process to exit and expects 0. Otherwise the failure carries the end of its
+ * output: its last log lines say why (a shutdown that timed out, a stop that failed).
+ */
+export async function expectCleanExit(p: Proc): Promise<void> {
+  const code = await p.exited;
+  if (code !== 0) throw new Error(`exited with ${code}, expected 0; the end of its output:\n${p.output().slice(-4000)}`);
+}
+
 /** Whether GET `url` answers 200. */
 export const answers200 = async (url: string) => (await fetch(url)).status === 200;
 
