@@ -16,6 +16,7 @@ import { parentPid } from '../../src/db/backend-priority.js';
 import { projectRoot } from '../../src/db/migrate.js';
 import { createTestDatabase } from '../support/db.js';
 import { waitFor } from '../support/harness.js';
+import { expectCleanExit } from '../support/service.js';
 import { childEnv, freePort, runCli } from '../support/spawn.js';
 
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sb-start-'));
@@ -97,7 +98,7 @@ test('fresh start on the embedded cluster, CLI alongside, graceful stop, restart
   expect(staffAfter.body.data.allLocations.nodes).toEqual([{ slug: 'acme' }]);
 
   first.child.kill('SIGTERM');
-  expect(await first.exited).toBe(0);
+  await expectCleanExit(first);
   expect(first.output()).toMatch(/embedded postgres stopped/);
   expect(fs.existsSync(path.join(dataDir, 'pg', 'postmaster.pid'))).toBe(false);
 
@@ -106,7 +107,7 @@ test('fresh start on the embedded cluster, CLI alongside, graceful stop, restart
   const again = await gql(adminPort, '{ allLocations { nodes { slug } } }', token);
   expect(again.body.data.allLocations.nodes).toEqual([{ slug: 'acme' }]);
   second.child.kill('SIGINT');
-  expect(await second.exited).toBe(0);
+  await expectCleanExit(second);
 }, 180_000);
 
 test('with DATABASE_URL, api and worker halves run separately and no embedded cluster starts', async () => {
@@ -122,8 +123,8 @@ test('with DATABASE_URL, api and worker halves run separately and no embedded cl
     expect(api.output()).not.toMatch(/worker started/);
     api.child.kill('SIGTERM');
     worker.child.kill('SIGTERM');
-    expect(await api.exited).toBe(0);
-    expect(await worker.exited).toBe(0);
+    await expectCleanExit(api);
+    await expectCleanExit(worker);
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
     await db.drop();
@@ -160,7 +161,7 @@ test('starts from a private (0700) folder with the default DATA_DIR, opening it 
       expect(fs.statSync(path.join(home, '.data', 'embedded.json')).mode & 0o077).toBe(0);
     }
     svc.child.kill('SIGTERM');
-    expect(await svc.exited).toBe(0);
+    await expectCleanExit(svc);
     expect(svc.output()).toMatch(/embedded postgres stopped/);
   } finally {
     fs.rmSync(home, { recursive: true, force: true });
@@ -183,7 +184,7 @@ if (isRoot && !nobodyCanRunProject) console.warn(`skipping the normal-user start
     expect(namedAclUsers(home)).toEqual([]);
     expect(fs.existsSync(path.join(home, '.data', 'pg-runtime'))).toBe(false);
     svc.child.kill('SIGTERM');
-    expect(await svc.exited).toBe(0);
+    await expectCleanExit(svc);
   } finally {
     fs.rmSync(home, { recursive: true, force: true });
   }

@@ -7,6 +7,7 @@
 import type { ServerResponse } from 'node:http';
 import { createLocation, mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
 import { makePki, reply, startHttpsReceiver, type HttpsReceiver, type Responder, type TestPki } from '../support/https.js';
+import { expectCleanExit } from '../support/service.js';
 import { startMain } from '../support/spawn.js';
 import { connectIntegration, emergencyCall, notificationsOf } from '../notify/support.js';
 import { deliveriesOf, emit, emitMany, waitFor } from '../webhooks/support.js';
@@ -60,7 +61,7 @@ test('SIGTERM mid-work: exit 0, no job row left locked, in-flight sends released
     await waitFor(async () => held.length === 2 && slack.received.length >= 30, 'sends in flight and others recorded', 30000);
 
     worker.child.kill('SIGTERM');
-    expect(await worker.exited).toBe(0);
+    await expectCleanExit(worker);
     expect(worker.output()).toMatch(/"msg":"stopped"/);
 
     // No job is left locked: completed ones are gone, the rest wait for the next worker.
