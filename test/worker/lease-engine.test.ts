@@ -9,12 +9,13 @@ import { testLog } from '../support/harness.js';
 import { waitFor } from '../webhooks/support.js';
 
 class ThrowingEngine extends LeaseEngine<{ id: string }, { id: string }> {
-  claims = [[{ id: 'a' }, { id: 'b' }]];
+  claims: Array<Array<{ id: string }>>;
   released: string[] = [];
   recorded: string[] = [];
   /** Without a pool nothing is touched: start() (LISTEN) is not called; claims and records are in memory. */
-  constructor(pool = {} as pg.Pool) {
+  constructor(pool = {} as pg.Pool, claims = [[{ id: 'a' }, { id: 'b' }]]) {
     super(pool, testLog, { ownerPrefix: 'test', channel: 'test_channel', concurrency: 4, pollIntervalMs: 60_000, shutdownGraceMs: 100, sendTimeoutMs: 1000, leaseGraceMs: 30_000 });
+    this.claims = claims;
   }
   protected async claimBatch(): Promise<ClaimBatch<{ id: string }>> {
     return { claims: this.claims.shift() ?? [], next_due_at: null };
@@ -47,10 +48,22 @@ test('a send that throws releases its row and frees its slot; the others are rec
   expect(engine.inFlightCount).toBe(0);
 });
 
-test('an engine that stops takes its error listener off the LISTEN connection it gives back to the pool', async () => {
-  // One connection, so every engine listens on the same one, as a worker's engines restarted on one pool would.
+/**
+ * A pool of one connection to the test cluster, ended after `fn`. Bounded: with a connection
+ * still checked out, end() would wait for it until the test's time-out.
+ */
+async function onOneConnection(fn: (pool: pg.Pool) => Promise<void>): Promise<void> {
   const pool = new pg.Pool({ connectionString: process.env.SB_TEST_ADMIN_URL, max: 1 });
   try {
+    await fn(pool);
+  } finally {
+    await Promise.race([pool.end(), new Promise((resolve) => setTimeout(resolve, 2000).unref())]);
+  }
+}
+
+test('an engine that stops takes its error listener off the LISTEN connection it gives back to the pool', async () => {
+  // One connection, so every engine listens on the same one, as a worker's engines restarted on one pool would.
+  await onOneConnection(async (pool) => {
     const errorListeners = async () => {
       const c = await pool.connect();
       try {
@@ -61,22 +74,17 @@ test('an engine that stops takes its error listener off the LISTEN connection it
     };
     const before = await errorListeners();
     for (let i = 0; i < 12; i++) {
-      const engine = new ThrowingEngine(pool);
-      engine.claims = [];
+      const engine = new ThrowingEngine(pool, []);
       await engine.start();
       await engine.stop();
     }
     expect(await errorListeners()).toBe(before);
-  } finally {
-    await pool.end();
-  }
+  });
 });
 
 test('an engine stopped while its LISTEN connection is still being opened gives that connection back too', async () => {
-  const pool = new pg.Pool({ connectionString: process.env.SB_TEST_ADMIN_URL, max: 1 });
-  try {
-    const engine = new ThrowingEngine(pool);
-    engine.claims = [];
+  await onOneConnection(async (pool) => {
+    const engine = new ThrowingEngine(pool, []);
     // Not awaited: the connection is still being opened when stop() begins, as when a worker is
     // stopped right after a database outage, while its engines connect again.
     const started = engine.start();
@@ -84,8 +92,5 @@ test('an engine stopped while its LISTEN connection is still being opened gives 
     await started;
     // Left checked out, the connection would keep the pool's end() (and the service's shutdown) waiting.
     await waitFor(async () => pool.totalCount === 1 && pool.idleCount === 1, 'the connection back in the pool', 3000);
-  } finally {
-    // Bounded: with the connection still checked out, end() would wait for it until the test's time-out.
-    await Promise.race([pool.end(), new Promise((resolve) => setTimeout(resolve, 2000).unref())]);
-  }
+  });
 });
