@@ -13,7 +13,8 @@ import type pg from 'pg';
 import { callFn, createApiPool, createOwnerPool } from '../../src/db/pools.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
 import { createLocation, mintKey, request } from '../support/harness.js';
-import { freePort, startMain } from '../support/spawn.js';
+import { startService } from '../support/service.js';
+import { freePort } from '../support/spawn.js';
 import { postVoice, VOICE_SECRET, voiceFixture, type VoiceLocation } from '../platform/support.js';
 import { waitFor } from '../webhooks/support.js';
 import { connectSlack } from '../notify/support.js';
@@ -68,7 +69,7 @@ test('a full call flow at LOG_LEVEL=trace writes no caller phone, name, address 
   await owner.query('update app.privacy_settings set redact_sensitive_data = false where location_id = $1', [loc.id]);
 
   const [port, adminPort] = [await freePort(), await freePort()];
-  const svc = await startMain({
+  const svc = await startService({
     DATABASE_URL: db.url, PORT: String(port), HOST: '127.0.0.1', ADMIN_PORT: String(adminPort), LOG_LEVEL: 'trace',
     VOICE_WEBHOOK_SECRET: VOICE_SECRET, NODE_EXTRA_CA_CERTS: rx.pki.caFile, WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
     ...rx.env,

@@ -13,7 +13,8 @@ import { hashToken } from '../../src/auth/tokens.js';
 import { SharedRateLimit } from '../../src/ratelimit/shared.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
 import { createLocation, mintKey, roomInMinute } from '../support/harness.js';
-import { freePort, startMain } from '../support/spawn.js';
+import { startService } from '../support/service.js';
+import { freePort } from '../support/spawn.js';
 
 let db: TestDatabase;
 let owner: pg.Pool;
@@ -40,10 +41,10 @@ test('three API processes on one database: one key gets its budget within 10 %, 
   const admin = await Promise.all([freePort(), freePort(), freePort()]);
   const children: ChildProcess[] = [];
   try {
-    const started = await Promise.all(ports.map((port, i) => startMain({
+    const started = await Promise.all(ports.map((port, i) => startService({
       DATABASE_URL: db.url, PORT: String(port), HOST: '127.0.0.1', ADMIN_PORT: String(admin[i]),
       RATE_LIMIT_PER_MINUTE: String(BUDGET), LOG_LEVEL: 'warn',
-    }, ['api'])));
+    }, { mode: 'api' })));
     children.push(...started.map((s) => s.child));
 
     // Errors carry the headers too: 404 (another location), 400 (bad body), 401 (unknown token), on every process.

@@ -5,47 +5,20 @@
  * It starts from a private (0700) folder too, as root (the cluster then runs as the `postgres`
  * user, which gets traverse rights only) and as a normal user.
  */
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { getAttributeSync } from '@napi-rs/xattr';
 import { parentPid } from '../../src/db/backend-priority.js';
 import { projectRoot } from '../../src/db/migrate.js';
 import { createTestDatabase } from '../support/db.js';
 import { waitFor } from '../support/harness.js';
-import { expectCleanExit } from '../support/service.js';
-import { childEnv, freePort, runCli } from '../support/spawn.js';
+import { expectCleanExit, startService } from '../support/service.js';
+import { freePort, runCli } from '../support/spawn.js';
 
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sb-start-'));
 afterAll(() => fs.rmSync(dataDir, { recursive: true, force: true }));
-
-/**
- * `npm start` as an operator runs it from their own folder: cwd there, default DATA_DIR (./.data).
- * Node runs the entry point with tsx's loader directly, so SIGTERM reaches the service itself (the
- * tsx CLI relays signals and SIGKILLs its child when the relay is not acknowledged within 30 ms,
- * which a loaded machine can miss).
- */
-async function startIn(cwd: string, env: Record<string, string>, opts: { args?: string[]; who?: { uid: number; gid: number } } = {}) {
-  const args = opts.args ?? [];
-  const loader = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
-  const child = spawn(process.execPath, ['--import', loader, path.join(projectRoot, 'src/main.ts'), ...args], { cwd, env: childEnv({ ...env, HOME: cwd }), ...opts.who });
-  let out = '';
-  child.stdout.on('data', (d) => (out += d));
-  child.stderr.on('data', (d) => (out += d));
-  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
-  const deadline = Date.now() + 90_000;
-  for (;;) {
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`service did not start:\n${out}`);
-    // Ready when the API answers /readyz (all, api) and the worker has started (all, worker).
-    const ready = args[0] === 'worker' || (await fetch(`http://127.0.0.1:${env.PORT}/readyz`).then((r) => r.status === 200, () => false));
-    if (ready && (args[0] === 'api' || /worker started/.test(out))) break;
-    await new Promise((r) => setTimeout(r, 250));
-  }
-  return { child, exited, output: () => out };
-}
 
 async function gql(port: number, query: string, token?: string) {
   const res = await fetch(`http://127.0.0.1:${port}/graphql`, {
@@ -58,7 +31,7 @@ test('fresh start on the embedded cluster, CLI alongside, graceful stop, restart
   const [port, adminPort] = [await freePort(), await freePort()];
   const env = { DATA_DIR: dataDir, PORT: String(port), ADMIN_PORT: String(adminPort), HOST: '127.0.0.1' };
 
-  const first = await startIn(projectRoot, env);
+  const first = await startService(env);
   expect(fs.existsSync(path.join(dataDir, 'pg', 'PG_VERSION'))).toBe(true);
   expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
   expect(first.output()).toMatch(/worker started/);
@@ -102,7 +75,7 @@ test('fresh start on the embedded cluster, CLI alongside, graceful stop, restart
   expect(first.output()).toMatch(/embedded postgres stopped/);
   expect(fs.existsSync(path.join(dataDir, 'pg', 'postmaster.pid'))).toBe(false);
 
-  const second = await startIn(projectRoot, env);
+  const second = await startService(env);
   expect(second.output()).not.toMatch(/initialising embedded postgres/);
   const again = await gql(adminPort, '{ allLocations { nodes { slug } } }', token);
   expect(again.body.data.allLocations.nodes).toEqual([{ slug: 'acme' }]);
@@ -116,8 +89,8 @@ test('with DATABASE_URL, api and worker halves run separately and no embedded cl
   try {
     const port = await freePort();
     const env = { DATA_DIR: dir, DATABASE_URL: db.url, PORT: String(port), ADMIN_PORT: String(await freePort()), HOST: '127.0.0.1' };
-    const api = await startIn(projectRoot, env, { args: ['api'] });
-    const worker = await startIn(projectRoot, { ...env, PORT: '' }, { args: ['worker'] });
+    const api = await startService(env, { mode: 'api' });
+    const worker = await startService({ ...env, PORT: '' }, { mode: 'worker' });
     expect(fs.existsSync(path.join(dir, 'pg'))).toBe(false);
     expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);
     expect(api.output()).not.toMatch(/worker started/);
@@ -146,7 +119,7 @@ test('starts from a private (0700) folder with the default DATA_DIR, opening it 
   try {
     fs.chmodSync(home, 0o700);
     const port = await freePort();
-    const svc = await startIn(home, { PORT: String(port), ADMIN_PORT: String(await freePort()), HOST: '127.0.0.1' });
+    const svc = await startService({ PORT: String(port), ADMIN_PORT: String(await freePort()), HOST: '127.0.0.1' }, { cwd: home });
     expect(fs.existsSync(path.join(home, '.data', 'pg', 'PG_VERSION'))).toBe(true);
     expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);
 
@@ -179,7 +152,7 @@ if (isRoot && !nobodyCanRunProject) console.warn(`skipping the normal-user start
     fs.chownSync(home, nobody.uid, nobody.gid);
     fs.chmodSync(home, 0o700);
     const port = await freePort();
-    const svc = await startIn(home, { PORT: String(port), ADMIN_PORT: String(await freePort()), HOST: '127.0.0.1' }, { who: nobody });
+    const svc = await startService({ PORT: String(port), ADMIN_PORT: String(await freePort()), HOST: '127.0.0.1' }, { cwd: home, user: nobody });
     expect(fs.statSync(path.join(home, '.data', 'pg')).uid).toBe(nobody.uid);
     expect(namedAclUsers(home)).toEqual([]);
     expect(fs.existsSync(path.join(home, '.data', 'pg-runtime'))).toBe(false);

@@ -13,7 +13,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { scrape } from '../support/metrics.js';
-import { answers200, eventually, expectCleanExit, postmasterOf, startDist } from '../support/service.js';
+import { answers200, eventually, expectCleanExit, postmasterOf, startService } from '../support/service.js';
 import {
   baseEnv, expectEveryEventDelivered, killPostmasterUnderLoad, procs, repeated, status, until, useSupervisionFixture,
 } from '../support/supervision.js';
@@ -25,7 +25,7 @@ test('npm start: kill -9 of the postmaster under load; the cluster is restarted 
   const { dataDir, env } = await baseEnv();
   const api = `http://127.0.0.1:${env.PORT}`;
   const admin = `http://127.0.0.1:${env.ADMIN_PORT}`;
-  const svc = await startDist(env, [], () => answers200(`${admin}/readyz`));
+  const svc = await startService(env, { from: 'dist', ready: () => answers200(`${admin}/readyz`) });
   procs.push(svc);
   const { pool, locationId, load, before, killedAt } = await killPostmasterUnderLoad(dataDir, api);
   // During the outage: the API's and the admin listener's readiness say so.
@@ -65,10 +65,10 @@ test('start:api + start:worker: the worker finds the restarted cluster on its ne
   const api = `http://127.0.0.1:${env.PORT}`;
   const workerAdmin = `http://127.0.0.1:${await freePort()}`;
   // The API process starts (and so owns) the cluster; the worker attaches to it.
-  const apiProc = await startDist(env, ['api'], () => answers200(`${api}/readyz`));
+  const apiProc = await startService(env, { from: 'dist', mode: 'api', ready: () => answers200(`${api}/readyz`) });
   procs.push(apiProc);
-  const worker = await startDist({ ...env, PORT: '', WORKER_ADMIN_PORT: new URL(workerAdmin).port }, ['worker'],
-    () => answers200(`${workerAdmin}/readyz`));
+  const worker = await startService({ ...env, PORT: '', WORKER_ADMIN_PORT: new URL(workerAdmin).port },
+    { from: 'dist', mode: 'worker', ready: () => answers200(`${workerAdmin}/readyz`) });
   procs.push(worker);
   const { pool, locationId, load, before, killedAt } = await killPostmasterUnderLoad(dataDir, api);
   // Another program takes the old port while the cluster is down: the restart must move.
@@ -108,7 +108,7 @@ test('start:api + start:worker: the worker finds the restarted cluster on its ne
 
 test('an owner whose cluster cannot start again exits non-zero after its tries', async () => {
   const { dataDir, env } = await baseEnv({ EMBEDDED_PG_RESTART_TRIES: '2', EMBEDDED_PG_RESTART_BACKOFF_MS: '300' });
-  const svc = await startDist(env, [], () => answers200(`http://127.0.0.1:${env.ADMIN_PORT}/readyz`));
+  const svc = await startService(env, { from: 'dist', ready: () => answers200(`http://127.0.0.1:${env.ADMIN_PORT}/readyz`) });
   procs.push(svc);
   const version = path.join(dataDir, 'pg', 'PG_VERSION');
   const pm = postmasterOf(dataDir)!;

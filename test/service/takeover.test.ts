@@ -13,7 +13,7 @@
  * Needs `npm run build` (it runs dist/, as npm start does).
  */
 import type pg from 'pg';
-import { clusterPool, answers200, expectCleanExit, LeadLoad, postmasterOf, startDist, type Proc } from '../support/service.js';
+import { clusterPool, answers200, expectCleanExit, LeadLoad, postmasterOf, startService, type Proc } from '../support/service.js';
 import { freePort } from '../support/spawn.js';
 import {
   baseEnv, expectEveryEventDelivered, pools, procs, provision, status, until, useSupervisionFixture,
@@ -40,7 +40,7 @@ function pool(dataDir: string): pg.Pool {
 test('(a) kill -9 of npm start\'s group, start again: the cluster is adopted, and a postmaster kill -9 is recovered within 30 s', async () => {
   const { dataDir, env } = await baseEnv();
   const api = `http://127.0.0.1:${env.PORT}`;
-  const first = await startDist(env, [], () => answers200(`http://127.0.0.1:${env.ADMIN_PORT}/readyz`), { group: true });
+  const first = await startService(env, { from: 'dist', group: true, ready: () => answers200(`http://127.0.0.1:${env.ADMIN_PORT}/readyz`) });
   procs.push(first);
   const db = pool(dataDir);
   const { locationId, token } = await provision(db, api);
@@ -55,7 +55,7 @@ test('(a) kill -9 of npm start\'s group, start again: the cluster is adopted, an
   expect(postmasterOf(dataDir)!.pid).toBe(before.pid);
   expect(await status(`${api}/readyz`)).toBe(-1);
 
-  const second = await startDist(env, [], () => answers200(`http://127.0.0.1:${env.ADMIN_PORT}/readyz`), { group: true });
+  const second = await startService(env, { from: 'dist', group: true, ready: () => answers200(`http://127.0.0.1:${env.ADMIN_PORT}/readyz`) });
   procs.push(second);
   expect(second.output()).toMatch(/supervising the embedded postgres already running \(adopted\)/);
   expect(second.output()).not.toMatch(/embedded postgres started/);
@@ -96,16 +96,16 @@ function alive(pid: number): boolean {
 
 test('(b) split processes: kill -9 of the supervising start:api; the others keep serving, one takes over and recovers a postmaster kill -9', async () => {
   const { dataDir, env } = await baseEnv();
-  const owner = await startDist(env, ['api'], () => answers200(`http://127.0.0.1:${env.PORT}/readyz`), { group: true });
+  const owner = await startService(env, { from: 'dist', group: true, mode: 'api', ready: () => answers200(`http://127.0.0.1:${env.PORT}/readyz`) });
   procs.push(owner);
   expect(owner.output()).toMatch(/embedded postgres started/);
   const apiB = `http://127.0.0.1:${await freePort()}`;
-  const other = await startDist({ ...env, PORT: new URL(apiB).port, ADMIN_PORT: String(await freePort()) }, ['api'],
-    () => answers200(`${apiB}/readyz`), { group: true });
+  const other = await startService({ ...env, PORT: new URL(apiB).port, ADMIN_PORT: String(await freePort()) },
+    { from: 'dist', group: true, mode: 'api', ready: () => answers200(`${apiB}/readyz`) });
   procs.push(other);
   const workerAdmin = `http://127.0.0.1:${await freePort()}`;
-  const worker = await startDist({ ...env, PORT: '', WORKER_ADMIN_PORT: new URL(workerAdmin).port }, ['worker'],
-    () => answers200(`${workerAdmin}/readyz`), { group: true });
+  const worker = await startService({ ...env, PORT: '', WORKER_ADMIN_PORT: new URL(workerAdmin).port },
+    { from: 'dist', group: true, mode: 'worker', ready: () => answers200(`${workerAdmin}/readyz`) });
   procs.push(worker);
   const survivors = [other, worker];
   expect(count(survivors, SUPERVISES)).toBe(0);
@@ -156,7 +156,8 @@ test('(c) three processes started together on a fresh DATA_DIR: one starts the c
   const { dataDir, env } = await baseEnv();
   const ports = await Promise.all([0, 1, 2].map(async () => ({ api: await freePort(), admin: await freePort() })));
   const started = await Promise.all(ports.map(({ api, admin }) =>
-    startDist({ ...env, PORT: String(api), ADMIN_PORT: String(admin) }, ['api'], () => answers200(`http://127.0.0.1:${api}/readyz`), { group: true })));
+    startService({ ...env, PORT: String(api), ADMIN_PORT: String(admin) },
+      { from: 'dist', group: true, mode: 'api', ready: () => answers200(`http://127.0.0.1:${api}/readyz`) })));
   procs.push(...started);
   // One initdb, one postmaster start; no second postmaster ever tried on the data directory.
   expect(count(started, /initialising embedded postgres/)).toBe(1);

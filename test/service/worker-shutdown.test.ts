@@ -8,7 +8,7 @@ import type { ServerResponse } from 'node:http';
 import { createLocation, mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
 import { makePki, reply, startHttpsReceiver, type HttpsReceiver, type Responder, type TestPki } from '../support/https.js';
 import { expectCleanExit } from '../support/service.js';
-import { startMain } from '../support/spawn.js';
+import { startService } from '../support/service.js';
 import { connectIntegration, emergencyCall, notificationsOf } from '../notify/support.js';
 import { deliveriesOf, emit, emitMany, waitFor } from '../webhooks/support.js';
 
@@ -49,10 +49,10 @@ test('SIGTERM mid-work: exit 0, no job row left locked, in-flight sends released
   const ep = await request(t.baseUrl, 'POST', `/api/v1/locations/${loc.id}/webhook-endpoints`, { token, body: { url: hooks.url, events: ['call.ended'] } });
   expect(ep.status).toBe(201);
 
-  const worker = await startMain({
+  const worker = await startService({
     DATABASE_URL: t.db.url, NODE_EXTRA_CA_CERTS: pki.caFile, WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
     WEBHOOK_TIMEOUT_MS: '60000', SMS_API_URL: sms.url, ...SMS,
-  }, ['worker']);
+  }, { mode: 'worker' });
   try {
     const webhookEvent = await emit(t.owner, loc.id, 'call.ended', { id: 'call-term' });
     const { eventId: smsEvent } = await emergencyCall(t.owner, loc.id);

@@ -1,6 +1,6 @@
 /**
- * The compiled service as an operator runs it (`npm start` = node dist/src/main.js; `start:api`,
- * `start:worker`), its embedded cluster seen from outside (the credentials in DATA_DIR and the
+ * The service as an operator runs it (`npm start` = node dist/src/main.js; `start:api`,
+ * `start:worker`; or from the sources, no build needed), its embedded cluster seen from outside (the credentials in DATA_DIR and the
  * port PostgreSQL writes in postmaster.pid), and a steady load of lead creations through the API.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -9,7 +9,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { projectRoot } from '../../src/db/migrate.js';
 import { dynamicClient } from '../../src/db/pools.js';
-import { childEnv, exitedWithOutput } from './spawn.js';
+import { childEnv, exitedWithOutput, tsxLoader } from './spawn.js';
 
 export interface Proc {
   child: ChildProcess;
@@ -17,22 +17,59 @@ export interface Proc {
   exited: Promise<number | null>;
 }
 
-/**
- * `node dist/src/main.js [mode]` (run `npm run build` first); resolves once `ready()` holds.
- * `group`: in a process group of its own, as `npm start` in a terminal, so that `kill -9 -pid`
- * takes down the group (and leaves the cluster, which runs in its own).
- */
-export async function startDist(env: Record<string, string>, args: string[], ready: () => Promise<boolean>, opts: { group?: boolean } = {}): Promise<Proc> {
-  const main = path.join(projectRoot, 'dist', 'src', 'main.js');
-  if (!fs.existsSync(main)) throw new Error('dist/ is missing: run `npm run build` first');
-  const child = spawn(process.execPath, [main, ...args], { cwd: projectRoot, env: childEnv(env), detached: opts.group ?? false });
+export interface StartOptions {
+  /** `api` or `worker`; without it both run, as `npm start`. */
+  mode?: 'api' | 'worker';
+  /**
+   * `dist`: the compiled service as `npm start` runs it (run `npm run build` first). `src` (the
+   * default): `src/main.ts` through tsx's loader, no build needed. Node runs the entry point with
+   * the loader itself, so a SIGTERM reaches the service (the tsx CLI relays signals and SIGKILLs
+   * its child when the relay is not acknowledged within 30 ms, which a loaded machine can miss).
+   */
+  from?: 'src' | 'dist';
+  /** The working directory, and HOME, as an operator starting from a folder of their own (default: the project, HOME unchanged). */
+  cwd?: string;
+  /** The user to run as (a test running as root). */
+  user?: { uid: number; gid: number };
+  /**
+   * In a process group of its own, as `npm start` in a terminal, so that `kill -9 -pid` takes down
+   * the group (and leaves the cluster, which runs in its own).
+   */
+  group?: boolean;
+  /**
+   * Started once this holds. By default: the API answers /readyz on `env.PORT` (unless `worker`)
+   * and the worker has logged that it started (unless `api`).
+   */
+  ready?: (output: string) => Promise<boolean>;
+}
+
+/** Starts the service; resolves once it is ready, throws with its output if it exits or is not ready within 90 s. */
+export async function startService(env: Record<string, string>, opts: StartOptions = {}): Promise<Proc> {
+  const args = opts.mode ? [opts.mode] : [];
+  let entry: string[];
+  if (opts.from === 'dist') {
+    const main = path.join(projectRoot, 'dist', 'src', 'main.js');
+    if (!fs.existsSync(main)) throw new Error('dist/ is missing: run `npm run build` first');
+    entry = [main];
+  } else {
+    entry = ['--import', tsxLoader, path.join(projectRoot, 'src', 'main.ts')];
+  }
+  const child = spawn(process.execPath, [...entry, ...args], {
+    cwd: opts.cwd ?? projectRoot,
+    env: childEnv(opts.cwd ? { ...env, HOME: opts.cwd } : env),
+    detached: opts.group ?? false,
+    ...opts.user,
+  });
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
   const exited = exitedWithOutput(child);
+  const ready = opts.ready ?? (async (output: string) =>
+    (opts.mode === 'worker' || (await answers200(`http://127.0.0.1:${env.PORT}/readyz`))) &&
+    (opts.mode === 'api' || /worker started/.test(output)));
   for (const deadline = Date.now() + 90_000; ; ) {
     if (child.exitCode !== null || Date.now() > deadline) throw new Error(`service did not start:\n${out}`);
-    if (await ready().catch(() => false)) break;
+    if (await ready(out).catch(() => false)) break;
     await new Promise((r) => setTimeout(r, 200));
   }
   return { child, output: () => out, exited };

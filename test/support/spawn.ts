@@ -5,7 +5,7 @@ import { pathToFileURL } from 'node:url';
 import { projectRoot } from '../../src/db/migrate.js';
 
 export const tsxBin = path.join(projectRoot, 'node_modules', '.bin', 'tsx');
-const tsxLoader = pathToFileURL(path.join(projectRoot, 'node_modules', 'tsx', 'dist', 'loader.mjs')).href;
+export const tsxLoader = pathToFileURL(path.join(projectRoot, 'node_modules', 'tsx', 'dist', 'loader.mjs')).href;
 
 /** Base environment for child processes: nothing of the parent's test settings leaks in. */
 export function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
@@ -68,33 +68,4 @@ export function exitedWithOutput(child: ChildProcess): Promise<number | null> {
       r(code);
     });
   }));
-}
-
-/** Starts `src/main.ts` (what `npm start` runs) and resolves once /readyz answers 200. */
-export async function startMain(env: Record<string, string>, args: string[] = []): Promise<{ child: ChildProcess; output: () => string; exited: Promise<number | null> }> {
-  // Node runs the entry point with tsx's loader, so a SIGTERM reaches the service itself (the tsx
-  // CLI relays signals and kills its child when the relay is not acknowledged within 30 ms).
-  const child = spawn(process.execPath, ['--import', tsxLoader, 'src/main.ts', ...args], { cwd: projectRoot, env: childEnv(env) });
-  let out = '';
-  child.stdout!.on('data', (d) => (out += d));
-  child.stderr!.on('data', (d) => (out += d));
-  const exited = exitedWithOutput(child);
-  const deadline = Date.now() + 90_000;
-  while (Date.now() < deadline && child.exitCode === null) {
-    // Ready when the API answers /readyz (api, all) and the worker has started (worker, all).
-    const wantsApi = args[0] !== 'worker';
-    const wantsWorker = args[0] !== 'api';
-    let apiReady = !wantsApi;
-    if (wantsApi) {
-      try {
-        apiReady = (await fetch(`http://127.0.0.1:${env.PORT}/readyz`)).status === 200;
-      } catch {
-        /* not listening yet */
-      }
-    }
-    if (apiReady && (!wantsWorker || /worker started/.test(out))) break;
-    await new Promise((r) => setTimeout(r, 250));
-  }
-  if (child.exitCode !== null || Date.now() >= deadline) throw new Error(`service did not start:\n${out}`);
-  return { child, output: () => out, exited };
 }
