@@ -10,7 +10,6 @@
  * results stay those of the filtered, per-request-planned path.
  */
 import pg from 'pg';
-import { callFn } from '../../src/db/pools.js';
 import { hashToken } from '../../src/auth/tokens.js';
 import { useTestDatabase } from '../support/db.js';
 import { createLocation, mintKey, seedDemo, type TestLocation } from '../support/harness.js';

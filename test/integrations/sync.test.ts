@@ -52,7 +52,9 @@ test('the worker writes a new lead into Jobber: client created once (found by ph
     const first = await waitFor(async () => (await syncs(loc.id)).find((x) => x.status === 'synced'), 'first lead synced');
     expect(first).toMatchObject({ record_type: 'lead', record_id: l1.body.data.id, action: 'create', attempts: 1, provider: 'jobber' });
     const l2 = await lead(loc.id, token, { notes: 'Water heater leaking' });
+    expect(l2.status).toBe(201);
     await waitFor(async () => (await syncs(loc.id)).filter((x) => x.status === 'synced').length === 2, 'second lead synced');
+    expect((await syncs(loc.id)).map((x) => x.record_id)).toEqual(expect.arrayContaining([l1.body.data.id, l2.body.data.id]));
   } finally {
     await w.stop();
   }

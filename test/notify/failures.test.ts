@@ -111,7 +111,6 @@ test('connection refused and SMTP rejection are failed tries with the error', as
   smtp.refuse(550);
   const { eventId } = await emergencyCall(t.owner, loc.id);
   const ns = await notificationsOf(t.owner, eventId);
-  const chat = ns.find((n) => n.channel === 'chat')!;
   const email = ns.find((n) => n.channel === 'email')!;
   // Three e-mail tries used up already: this is its last.
   await t.owner.query(`update app.notifications set attempts = $2 where id = $1`, [email.id, NOTIFY_MAX_ATTEMPTS - 1]);
@@ -130,7 +129,6 @@ test('with private targets disallowed, a loopback Slack URL is refused once and 
   const loc = await createLocation(t.owner, { name: 'Guarded Garage Doors' });
   await connectIntegration(t.owner, loc.id, 'slack', slack.url);
   const { eventId } = await emergencyCall(t.owner, loc.id);
-  const chat = (await notificationsOf(t.owner, eventId)).find((n) => n.channel === 'chat')!;
   const strict = testConfig({ DATABASE_URL: t.db.url, WEBHOOK_ALLOW_PRIVATE_TARGETS: 'false' });
   const before = slack.received.length;
   await sendDue(t.owner, strict, pki.caPem);
