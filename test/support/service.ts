@@ -1,7 +1,8 @@
 /**
  * The service as an operator runs it (`npm start` = node dist/src/main.js; `start:api`,
- * `start:worker`; or from the sources, no build needed), its embedded cluster seen from outside (the credentials in DATA_DIR and the
- * port PostgreSQL writes in postmaster.pid), and a steady load of lead creations through the API.
+ * `start:worker`; or from the sources, no build needed), its embedded cluster seen from outside
+ * (the credentials in DATA_DIR and the port PostgreSQL writes in postmaster.pid), and a steady
+ * load of lead creations through the API.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
