@@ -18,6 +18,10 @@
  *
  * BENCH_HISTORY_HOG=1 runs the whole scenario beside a CPU-bound neighbour: a process hashing in a
  * loop at normal priority (one per BENCH_HISTORY_HOG, e.g. 2 for two).
+ * BENCH_HISTORY_HOLD_WEBHOOKS=1 holds every webhook claim while the burst is ingested (the bench
+ * takes the lock the claims serialise on, app.webhook_claim_batch's advisory lock, and lets it go
+ * when the last post-call is answered): the ingestion with none of its deliveries beside it, to
+ * tell the call's own cost from the delivery's share of the machine. A measurement, not a setting.
  *
  * Every rate is reported against the same run's no-op rate. The burst's CPU (the service's process
  * tree and the cluster) is counted twice: a call over the ingestion, and a delivery or notification
@@ -31,6 +35,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import autocannon from 'autocannon';
+import pg from 'pg';
 import { defaultSeedJobs } from '../src/cli/demo-seed.js';
 import { loadConfig } from '../src/config.js';
 import { num, progress, SECONDS, SENDERS, type BenchContext, type BenchRow } from './common.js';
@@ -46,6 +51,7 @@ const BURST = num('BENCH_HISTORY_BURST', 2_000);
 const DRAIN = num('BENCH_HISTORY_DRAIN', 9_000);
 const SEED = num('BENCH_HISTORY_SEED', 1_000_000);
 const HOGS = num('BENCH_HISTORY_HOG', 0);
+const HOLD_WEBHOOKS = process.env.BENCH_HISTORY_HOLD_WEBHOOKS === '1';
 const NOOP_JOBS = 4_000;
 const ALL_EVENTS = ['call.ended', 'call.emergency', 'lead.created', 'lead.updated', 'booking.created', 'booking.updated', 'spam.blocked'];
 
@@ -56,6 +62,20 @@ const probeLine = (p: ClaimProbe) => `${p.ms.toFixed(2)} ms, ${Math.round(p.bloc
 function startHog(): ChildProcess {
   return spawn(process.execPath, ['-e', `const c = require('node:crypto'); let b = Buffer.alloc(64); for (;;) b = c.createHash('sha256').update(b).digest();`],
     { stdio: 'ignore' });
+}
+
+/** Holds every webhook claim until `release()`: a transaction holding the advisory lock they serialise on. */
+async function holdWebhookClaims(owner: pg.Pool): Promise<{ release(): Promise<void> }> {
+  const client = await owner.connect();
+  await client.query('begin');
+  await client.query("select pg_advisory_xact_lock(hashtext('app.webhook_claim_batch'))");
+  progress('history: webhook claims held during the ingestion (BENCH_HISTORY_HOLD_WEBHOOKS)');
+  return {
+    async release() {
+      await client.query('commit');
+      client.release();
+    },
+  };
 }
 
 /** `demo seed --calls n` through the CLI (dist/), as an operator runs it: seconds in all and for its last step. */
@@ -184,6 +204,7 @@ async function historyScenario(ctx: BenchContext): Promise<BenchRow[]> {
   const before = await finalised();
   const burstGot = https.watch('/ok/burst/');
   progress(`history: burst of ${BURST} post-calls, ${SENDERS} senders`);
+  const claimsHeld = HOLD_WEBHOOKS ? await holdWebhookClaims(owner) : null;
   const burstMeter = cpuMeter(dataDir, servicePid);
   const burstStart = Date.now();
   const ac = await autocannon({
@@ -195,6 +216,7 @@ async function historyScenario(ctx: BenchContext): Promise<BenchRow[]> {
   });
   const burstEnd = Date.now();
   const cpuIngested = burstMeter();
+  await claimsHeld?.release();
   const tailStatements = await statementsReset(owner);
   const ingested = (await finalised()) - before;
   const { rows: [{ n: burstDeliveries }] } = await owner.query(
