@@ -213,6 +213,9 @@ async function historyScenario(ctx: BenchContext): Promise<BenchRow[]> {
       const body = bodies.next();
       return { ...req, body, headers: bodies.headers(body) };
     } }],
+  }).catch(async (err: unknown) => {
+    await claimsHeld?.release();
+    throw err;
   });
   const burstEnd = Date.now();
   const cpuIngested = burstMeter();
