@@ -7,8 +7,7 @@
 import type { ServerResponse } from 'node:http';
 import { createLocation, mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
 import { makePki, reply, startHttpsReceiver, type HttpsReceiver, type Responder, type TestPki } from '../support/https.js';
-import { expectCleanExit } from '../support/service.js';
-import { startService } from '../support/service.js';
+import { expectCleanExit, startService } from '../support/service.js';
 import { connectIntegration, emergencyCall, notificationsOf } from '../notify/support.js';
 import { deliveriesOf, emit, emitMany, waitFor } from '../webhooks/support.js';
 
