@@ -267,6 +267,8 @@ export async function startStaffAccess(connectionString: ConnectionTarget, opts:
       if (!s) return undefined;
       // The client left before execution began: its row is written (rejected); nothing runs.
       if (s.closed) return false;
+      // No operation of the document is the one asked for: GraphQL answers that and runs nothing.
+      if (s.summary && s.summary.operationType === null) return undefined;
       let settle!: (r: Settled) => void;
       s.execution = new Promise<Settled>((r) => (settle = r));
       return (r) => {

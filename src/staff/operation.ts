@@ -3,6 +3,9 @@
  * type, its top-level fields, and the location ids it names. Never any other value: a variable or
  * argument is looked at only when it is called `locationId` (anywhere), or `rowId`/`id` on a field
  * about a location (`locationByRowId`, `updateLocationByRowId`…), and only a UUID is kept.
+ * The ids are kept only when every top-level field names a location in its own arguments: one
+ * that names none (`allCustomers`, `node`, `allLocations`) runs across locations, and so does the
+ * request, whatever its other fields name (its row then has no ids).
  */
 import { createHash } from 'node:crypto';
 import { Kind, type DocumentNode, type FragmentDefinitionNode, type OperationDefinitionNode, type SelectionSetNode, type ValueNode } from 'graphql';
@@ -37,8 +40,13 @@ export function summarizeOperation(doc: DocumentNode, operationName: string | nu
   for (const d of doc.definitions) if (d.kind === Kind.FRAGMENT_DEFINITION) fragments.set(d.name.value, d);
   const vars = variables ?? {};
   const ids = new Set<string>();
+  /** The top-level field being walked named a location id; one that did not makes the request cross-location. */
+  let named = false;
+  let across = false;
   const keep = (v: unknown) => {
-    if (typeof v === 'string' && UUID.test(v) && ids.size < MAX_IDS) ids.add(v.toLowerCase());
+    if (typeof v !== 'string' || !UUID.test(v)) return;
+    named = true;
+    if (ids.size < MAX_IDS) ids.add(v.toLowerCase());
   };
   // A JS value reached through a variable: `collect` says whether its strings are location ids.
   const walkJs = (v: unknown, collect: boolean, locationField: boolean, depth = 0): void => {
@@ -66,7 +74,10 @@ export function summarizeOperation(doc: DocumentNode, operationName: string | nu
       if (s.kind === Kind.FIELD) {
         if (root && !rootFields.includes(s.name.value)) rootFields.push(s.name.value);
         const locationField = LOCATION_FIELD.test(s.name.value);
+        if (root) named = false;
         for (const a of s.arguments ?? []) walkAst(a.value, a.name.value === 'locationId' || (locationField && ID_NAMES.has(a.name.value)), locationField);
+        // Introspection (`__schema`, `__typename`) reads no records.
+        if (root && !named && !s.name.value.startsWith('__')) across = true;
         if (s.selectionSet) walkSet(s.selectionSet, false);
       } else if (s.kind === Kind.INLINE_FRAGMENT) {
         walkSet(s.selectionSet, root);
@@ -86,6 +97,6 @@ export function summarizeOperation(doc: DocumentNode, operationName: string | nu
     operationName: op.name?.value ?? null,
     operationType: op.operation as OperationSummary['operationType'],
     rootFields,
-    locationIds: [...ids],
+    locationIds: across ? [] : [...ids],
   };
 }

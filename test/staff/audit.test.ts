@@ -46,6 +46,24 @@ test('a request leaves exactly who, what and where, and none of its variable val
   for (const v of [env.seed.caller.phone, env.seed.caller.phone.slice(2), env.seed.caller.email, env.seed.caller.transcript, 'Pat Caller']) expect(text).not.toContain(v);
 });
 
+test('a request with one field across locations is audited as across locations, whatever its other fields name', async () => {
+  const operator = await env.member('operator');
+  const { a, b } = env.seed.locations;
+  const fetched = await env.gql(operator.token, `query Fetch { allCalls(condition: { locationId: "${b}" }, first: 1) { nodes { id } } }`);
+  const nodeId = fetched.body.data.allCalls.nodes[0].id as string;
+  const documents = [
+    // Scoped by A, beside a list of every location's customers.
+    `query Mixed { allCalls(condition: { locationId: "${a}" }) { totalCount } allCustomers(first: 5) { nodes { locationId } } }`,
+    // A record fetched by its global id, beside a field that names A.
+    `query ById($id: ID!) { locationByRowId(rowId: "${a}") { name } node(id: $id) { id } }`,
+    // B's calls reached through B's location: scoped to B.
+    `query ViaLocation { locationByRowId(rowId: "${b}") { callsByLocationId { totalCount } } }`,
+  ];
+  for (const q of documents) expect((await env.gql(operator.token, q, { id: nodeId })).body.errors).toBeUndefined();
+  const rows = await env.audit();
+  expect(rows.map((r) => [r.operation_name, r.location_ids])).toEqual([['Fetch', [b]], ['Mixed', []], ['ById', []], ['ViaLocation', [b]]]);
+});
+
 test('failures are recorded too: permission denied is an error, past the depth bound is rejected, a mutation names its location', async () => {
   const viewer = await env.member('viewer');
   const admin = await env.member('admin');
@@ -115,6 +133,8 @@ test('the operation name recorded is the one the document defines, never the cli
   await post(admin.token, { query: 'query A { allLocations { totalCount } } query B { allCalls { totalCount } }', operationName: 'B' });
   const rows = await env.audit();
   expect(rows.map((r) => [r.operation_name, r.root_fields])).toEqual([['Real', ['allLocations']], [null, []], [null, []], ['B', ['allCalls']]]);
+  // Nothing ran for the two that named no operation of the document: refused, not an error.
+  expect(rows.map((r) => [r.outcome, r.error_count])).toEqual([['ok', 0], ['rejected', 0], ['rejected', 0], ['ok', 0]]);
   const text = JSON.stringify((await env.owner.query('select to_jsonb(a) as j from staff.audit a')).rows);
   expect(text).not.toContain('Dana');
   expect(text).not.toContain('Not in the document');
