@@ -37,8 +37,13 @@ begin
   if ours is not null then
     select id into phone_loc from app.locations where service_phone = ours;
   end if;
+  -- The row our inbound answer made for a blocklisted call, and only such a row: one still waiting
+  -- for its platform call id, or the one this call already settled into. Metadata is echoed back
+  -- by the platform and could name any row of any location.
   if meta ->> 'call_row_id' ~ uuid_re then
-    select id, location_id into row_id, loc from app.calls where id = (meta ->> 'call_row_id')::uuid;
+    select id, location_id into row_id, loc from app.calls
+     where id = (meta ->> 'call_row_id')::uuid
+       and (platform_call_id like 'rejected:%' or platform_call_id = pc ->> 'call_id');
     if phone_loc is not null and loc is distinct from phone_loc then
       row_id := null;
     end if;

@@ -288,5 +288,37 @@ describe('blocklist', () => {
     const ok = await postVoice(t.baseUrl, 'inbound', voiceFixture('inbound', loc));
     expect(ok.body.call_inbound.dynamic_variables.reject_call).toBeUndefined();
   });
+
+  test('metadata.call_row_id attaches only to a blocklisted call\'s row: any other call, in this location or another, is never written', async () => {
+    const a = await voiceLocation(t.owner);
+    const b = await voiceLocation(t.owner);
+    const theirs = voiceFixture('dropped', b);
+    expect((await postVoice(t.baseUrl, 'post-call', theirs)).status).toBe(200);
+    const target = await callRow(t.owner, b.id, theirs.call.call_id);
+    const before = (await t.owner.query('select to_jsonb(c) as j from app.calls c where id = $1', [target.id])).rows[0].j;
+
+    // No number of ours, B's ordinary call named by its row id: nothing routes the call.
+    const crafted = voiceFixture('dropped', a);
+    crafted.call.metadata = { call_row_id: target.id };
+    crafted.call.to_number = '+15125550003';
+    crafted.call.transcript = 'Written over';
+    expect((await postVoice(t.baseUrl, 'post-call', crafted)).status).toBe(404);
+    // A's own number beside B's row id: a new call of A's, as before.
+    const own = voiceFixture('dropped', a);
+    own.call.metadata = { call_row_id: target.id };
+    expect((await postVoice(t.baseUrl, 'post-call', own)).status).toBe(200);
+    expect(await callRow(t.owner, a.id, own.call.call_id)).toBeDefined();
+    // An ordinary call of A's named by row id from another platform call: a call of its own too.
+    const first = await callRow(t.owner, a.id, own.call.call_id);
+    const second = voiceFixture('dropped', a);
+    second.call.metadata = { call_row_id: first.id };
+    expect((await postVoice(t.baseUrl, 'post-call', second)).status).toBe(200);
+    expect((await callRow(t.owner, a.id, second.call.call_id)).id).not.toBe(first.id);
+    expect((await callRow(t.owner, a.id, own.call.call_id)).platform_call_id).toBe(own.call.call_id);
+
+    const after = (await t.owner.query('select to_jsonb(c) as j from app.calls c where id = $1', [target.id])).rows[0].j;
+    expect(after).toEqual(before);
+    expect(await count(t.owner, 'select 1 from app.calls where location_id = $1', [b.id])).toBe(1);
+  });
 });
 
