@@ -72,7 +72,7 @@ const EndpointParams = z.object({ id: uuidParam });
 const LocEndpointParams = locAnd('id');
 const DeliveryParams = locAnd('id');
 
-const DeliveriesQuery = z.strictObject({
+const DeliveriesQuery = z.object({
   ...pageQuery,
   endpoint_id: uuid.optional(),
   event_id: uuid.optional(),
