@@ -2326,8 +2326,9 @@ export interface components {
         TimeZone: string;
         TranscriptTurn: {
             content: string;
+            /** @description One of agent, user, assistant */
             role: string;
-            words?: {
+            words: {
                 end: number;
                 start: number;
                 word: string;

@@ -110,3 +110,18 @@ test('a timestamp that is not a non-negative integer is still a malformed field 
     expect([bad, res.status, res.body.error?.code]).toEqual([bad, 400, 'validation_error']);
   }
 });
+
+test('a transfer event with an implausible time is recorded at our clock’s time, and reads back as ISO 8601', async () => {
+  for (const ts of [9007199254740991, 8640000000000001, 0]) {
+    const body = voiceFixture('emergency-transfer-started', loc);
+    body.timestamp = ts;
+    const before = Date.now();
+    expect((await postVoice(t.baseUrl, 'post-call', body)).status).toBe(200);
+    const row = await callRow(t.owner, loc.id, body.call.call_id);
+    const detail = await request(t.baseUrl, 'GET', `/api/v1/locations/${loc.id}/calls/${row.id}`, { token });
+    expect(detail.body.data.transfers).toHaveLength(1);
+    const at = detail.body.data.transfers[0].at as string;
+    expect(at).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
+    expect(Date.parse(at)).toBeGreaterThanOrEqual(before - 1000);
+  }
+});

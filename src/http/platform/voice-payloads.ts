@@ -139,6 +139,26 @@ export function plausibleTimes<T extends CallTimes>(call: T, nowMs: number): T {
   return out;
 }
 
+/** The roles a call's transcript turns have (docs/api-contract.md §5, call detail). */
+export const TURN_ROLES = ['agent', 'user', 'assistant'] as const;
+
+type Turn = z.output<typeof TranscriptTurn>;
+
+/**
+ * The platform's transcript_object in the shape the call detail promises (docs/voice.md,
+ * "Transcript turns"): turns of other roles (tool calls, transfer targets) are left out, a turn
+ * without words gets [], and a word without both times is left out. Kept rather than refused, as
+ * for implausible times: a 400 would make the platform retry the same bytes and lose the call.
+ */
+export function specTurns<T extends { transcript_object?: Turn[] | null }>(call: T): T {
+  if (!Array.isArray(call.transcript_object)) return call;
+  const roles: readonly string[] = TURN_ROLES;
+  const turns = call.transcript_object
+    .filter((t) => roles.includes(t.role))
+    .map((t) => ({ ...t, words: (t.words ?? []).filter((w) => typeof w.start === 'number' && typeof w.end === 'number') }));
+  return { ...call, transcript_object: turns };
+}
+
 export const TranscriptTurn = z.object({
   role: z.string().max(50),
   content: z.string().max(100000),
@@ -163,7 +183,7 @@ export const VoiceCall = z.object({
   public_log_url: z.string().max(4096).nullish(),
   metadata: z.record(z.string(), z.unknown()).nullish(),
   call_analysis: CallAnalysis.nullish(),
-}).transform((call) => plausibleTimes(call, Date.now())).meta({ id: 'VoiceCall', description: 'The voice platform\'s call object (Retell format)' });
+}).transform((call) => specTurns(plausibleTimes(call, Date.now()))).meta({ id: 'VoiceCall', description: 'The voice platform\'s call object (Retell format)' });
 
 export const TRANSFER_EVENTS = ['transfer_started', 'transfer_bridged', 'transfer_cancelled', 'transfer_ended'] as const;
 export const POST_CALL_EVENTS = ['call_started', 'call_ended', 'call_analyzed', ...TRANSFER_EVENTS] as const;
@@ -187,6 +207,13 @@ export const PostCallWebhook = z.object({
   timestamp: z.number().int().nonnegative().optional(),
   transfer_destination: transferDestination,
   transfer_option: transferOption,
+}).transform((w) => {
+  // An implausible event time is dropped like the call's own times: the transfer is recorded at
+  // our clock's time instead (docs/voice.md, decision 18).
+  const now = Date.now();
+  if (w.timestamp === undefined || (w.timestamp >= EARLIEST_CALL_MS && w.timestamp <= now + MAX_AHEAD_MS)) return w;
+  const { timestamp: _dropped, ...rest } = w;
+  return rest;
 }).meta({ id: 'VoicePostCallWebhook' });
 export type PostCallWebhook = z.infer<typeof PostCallWebhook>;
 

@@ -3,11 +3,12 @@ import { defineArea, defineRoute, locAnd, LocationParams, page, pageQuery, type 
 import { callOutcomes, transferStatuses } from '../../allowed-values.js';
 import { CallSummary } from './records.js';
 import { ts, tsNull } from './rest-common.js';
+import { TURN_ROLES } from '../platform/voice-payloads.js';
 
 export const TranscriptTurn = z.object({
-  role: z.string(),
+  role: z.string().describe(`One of ${TURN_ROLES.join(', ')}`),
   content: z.string(),
-  words: z.array(z.object({ word: z.string(), start: z.number(), end: z.number() })).optional(),
+  words: z.array(z.object({ word: z.string(), start: z.number(), end: z.number() })),
 }).meta({ id: 'TranscriptTurn' });
 
 export const CallDetail = CallSummary.extend({
