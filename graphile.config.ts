@@ -74,7 +74,7 @@ export function staffPreset(connectionString: string | (() => string), staff?: P
   return {
     extends: [preset],
     plugins: staff ? [staffPlugin(staff.hooks)] : [],
-    grafserv: { maskError: staffMaskError },
+    grafserv: { maskError: (error) => staffMaskError(error, staff?.hooks.log) },
     pgServices: [
       makePgService({
         // With staff access, its pool (which follows the embedded cluster across restarts); else a

@@ -255,6 +255,7 @@ export async function startStaffAccess(connectionString: ConnectionTarget, opts:
   const { statementTimeoutMs: _timeout, maxRunning: _running, maxQueued: _queued, timeShare: _share, ...bounds } = limits;
   const hooks: StaffPluginHooks = {
     bounds,
+    log,
     onBody(req, query, operationName, variables, document: DocumentNode | null) {
       const s = req && requests.get(req);
       if (!s) return;

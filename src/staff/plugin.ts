@@ -6,8 +6,11 @@
  */
 import type {} from 'postgraphile';
 import { GraphQLError, type DocumentNode } from 'graphql';
+import { isSafeError } from 'postgraphile/grafast';
 import { defaultMaskError } from 'postgraphile/grafserv';
+import { randomBytes } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
+import type { Logger } from '../log.js';
 import { checkAnswer, checkDocument, introspectionOnly, isBoundError, type StaffBounds } from './bounds.js';
 
 /** How an execution ended, for the audit. */
@@ -19,6 +22,8 @@ export interface Settled {
 
 export interface StaffPluginHooks {
   bounds: StaffBounds;
+  /** Where a masked error is logged: its kind and SQLSTATE only (staffMaskError). */
+  log?: Pick<Logger, 'error'>;
   /**
    * The body grafserv is about to parse: its query text, the operation name the client sent, its
    * variables (only location ids are kept), and the document when it parsed.
@@ -96,15 +101,27 @@ export function staffPlugin(hooks: StaffPluginHooks): GraphileConfig.Plugin {
 
 /**
  * Errors staff should read as they are: a permission the role lacks (42501), the staff statement
- * timeout (57014), and a value the database refused (class 23, our SB codes). Anything else keeps
- * grafserv's mask (a reference id; the error itself goes to the server log).
+ * timeout (57014), and a value the database refused (class 23, our SB codes). Anything else is
+ * masked with a reference id, and `log` gets that id with the error's kind, SQLSTATE, PostgreSQL
+ * routine and field path: never its message, stack or the document, which can hold caller data
+ * (`invalid input syntax for type timestamp: "+1312…"`; docs/staff.md, "Decisions"). grafserv's own
+ * mask printed all three to the process output.
  */
-export function staffMaskError(error: GraphQLError): GraphQLError {
+export function staffMaskError(error: GraphQLError, log?: Pick<Logger, 'error'>): GraphQLError {
   const code = (error.originalError as { code?: unknown } | undefined)?.code;
   const clear = (message: string, extCode: string) =>
     new GraphQLError(message, { nodes: error.nodes, source: error.source, positions: error.positions, path: error.path, extensions: { code: extCode } });
   if (code === '42501') return clear(`Permission denied: ${error.message} (your staff role does not allow this; docs/staff.md)`, 'FORBIDDEN');
   if (code === '57014') return clear('Canceled: the query ran past the staff statement timeout (STAFF_STATEMENT_TIMEOUT_MS)', 'STATEMENT_TIMEOUT');
   if (typeof code === 'string' && (/^23/.test(code) || /^SB/.test(code))) return clear(error.message, 'INVALID_VALUE');
-  return defaultMaskError(error);
+  const original = error.originalError;
+  // GraphQL's own errors and grafast's safe ones are the client's to read; grafserv passes them on.
+  if (!original || original instanceof GraphQLError || isSafeError(original)) return defaultMaskError(error);
+  const errorId = randomBytes(6).toString('hex');
+  const routine = (original as { routine?: unknown }).routine;
+  log?.error({ error_id: errorId, kind: original.name, sqlstate: typeof code === 'string' ? code : null,
+    routine: typeof routine === 'string' ? routine : null, path: error.path }, 'staff GraphQL error masked');
+  return new GraphQLError(`An error occurred (reference ${errorId}; the service log has its kind)`, {
+    nodes: error.nodes, source: error.source, positions: error.positions, path: error.path, extensions: { code: 'INTERNAL_ERROR', error_id: errorId },
+  });
 }

@@ -1,0 +1,41 @@
+/**
+ * An error staff should not read as it is (docs/staff.md, "Errors") is answered with a reference
+ * id, and the service log gets that id with the error's kind and SQLSTATE: never its message, the
+ * document or a variable, which can hold caller data. grafserv's own mask printed all three (with
+ * the stack) to the process output.
+ */
+import { jest } from '@jest/globals';
+import { memoryLog } from '../support/harness.js';
+import { startStaffEnv, type StaffEnv } from './support.js';
+
+const mem = memoryLog('info');
+let env: StaffEnv;
+beforeAll(async () => {
+  env = await startStaffEnv({ log: mem.log });
+}, 60_000);
+afterAll(async () => env?.close());
+
+test('a masked error leaves a reference in the answer and its kind in the log, no caller data anywhere in the output', async () => {
+  const operator = await env.member('operator');
+  const printed: string[] = [];
+  const spies = (['error', 'warn', 'log'] as const).map((k) =>
+    jest.spyOn(console, k).mockImplementation((...args: unknown[]) => void printed.push(args.map(String).join(' '))));
+  try {
+    const phone = '+13125550166';
+    const r = await env.gql(operator.token, 'query($d: Datetime) { allCalls(first: 1, condition: { startedAt: $d }) { totalCount } }', { d: phone });
+    const [err] = r.body.errors;
+    expect(err.extensions).toEqual({ code: 'INTERNAL_ERROR', error_id: expect.stringMatching(/^[0-9a-f]{12}$/) });
+    expect(err.message).toContain(err.extensions.error_id);
+    const inline = await env.gql(operator.token, `{ allCustomers(condition: { phone: "${phone}" }, first: -1) { totalCount } }`);
+    expect(inline.body.errors?.length ?? 0).toBeGreaterThan(0);
+
+    const logged = mem.records().filter((x) => x.msg === 'staff GraphQL error masked');
+    expect(logged.map((x) => x.error_id)).toContain(err.extensions.error_id);
+    expect(logged[0]).toMatchObject({ kind: expect.any(String), sqlstate: expect.stringMatching(/^[0-9A-Z]{5}$/) });
+    const output = [...mem.lines, ...printed].join('\n');
+    // Field names in a path are the schema's; the document's text and its values are not there.
+    for (const v of [phone, phone.slice(2), 'condition:', 'first: -1', '$d']) expect(output).not.toContain(v);
+  } finally {
+    for (const s of spies) s.mockRestore();
+  }
+});
