@@ -151,7 +151,7 @@ export function mountRoutes(router: Router, routes: RouteSpec[], pool: pg.Pool, 
       if (token) await limiter.consume(token, res, req.socket.remoteAddress ?? '');
       const params = spec.params ? spec.params.safeParse(req.params) : { success: true as const, data: req.params };
       const query = spec.query ? spec.query.safeParse(req.query) : { success: true as const, data: req.query };
-      const body = spec.body ? spec.body.safeParse(req.body ?? {}) : { success: true as const, data: undefined };
+      const body = spec.body ? spec.body.safeParse(req.body ?? {}) : noBody(req.body);
       // Idempotency-Key on every token-API POST (docs/rest-api.md "Idempotency-Key").
       let idemKey: string | undefined;
       let idemError: unknown;
@@ -231,6 +231,16 @@ function onlyOnce(call: (fn: string, ...args: unknown[]) => Promise<unknown>): (
 }
 
 /** Shared parameter and query pieces. */
+/**
+ * A route that takes no body: none, or `{}`, is fine; anything else is a 400 like an unknown field
+ * on a route with a body (docs/api-contract.md §5), not a body silently ignored while the route acts.
+ */
+const NoBody = z.strictObject({}).optional();
+function noBody(value: unknown): { success: true; data: undefined } | { success: false; error: z.ZodError } {
+  const r = NoBody.safeParse(value);
+  return r.success ? { success: true, data: undefined } : { success: false, error: r.error };
+}
+
 export const locationParam = z.string().min(1).max(100).regex(/^[A-Za-z0-9-]+$/);
 export const uuidParam = uuid;
 export const LocationParams = z.object({ locationId: locationParam });

@@ -228,3 +228,15 @@ describe('numbers and query strings', () => {
     if (res.status >= 400) expect(res.body).toEqual(envelope(expect.any(String) as unknown as string));
   });
 });
+
+test('a body sent to a route that takes none is a 400 and nothing happens; none or {} is fine', async () => {
+  const faqs = (await request(t.baseUrl, 'GET', `${V}/locations/${loc.id}/faqs`, { token })).body.data as Array<{ id: string }>;
+  const target = faqs[0].id;
+  for (const body of [{ x: 1 }, [1, 2, 3], { id: target }]) {
+    const res = await request(t.baseUrl, 'DELETE', `${V}/locations/${loc.id}/faqs/${target}`, { token, body });
+    expect([JSON.stringify(body), res.status, res.body.error?.code]).toEqual([JSON.stringify(body), 400, 'validation_error']);
+  }
+  expect((await request(t.baseUrl, 'GET', `${V}/locations/${loc.id}/faqs/${target}`, { token })).status).toBe(200);
+  expect((await request(t.baseUrl, 'DELETE', `${V}/locations/${loc.id}/faqs/${target}`, { token, body: {} })).status).toBe(200);
+  expect((await request(t.baseUrl, 'DELETE', `${V}/locations/${loc.id}/faqs/${faqs[1].id}`, { token })).status).toBe(200);
+});
