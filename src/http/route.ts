@@ -166,8 +166,11 @@ export function mountRoutes(router: Router, routes: RouteSpec[], pool: pg.Pool, 
         // Token, location and scope outrank the request's shape (401, 404, 403 before 400):
         // authorize raises those itself; only a request it accepts learns what is malformed.
         if (token) {
+          // A location reference that cannot name one (a NUL, a space) is only a 404: the token is
+          // still checked first, but the reference never reaches SQL (whose text refuses a NUL).
           const ref = typeof req.params.locationId === 'string' ? req.params.locationId : null;
-          await callFn(pool, 'app.authorize', [token, ref, spec.scope]);
+          const named = ref === null || locationParam.safeParse(ref).success;
+          await callFn(pool, 'app.authorize', named ? [token, ref, spec.scope] : [token, null, null]);
         }
         // A malformed id names nothing: 404, not 400.
         if (!params.success) throw new ApiError(404, 'not_found', 'Resource not found');

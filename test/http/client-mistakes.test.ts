@@ -240,3 +240,12 @@ test('a body sent to a route that takes none is a 400 and nothing happens; none 
   expect((await request(t.baseUrl, 'DELETE', `${V}/locations/${loc.id}/faqs/${target}`, { token, body: {} })).status).toBe(200);
   expect((await request(t.baseUrl, 'DELETE', `${V}/locations/${loc.id}/faqs/${faqs[1].id}`, { token })).status).toBe(200);
 });
+
+test('a location reference that cannot name one (NUL, space, newline) is a 404 after the token check, never a 400 or a 500', async () => {
+  for (const ref of ['acme%00', `${loc.id}%00`, 'ac%20me', 'acme%0a']) {
+    const res = await raw('GET', `${V}/locations/${ref}/faqs`, {});
+    expect([ref, res.status, res.body.error?.code]).toEqual([ref, 404, 'not_found']);
+    const anon = await raw('GET', `${V}/locations/${ref}/faqs`, { authorization: 'Bearer nope' });
+    expect([ref, anon.status]).toEqual([ref, 401]);
+  }
+});
