@@ -2218,7 +2218,7 @@ export interface components {
             };
             sms_recipients?: components["schemas"]["PhoneNumber"][];
         };
-        /** @description E.164 phone number, e.g. +13125550100; it must be a valid number for its country. US national formats such as (312) 555-0100 are also accepted and stored as E.164. */
+        /** @description E.164 phone number, e.g. +13125550100; it must be a valid number for its country. US national formats such as (312) 555-0100 are also accepted and stored as E.164. Digits, a leading + and spaces, dots, dashes or parentheses only (no extension, no other text). */
         PhoneNumber: string;
         PlatformCallDeletion: {
             attempts: number;

@@ -23,10 +23,18 @@ export const text = (max: number) => z.string().trim().min(1).max(max).meta({ pa
 /** The E.164 shape: + then 7 to 15 digits, the first not 0. */
 export const E164_PATTERN = '^\\+[1-9][0-9]{6,14}$';
 
+/**
+ * What a phone number may be written with: digits, one leading +, and the separators of national
+ * formats. libphonenumber also finds a number inside free text ("call +1312… now", an extension,
+ * full-width digits), which would store a number the client did not quite send.
+ */
+const PHONE_CHARS = /^\+?[0-9(][0-9 ().-]*$/;
+
 export const e164 = z
   .string()
   .trim()
   .max(40)
+  .regex(PHONE_CHARS, 'Not a valid phone number: digits, a leading + and spaces, dots, dashes or parentheses only')
   .transform((v, ctx) => {
     const p = parsePhoneNumberFromString(v, 'US');
     if (!p || !p.isValid()) {
@@ -39,7 +47,7 @@ export const e164 = z
     id: 'PhoneNumber',
     pattern: E164_PATTERN,
     examples: ['+13125550100'],
-    description: 'E.164 phone number, e.g. +13125550100; it must be a valid number for its country. US national formats such as (312) 555-0100 are also accepted and stored as E.164.',
+    description: 'E.164 phone number, e.g. +13125550100; it must be a valid number for its country. US national formats such as (312) 555-0100 are also accepted and stored as E.164. Digits, a leading + and spaces, dots, dashes or parentheses only (no extension, no other text).',
   });
 
 const OCTET = '(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])';

@@ -249,3 +249,17 @@ test('a location reference that cannot name one (NUL, space, newline) is a 404 a
     expect([ref, anon.status]).toEqual([ref, 401]);
   }
 });
+
+test('a phone number written with anything but digits, a leading + and separators is a 400, never a number found inside the text', async () => {
+  const leads = async () => (await request(t.baseUrl, 'GET', `${V}/locations/${loc.id}/leads`, { token })).body.data.length as number;
+  const before = await leads();
+  for (const phone of ['<script>+13125550100', 'call +13125550100 now', '+13125550100abc', '+1 312 555 0100 ext. 99', '+1３１２５５５０１００', '+13125550100\u0000']) {
+    const res = await request(t.baseUrl, 'POST', `${V}/locations/${loc.id}/leads`, { token, body: { name: 'Dana', phone } });
+    expect([phone, res.status, res.body.error?.code]).toEqual([phone, 400, 'validation_error']);
+  }
+  expect(await leads()).toBe(before);
+  for (const phone of ['(312) 555-0100', '312.555.0100', '+1 312-555-0100']) {
+    const res = await request(t.baseUrl, 'POST', `${V}/locations/${loc.id}/leads`, { token, body: { name: 'Dana', phone } });
+    expect([phone, res.status, res.body.data?.phone]).toEqual([phone, 201, '+13125550100']);
+  }
+});
