@@ -18,7 +18,7 @@ import { costLimitRule } from '@escape.tech/graphql-armor-cost-limit';
 import { SafeError } from 'postgraphile/grafast';
 import {
   Kind, parse, print, visit, type ArgumentNode, type DocumentNode, type FieldNode, type FragmentDefinitionNode,
-  type OperationDefinitionNode, type ValidationContext,
+  type OperationDefinitionNode, type SelectionSetNode, type ValidationContext,
 } from 'graphql';
 import type { StaffBounds } from './config.js';
 
@@ -27,7 +27,7 @@ export type { StaffBounds } from './config.js';
 /** Tokens a document may have (graphql-js stops parsing past it). */
 const MAX_TOKENS = 20_000;
 
-export type BoundName = 'depth' | 'cost' | 'aliases' | 'rows' | 'groups' | 'answer_bytes' | 'document_bytes';
+export type BoundName = 'depth' | 'cost' | 'aliases' | 'rows' | 'groups' | 'answer_bytes' | 'document_bytes' | 'mutation_fields';
 
 /** A refusal: grafserv answers a SafeError with its extensions' statusCode (400) and message. */
 export class BoundError extends SafeError {
@@ -70,6 +70,20 @@ export function checkDocument(query: string, variables: Record<string, unknown> 
   }
 }
 
+/** Top-level fields of a selection set, through fragments, `__typename` aside. */
+function rootFields(set: SelectionSetNode, fragments: Map<string, FragmentDefinitionNode>, seen = new Set<string>()): number {
+  let n = 0;
+  for (const s of set.selections) {
+    if (s.kind === Kind.FIELD) n += s.name.value === '__typename' ? 0 : 1;
+    else if (s.kind === Kind.INLINE_FRAGMENT) n += rootFields(s.selectionSet, fragments, seen);
+    else if (!seen.has(s.name.value)) {
+      const f = fragments.get(s.name.value);
+      if (f) n += rootFields(f.selectionSet, fragments, new Set([...seen, s.name.value]));
+    }
+  }
+  return n;
+}
+
 function checkParsed(document: DocumentNode, variables: Record<string, unknown> | null | undefined, b: StaffBounds): CheckedDocument {
   const fragments = new Map<string, FragmentDefinitionNode>();
   for (const d of document.definitions) if (d.kind === Kind.FRAGMENT_DEFINITION) fragments.set(d.name.value, d);
@@ -105,6 +119,12 @@ function checkParsed(document: DocumentNode, variables: Record<string, unknown> 
   if (aliases > b.maxAliases) throw new BoundError('aliases', `Document has ${aliases} aliases, more than the limit of ${b.maxAliases} (STAFF_MAX_ALIASES)`);
   for (const d of document.definitions) {
     if (d.kind !== Kind.OPERATION_DEFINITION) continue;
+    // PostGraphile runs each top-level mutation field in a transaction of its own: a second that
+    // fails would leave the first committed. One change per request keeps "nothing changes" true.
+    const changes = d.operation === 'mutation' ? rootFields(d.selectionSet, fragments) : 0;
+    if (changes > 1) {
+      throw new BoundError('mutation_fields', `A mutation document may make one change; this one has ${changes} top-level fields, each of which would commit on its own: send them as separate requests`);
+    }
     refusal = null;
     cost.OperationDefinition.enter.call(cost, d);
     if (refusal) throw new BoundError('cost', `${refusal} (STAFF_MAX_COST)`);

@@ -52,6 +52,20 @@ test('more aliases than the bound: 400 naming it, and the mutations in it do not
   expect(rows.at(-1)).toMatchObject({ operation_name: 'Many', operation_type: 'mutation', outcome: 'rejected', root_fields: [], http_status: 400 });
 });
 
+test('a mutation document with two changes is refused before either runs: each would commit on its own', async () => {
+  const before = await timezoneOf(env.seed.locations.b);
+  const change = (tz: string) => `updateLocationByRowId(input: { rowId: "${env.seed.locations.b}", locationPatch: { timezone: "${tz}" } }) { location { rowId } }`;
+  const r = await env.gql(admin.token, `mutation Two { a: ${change('America/Denver')} ...More } fragment More on Mutation { b: ${change('Not/AZone')} }`);
+  expect(r.status).toBe(400);
+  expect(r.body.errors).toEqual([expect.objectContaining({
+    message: expect.stringMatching(/^A mutation document may make one change; this one has 2 top-level fields/),
+    extensions: expect.objectContaining({ code: 'BOUND_EXCEEDED', bound: 'mutation_fields' }) })]);
+  expect(await timezoneOf(env.seed.locations.b)).toBe(before);
+  const one = await env.gql(admin.token, `mutation One { ${change('America/Denver')} }`);
+  expect(one.body.errors).toBeUndefined();
+  expect(await timezoneOf(env.seed.locations.b)).toBe('America/Denver');
+});
+
 test('rows per connection: first/last past the bound is refused, inline or in a variable; without them the bound applies', async () => {
   const inline = await env.gql(admin.token, '{ allCalls(first: 5000) { nodes { rowId } } }');
   expect(inline.status).toBe(400);
