@@ -74,7 +74,12 @@ export function staffPreset(connectionString: string | (() => string), staff?: P
   return {
     extends: [preset],
     plugins: staff ? [staffPlugin(staff.hooks)] : [],
-    grafserv: { maskError: (error) => staffMaskError(error, staff?.hooks.log) },
+    grafserv: {
+      maskError: (error) => staffMaskError(error, staff?.hooks.log),
+      // The body holds the document (JSON-escaped) and its variables: room enough that
+      // STAFF_MAX_DOCUMENT_BYTES, not grafserv's own 100,000-byte default, decides a document.
+      ...(staff ? { maxRequestLength: Math.max(1_000_000, 4 * staff.hooks.bounds.maxDocumentBytes) } : {}),
+    },
     pgServices: [
       makePgService({
         // With staff access, its pool (which follows the embedded cluster across restarts); else a

@@ -66,6 +66,23 @@ test('a mutation document with two changes is refused before either runs: each w
   expect(await timezoneOf(env.seed.locations.b)).toBe('America/Denver');
 });
 
+test('STAFF_MAX_DOCUMENT_BYTES above 100,000 is the bound that decides, not the HTTP layer\'s own limit', async () => {
+  const big = await startStaffEnv({ limits: { maxDocumentBytes: 150_000 } });
+  try {
+    const who = await big.member('admin', 'big-admin@staff.example.net');
+    const padded = (bytes: number) => `{ allLocations { totalCount } } ${'#'.repeat(bytes - 40)}\n`;
+    const within = await big.gql(who.token, padded(120_000));
+    expect([within.status, within.body.errors]).toEqual([200, undefined]);
+    const past = await big.gql(who.token, padded(160_000));
+    expect(past.status).toBe(400);
+    expect(past.body.errors).toEqual([expect.objectContaining({
+      message: expect.stringMatching(/^Document of \d+ bytes exceeds the limit of 150000 bytes \(STAFF_MAX_DOCUMENT_BYTES\)$/),
+      extensions: expect.objectContaining({ code: 'BOUND_EXCEEDED', bound: 'document_bytes' }) })]);
+  } finally {
+    await big.close();
+  }
+});
+
 test('rows per connection: first/last past the bound is refused, inline or in a variable; without them the bound applies', async () => {
   const inline = await env.gql(admin.token, '{ allCalls(first: 5000) { nodes { rowId } } }');
   expect(inline.status).toBe(400);
