@@ -1,8 +1,8 @@
 /**
  * Transcript turns in the shape the call detail promises (docs/voice.md, "Transcript turns"): the
  * platform's turns of other roles are left out, a turn without words gets [], a word without both
- * times is left out, and the rest of the webhook is stored. Payloads signed with retell-sdk's sign
- * (postVoice).
+ * times is left out, and the rest of the webhook is stored; an unpaired surrogate becomes U+FFFD
+ * (docs/voice.md, decision 21). Payloads signed with retell-sdk's sign (postVoice).
  */
 import { mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
 import { callRow, postVoice, VOICE_SECRET, voiceFixture, voiceLocation, type VoiceLocation } from './support.js';
@@ -38,4 +38,14 @@ test('turns of other roles, missing words and words without times never reach th
   ]);
   // The rest of the webhook was kept.
   expect(res.body.data.transcript).toBe(body.call.transcript);
+});
+
+test('a lone surrogate in a platform string is stored as U+FFFD, not refused: the call is kept', async () => {
+  const body = voiceFixture('analysis-missing-call-ended', loc);
+  body.call.transcript = 'Agent: Hello \ud800 there 😀';
+  body.call.call_id = `${body.call.call_id}\udc00`;
+  expect((await postVoice(t.baseUrl, 'post-call', body)).status).toBe(200);
+  const { rows: [row] } = await t.owner.query('select transcript, platform_call_id from app.calls where location_id = $1 and transcript like $2', [loc.id, 'Agent: Hello%']);
+  expect(row.transcript).toBe('Agent: Hello \ufffd there 😀');
+  expect(row.platform_call_id.endsWith('\ufffd')).toBe(true);
 });

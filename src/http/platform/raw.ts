@@ -32,6 +32,9 @@ export const invalidSignature = (header: string) =>
   new ApiError(401, 'invalid_signature', `Missing, invalid or stale ${header} header`);
 
 /** JSON.parse then zod, both failures as 4xx envelopes. Only called after the signature passed. */
+/** A high surrogate without its low one after it, or a low one without its high one before it. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
 export function parseSigned<S extends z.ZodType>(schema: S, text: string): z.output<S> {
   let json: unknown;
   try {
@@ -41,9 +44,11 @@ export function parseSigned<S extends z.ZodType>(schema: S, text: string): z.out
   }
   // Before anything recursive (the reviver below, zod, JSON.stringify to SQL) walks it.
   assertJsonDepth(json);
-  // PostgreSQL text cannot hold NUL; a platform payload must still be stored, so drop them.
-  if (text.includes('\\u0000')) {
-    json = JSON.parse(text, (_key, value) => (typeof value === 'string' ? value.replaceAll('\u0000', '') : value));
+  // PostgreSQL text cannot hold NUL, nor jsonb a lone surrogate (\ud800 without its pair); a
+  // platform payload must still be stored (a 400 would only make the platform retry the same
+  // bytes), so NULs are dropped and lone surrogates become U+FFFD.
+  if (text.includes('\\u0000') || /\\u[dD][89a-fA-F]/.test(text)) {
+    json = JSON.parse(text, (_key, value) => (typeof value === 'string' ? value.replaceAll('\u0000', '').replace(LONE_SURROGATE, '\uFFFD') : value));
   }
   return validate(schema, json);
 }
