@@ -1,6 +1,7 @@
 /** The staff GraphQL server; its preset is graphile.config.ts at the top level. */
 import { createServer, type Server } from 'node:http';
-import express, { type Express, type Router } from 'express';
+import express, { type Express, type NextFunction, type Request, type Response, type Router } from 'express';
+import { ApiError, sendError, toApiError } from '../http/errors.js';
 import type { ConnectionTarget } from '../db/pools.js';
 import { createLogger, type Logger } from '../log.js';
 import '../staff/polyfill.js';
@@ -58,6 +59,9 @@ export async function startStaffGraphql(
   app.use((req, res, next) => {
     load().then((inner) => inner(req, res, next), next);
   });
+  // What GraphQL and Ruru do not serve gets the JSON error envelope, not Express's HTML page.
+  app.use((_req, res) => sendError(res, new ApiError(404, 'not_found', 'Not found: the staff GraphQL is at /graphql, Ruru at /')));
+  app.use((err: unknown, _req: Request, res: Response, next: NextFunction) => (res.headersSent ? next(err) : sendError(res, toApiError(err))));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, resolve);

@@ -53,6 +53,14 @@ describe('401 before anything runs', () => {
     expect(page.status).toBe(200);
     expect(await page.text()).toMatch(/ruru/i);
   });
+
+  test('a path neither GraphQL nor Ruru serves is a 404 in the JSON error envelope', async () => {
+    for (const [method, p] of [['POST', '/nope'], ['GET', '/graphiql'], ['DELETE', '/graphql/x']]) {
+      const res = await fetch(`${env.staff.url}${p}`, { method, headers: { authorization: `Bearer ${admin.token}` } });
+      expect([method, p, res.status, res.headers.get('content-type')]).toEqual([method, p, 404, expect.stringMatching(/^application\/json/)]);
+      expect((await res.json()).error.code).toBe('not_found');
+    }
+  });
 });
 
 const CALLS = '{ allCalls(orderBy: PRIMARY_KEY_ASC) { totalCount nodes { rowId locationId callerName outcome durationSec } } }';
