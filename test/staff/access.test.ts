@@ -58,7 +58,7 @@ describe('401 before anything runs', () => {
     for (const [method, p] of [['POST', '/nope'], ['GET', '/graphiql'], ['DELETE', '/graphql/x']]) {
       const res = await fetch(`${env.staff.url}${p}`, { method, headers: { authorization: `Bearer ${admin.token}` } });
       expect([method, p, res.status, res.headers.get('content-type')]).toEqual([method, p, 404, expect.stringMatching(/^application\/json/)]);
-      expect((await res.json()).error.code).toBe('not_found');
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe('not_found');
     }
   });
 });
