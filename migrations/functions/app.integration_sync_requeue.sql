@@ -6,9 +6,13 @@ CREATE OR REPLACE FUNCTION app.integration_sync_requeue(sync_id uuid, integratio
  SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'public', 'pg_temp'
 AS $function$
-  select app.enqueue('integration_sync', jsonb_build_object('sync_id', sync_id, 'integration_id', integration_id), null, 'integration_sync:' || sync_id)
+  -- Only a sync of the caller's tenant (the retry route has pinned it): no job for another's.
+  select app.enqueue('integration_sync', jsonb_build_object('sync_id', s.id, 'integration_id', s.integration_id), null, 'integration_sync:' || s.id)
+    from app.integration_syncs s
+   where s.id = integration_sync_requeue.sync_id and s.integration_id = integration_sync_requeue.integration_id
+     and s.location_id = app.current_location_id()
 $function$;
 alter function app.integration_sync_requeue(uuid,uuid) owner to switchboard_system;
-comment on function app.integration_sync_requeue(uuid,uuid) is E'Queues a sync''s job (the retry route). Definer: the API role has no right on the queue; only adds a job.';
+comment on function app.integration_sync_requeue(uuid,uuid) is E'Queues a sync''s job (the retry route), for a sync of the tenant the transaction has pinned only. Definer: the API role has no right on the queue; only adds a job.';
 revoke execute on function app.integration_sync_requeue(uuid,uuid) from public;
 grant execute on function app.integration_sync_requeue(uuid,uuid) to switchboard_api;

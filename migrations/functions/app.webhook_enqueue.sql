@@ -12,7 +12,10 @@ begin
   select w.next_attempt_at into cur from app.webhook_deliveries w
    where w.id = webhook_enqueue.delivery_id and w.location_id = webhook_enqueue.location_id
      and w.status = 'pending'
-     and w.location_id = coalesce(app.current_location_id(), w.location_id);
+     -- The caller's tenant's row only; with none pinned, only for the worker and the owner's own
+     -- functions: a connection of the API role always has its tenant pinned by app.authorize.
+     and w.location_id = coalesce(app.current_location_id(),
+                                  case when current_setting('role', true) = 'switchboard_api' then null else w.location_id end);
   if not found then return; end if;
   if due is not null and cur is distinct from due then
     update app.webhook_deliveries w set next_attempt_at = due where w.id = webhook_enqueue.delivery_id;

@@ -163,3 +163,40 @@ describe('8. post-call routing: the dialled number wins over metadata', () => {
     expect(untouched.rows[0]).toEqual({ platform_call_id: 'rejected:x', outcome: 'spam' });
   });
 });
+
+test('15. the API role reaches no other tenant through the queue doors it may call: webhook_enqueue, integration_sync_requeue', async () => {
+  // B's pending attempt, and a sync of B's (rows written as the owner, as the fan-out would).
+  const { rows: [ep] } = await t.owner.query(
+    `insert into app.webhook_endpoints (location_id, url, events, secret) values ($1, 'https://hooks.example.net/b', '{lead.created}', 'whsec_c3RhZmYtdGVzdC1zZWNyZXQtdmFsdWUtMzItYnl0ZXM=') returning id`, [B.id]);
+  const { rows: [ev] } = await t.owner.query(`insert into app.events (location_id, type, data) values ($1, 'lead.created', '{}') returning id`, [B.id]);
+  const { rows: [d] } = await t.owner.query(`select id, next_attempt_at from app.webhook_deliveries where event_id = $1 and endpoint_id = $2`, [ev.id, ep.id]);
+  const { rows: [integ] } = await t.owner.query(`insert into app.integrations (location_id, provider, access_token, refresh_token) values ($1, 'jobber', 'a', 'r') returning id`, [B.id]);
+  const { rows: [sync] } = await t.owner.query(
+    `insert into app.integration_syncs (location_id, integration_id, provider, record_type, record_id, action)
+     values ($1, $2, 'jobber', 'lead', gen_random_uuid(), 'create') returning id`, [B.id, integ.id]);
+  const jobs = async () => (await t.owner.query(`select count(*)::int as n from graphile_worker.jobs where key = $1`, [`integration_sync:${sync.id}`])).rows[0].n;
+
+  const asApi = async (pinned: string | null, sql: string, params: unknown[]) => {
+    const c = await t.apiPool.connect();
+    try {
+      await c.query('begin');
+      if (pinned) await c.query(`select set_config('app.location_id', $1, true)`, [pinned]);
+      await c.query(sql, params);
+      await c.query('commit');
+    } finally {
+      c.release();
+    }
+  };
+  for (const pinned of [null, A.id]) {
+    await asApi(pinned, `select app.webhook_enqueue($1, $2, now() + interval '30 days')`, [d.id, B.id]);
+    await asApi(pinned, `select app.integration_sync_requeue($1, $2)`, [sync.id, integ.id]);
+  }
+  const { rows: [after] } = await t.owner.query(`select next_attempt_at from app.webhook_deliveries where id = $1`, [d.id]);
+  expect(after.next_attempt_at).toEqual(d.next_attempt_at);
+  expect(await jobs()).toBe(0);
+  // B's own transaction may, and so may the worker's (no role, no tenant).
+  await asApi(B.id, `select app.integration_sync_requeue($1, $2)`, [sync.id, integ.id]);
+  expect(await jobs()).toBe(1);
+  await t.owner.query(`select app.webhook_enqueue($1, $2, now() + interval '1 hour')`, [d.id, B.id]);
+  expect((await t.owner.query(`select next_attempt_at > now() + interval '50 minutes' as later from app.webhook_deliveries where id = $1`, [d.id])).rows[0].later).toBe(true);
+});
