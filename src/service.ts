@@ -1,4 +1,5 @@
 import { createServer, type Server } from 'node:http';
+import { answerClientErrors } from './http/client-error.js';
 import type { AddressInfo } from 'node:net';
 import type pg from 'pg';
 import type { StaffServer } from './admin/graphql.js';
@@ -87,6 +88,7 @@ export async function startService(cfg: Config, log: Logger, mode: Mode = 'all',
       const app = createApp({ cfg, log, apiPool, ownerPool, wakeups, authCache });
       const server = createServer(app);
       server.keepAliveTimeout = 5000;
+      answerClientErrors(server);
       await new Promise<void>((resolve, reject) => {
         server.once('error', reject);
         server.listen(cfg.PORT, cfg.HOST, resolve);

@@ -4,6 +4,7 @@
  * on the token API and on the platform routes.
  */
 import http from 'node:http';
+import net from 'node:net';
 import zlib from 'node:zlib';
 import { sign } from 'retell-sdk';
 import { BILLING_SECRET, billingFixture, postBilling, VOICE_SECRET } from '../platform/support.js';
@@ -261,5 +262,28 @@ test('a phone number written with anything but digits, a leading + and separator
   for (const phone of ['(312) 555-0100', '312.555.0100', '+1 312-555-0100']) {
     const res = await request(t.baseUrl, 'POST', `${V}/locations/${loc.id}/leads`, { token, body: { name: 'Dana', phone } });
     expect([phone, res.status, res.body.data?.phone]).toEqual([phone, 201, '+13125550100']);
+  }
+});
+
+test('what Node\'s HTTP parser refuses is answered in the JSON envelope too: headers over 16 KB, an unknown method, a bad request line', async () => {
+  const { port } = new URL(t.baseUrl);
+  const send = (text: string) => new Promise<string>((resolve, reject) => {
+    const socket = net.connect(Number(port), '127.0.0.1', () => socket.write(text));
+    const chunks: Buffer[] = [];
+    socket.on('data', (c: Buffer) => chunks.push(c));
+    socket.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    socket.on('error', reject);
+  });
+  const cases: Array<[string, number, string]> = [
+    [`GET ${V}/locations/${loc.id}/faqs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${'a'.repeat(20_000)}\r\n\r\n`, 431, 'headers_too_large'],
+    [`CONNECTX ${V}/locations HTTP/1.1\r\nHost: x\r\n\r\n`, 400, 'bad_request'],
+    ['NONSENSE\r\n\r\n', 400, 'bad_request'],
+  ];
+  for (const [text, status, code] of cases) {
+    const answer = await send(text);
+    const [head, body] = answer.split('\r\n\r\n');
+    expect([code, head.split('\r\n')[0]]).toEqual([code, expect.stringMatching(new RegExp(`^HTTP/1.1 ${status} `))]);
+    expect(head.toLowerCase()).toContain('content-type: application/json');
+    expect(JSON.parse(body).error.code).toBe(code);
   }
 });

@@ -12,6 +12,7 @@ import pg from 'pg';
 import { pino } from 'pino';
 import { scopes } from '../../src/allowed-values.js';
 import { loadConfig, type Config } from '../../src/config.js';
+import { answerClientErrors } from '../../src/http/client-error.js';
 import { callFn, createApiPool, createOwnerPool } from '../../src/db/pools.js';
 import { createApp } from '../../src/http/app.js';
 import { hashToken } from '../../src/auth/tokens.js';
@@ -69,6 +70,7 @@ export async function startTestApi(env: Record<string, string> = {}, db?: TestDa
 /** Serves `app` on a free loopback port. */
 async function listen(app: RequestListener): Promise<{ server: Server; baseUrl: string; close(): Promise<void> }> {
   const server = createServer(app);
+  answerClientErrors(server);
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const { port } = server.address() as AddressInfo;
   return {
