@@ -2,7 +2,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import { DeferredWakeups } from '../db/wakeups.js';
 import { IntegrationService } from '../integrations/service.js';
 import { observeRequest } from '../metrics/http.js';
-import { assertJsonDepth } from './body.js';
+import { assertJsonDepth, assertStorableText } from './body.js';
 import type { AppDeps } from './deps.js';
 import { ApiError, errorHandler, sendError } from './errors.js';
 import { openApiRouter } from './openapi.js';
@@ -63,6 +63,7 @@ export function createApp(deps: AppDeps): express.Express {
   // Nothing below may recurse through a body nested thousands of levels deep (src/http/body.ts).
   app.use((req: Request, _res: Response, next: NextFunction) => {
     assertJsonDepth(req.body);
+    assertStorableText(req.body);
     next();
   });
 

@@ -32,3 +32,32 @@ export function assertJsonDepth(value: unknown): void {
     throw new ApiError(400, 'invalid_json', `Request body nests deeper than ${MAX_JSON_DEPTH} levels`, { max_depth: MAX_JSON_DEPTH });
   }
 }
+
+/** A NUL, or a surrogate without its pair: PostgreSQL text and jsonb cannot hold either. */
+const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/**
+ * 400 validation_error naming the first field (keys included) whose text PostgreSQL cannot store,
+ * before a route validates or sends it (docs/rest-api.md, the general rules): a database refusal
+ * would name no field. Run after assertJsonDepth, so the walk is bounded.
+ */
+export function assertStorableText(value: unknown): void {
+  const stack: [unknown, string[]][] = [[value, []]];
+  while (stack.length > 0) {
+    const [v, path] = stack.pop()!;
+    if (typeof v === 'string') {
+      if (UNSTORABLE.test(v)) throw unstorable(path);
+      continue;
+    }
+    if (v === null || typeof v !== 'object') continue;
+    for (const [k, child] of Array.isArray(v) ? v.map((c, i) => [String(i), c] as const) : Object.entries(v)) {
+      if (UNSTORABLE.test(k)) throw unstorable([...path, k]);
+      stack.push([child, [...path, k]]);
+    }
+  }
+}
+
+function unstorable(path: string[]): ApiError {
+  const message = 'Contains a NUL (U+0000) or an unpaired surrogate, which cannot be stored';
+  return new ApiError(400, 'validation_error', 'Request validation failed', { issues: [{ path: path.join('.'), message }] });
+}

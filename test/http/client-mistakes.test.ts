@@ -287,3 +287,20 @@ test('what Node\'s HTTP parser refuses is answered in the JSON envelope too: hea
     expect(JSON.parse(body).error.code).toBe(code);
   }
 });
+
+test('text PostgreSQL cannot store (a NUL, an unpaired surrogate) is a 400 naming its field, and nothing is stored', async () => {
+  const count = async () => (await request(t.baseUrl, 'GET', `${V}/locations/${loc.id}/faqs`, { token })).body.data.length as number;
+  const before = await count();
+  const cases: Array<[Record<string, unknown>, string]> = [
+    [{ question: 'a\u0000b', answer: 'x' }, 'question'],
+    [{ question: 'ok?', answer: 'half \ud800 pair' }, 'answer'],
+    [{ question: 'ok?', answer: 'x', ['k\udc00']: 1 }, 'k\udc00'],
+  ];
+  for (const [body, path] of cases) {
+    const res = await request(t.baseUrl, 'POST', `${V}/locations/${loc.id}/faqs`, { token, body });
+    expect([path, res.status, res.body.error.code, res.body.error.details.issues[0].path]).toEqual([path, 400, 'validation_error', path]);
+  }
+  expect(await count()).toBe(before);
+  // A surrogate pair (an emoji) is text like any other.
+  expect((await request(t.baseUrl, 'POST', `${V}/locations/${loc.id}/faqs`, { token, body: { question: 'Pets? 🐕', answer: 'yes' } })).status).toBe(201);
+});
