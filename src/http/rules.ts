@@ -23,7 +23,7 @@ export type RuleId = keyof typeof RULES;
 /** Rules of every request body (no schema keyword states them). */
 export const GENERAL_RULES = [
   'Strings must not contain the NUL character (U+0000) or unpaired surrogates (PostgreSQL text cannot hold them).',
-  'String lengths (minLength/maxLength) count UTF-16 code units: a character outside the Basic Multilingual Plane counts twice.',
+  'String lengths (minLength/maxLength) count characters (Unicode code points), as JSON Schema and PostgreSQL do: an emoji counts once.',
   'JSON nests at most 32 levels.',
   'A body is at most 64 KiB (413 above).',
 ];

@@ -304,3 +304,10 @@ test('text PostgreSQL cannot store (a NUL, an unpaired surrogate) is a 400 namin
   // A surrogate pair (an emoji) is text like any other.
   expect((await request(t.baseUrl, 'POST', `${V}/locations/${loc.id}/faqs`, { token, body: { question: 'Pets? 🐕', answer: 'yes' } })).status).toBe(201);
 });
+
+test('lengths count characters: 1,000 emoji fit a 1,000-character question (2,000 UTF-16 units), 1,001 do not', async () => {
+  const post = (question: string) => request(t.baseUrl, 'POST', `${V}/locations/${loc.id}/faqs`, { token, body: { question, answer: 'x' } });
+  expect((await post('🔥'.repeat(1000))).status).toBe(201);
+  const over = await post('🔥'.repeat(1001));
+  expect([over.status, over.body.error.details.issues[0].path]).toEqual([400, 'question']);
+});

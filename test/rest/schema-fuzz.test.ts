@@ -140,8 +140,8 @@ function obeysGeneralRules(schema: Json, body: unknown): boolean {
   if (Buffer.byteLength(text) > 64 * 1024 || jsonDepth(body) > MAX_JSON_DEPTH) return false;
   // NUL or an unpaired surrogate anywhere.
   if (/\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(text)) return false;
-  // maxLength counted in UTF-16 code units.
-  return every(schema, body, (s, v) => !(typeof v === 'string' && typeof s.maxLength === 'number') || v.length <= s.maxLength);
+  // maxLength counted in characters (code points).
+  return every(schema, body, (s, v) => !(typeof v === 'string' && typeof s.maxLength === 'number') || [...v].length <= s.maxLength);
 }
 
 interface Op {
