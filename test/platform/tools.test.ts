@@ -53,6 +53,11 @@ describe('the route', () => {
     expect(days.body).toMatchObject({ ok: false, field: 'days', message: expect.stringContaining('days') });
     const book = await postTool(t.baseUrl, 'book_appointment', callOf(loc), { window_start: 'tomorrow at 10', name: 'Dana' });
     expect(book.body).toMatchObject({ ok: false, field: 'window_start', message: expect.stringContaining('window_start') });
+    // Year 0000 is valid ISO 8601 but no date PostgreSQL (or anyone) has: the agent hears why.
+    const yearZero = await postTool(t.baseUrl, 'check_availability', callOf(loc), { date: '0000-01-01' });
+    expect([yearZero.status, yearZero.body]).toEqual([200, expect.objectContaining({ ok: false, field: 'date' })]);
+    const bookZero = await postTool(t.baseUrl, 'book_appointment', callOf(loc), { window_start: '0000-01-01T14:00:00Z', name: 'Dana' });
+    expect([bookZero.status, bookZero.body]).toEqual([200, expect.objectContaining({ ok: false, field: 'window_start' })]);
     const noName = await postTool(t.baseUrl, 'book_appointment', callOf(loc), { window_start: new Date().toISOString() });
     expect(noName.body).toMatchObject({ ok: false, field: 'name' });
     const withheld = await postTool(t.baseUrl, 'book_appointment', callOf(loc, newCallId(), null),
