@@ -233,7 +233,6 @@ function onlyOnce(call: (fn: string, ...args: unknown[]) => Promise<unknown>): (
   };
 }
 
-/** Shared parameter and query pieces. */
 /**
  * A route that takes no body: none, or `{}`, is fine; anything else is a 400 like an unknown field
  * on a route with a body (docs/api-contract.md §5), not a body silently ignored while the route acts.
@@ -244,6 +243,7 @@ function noBody(value: unknown): { success: true; data: undefined } | { success:
   return r.success ? { success: true, data: undefined } : { success: false, error: r.error };
 }
 
+/** Shared parameter and query pieces. */
 export const locationParam = z.string().min(1).max(100).regex(/^[A-Za-z0-9-]+$/);
 export const uuidParam = uuid;
 export const LocationParams = z.object({ locationId: locationParam });
