@@ -31,10 +31,10 @@ export const notConfigured = (what: string) =>
 export const invalidSignature = (header: string) =>
   new ApiError(401, 'invalid_signature', `Missing, invalid or stale ${header} header`);
 
-/** JSON.parse then zod, both failures as 4xx envelopes. Only called after the signature passed. */
 /** A high surrogate without its low one after it, or a low one without its high one before it. */
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
+/** JSON.parse then zod, both failures as 4xx envelopes. Only called after the signature passed. */
 export function parseSigned<S extends z.ZodType>(schema: S, text: string): z.output<S> {
   let json: unknown;
   try {

@@ -146,7 +146,7 @@ type Turn = z.output<typeof TranscriptTurn>;
 
 /**
  * The platform's transcript_object in the shape the call detail promises (docs/voice.md,
- * "Transcript turns"): turns of other roles (tool calls, transfer targets) are left out, a turn
+ * decision 20): turns of other roles (tool calls, transfer targets) are left out, a turn
  * without words gets [], and a word without both times is left out. Kept rather than refused, as
  * for implausible times: a 400 would make the platform retry the same bytes and lose the call.
  */
