@@ -12,11 +12,13 @@ export function answerClientErrors(server: Server): void {
       socket.destroy();
       return;
     }
-    const tooLarge = err.code === 'HPE_HEADER_OVERFLOW';
-    const status = tooLarge ? 431 : 400;
-    const body = JSON.stringify({ error: tooLarge
-      ? { code: 'headers_too_large', message: 'Request headers are larger than the server accepts (16 KB)', details: {} }
-      : { code: 'bad_request', message: 'The request is not valid HTTP/1.1', details: {} } });
+    // The statuses Node itself would send, each with the envelope.
+    const [status, code, message] = err.code === 'HPE_HEADER_OVERFLOW'
+      ? [431, 'headers_too_large', 'Request headers are larger than the server accepts (16 KB)']
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'request_timeout', 'The request did not arrive in full in time']
+        : [400, 'bad_request', 'The request is not valid HTTP/1.1'];
+    const body = JSON.stringify({ error: { code, message, details: {} } });
     socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json; charset=utf-8\r\n`
       + `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
   });
