@@ -90,6 +90,13 @@ export const webUrl = urlOf(
   'http(s):// URL (ASCII host: a DNS name in punycode, an IPv4 address or an [IPv6] literal)',
 );
 
+/** ISO 8601 has a year 0000; PostgreSQL (and the calendar) do not: a 400 naming its field, not a database refusal. */
+const notYearZero = (v: string) => !v.startsWith('0000');
+/** A calendar date, YYYY-MM-DD. */
+export const isoDate = z.iso.date().refine(notYearZero, 'There is no year 0000');
+/** An instant with an offset (`2026-12-01T14:00:00.000Z`, `2026-12-01T08:00:00-06:00`), as PostgreSQL parses it. */
+export const isoInstant = z.iso.datetime({ offset: true }).refine(notYearZero, 'There is no year 0000');
+
 export const timestamp = z.iso.datetime().meta({ id: 'Timestamp', description: 'ISO 8601 UTC with milliseconds' });
 
 /** Every record id. */

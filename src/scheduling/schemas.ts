@@ -4,11 +4,10 @@
  * on app.bookings); these schemas only validate what comes in and describe what goes out.
  */
 import { z } from 'zod';
-import { patchOf, timestamp } from '../http/schemas.js';
+import { isoDate, isoInstant, patchOf, timestamp } from '../http/schemas.js';
 
-/** An instant with an offset (`2026-12-01T14:00:00.000Z`, `2026-12-01T08:00:00-06:00`), as Postgres parses it. */
-export const windowStart = z.iso.datetime({ offset: true }).describe('Start of an arrival window (ISO 8601, as GET availability lists it)');
-export const isoDate = z.iso.date();
+export const windowStart = isoInstant.describe('Start of an arrival window (ISO 8601, as GET availability lists it)');
+export { isoDate };
 
 export const Scheduling = z.strictObject({
   location_id: z.uuid(),

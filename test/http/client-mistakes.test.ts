@@ -311,3 +311,15 @@ test('lengths count characters: 1,000 emoji fit a 1,000-character question (2,00
   const over = await post('🔥'.repeat(1001));
   expect([over.status, over.body.error.details.issues[0].path]).toEqual([400, 'question']);
 });
+
+test('year 0000 (valid ISO 8601, no date PostgreSQL has) is a 400 naming the field, in a query as in a body', async () => {
+  const cases: Array<[string, string, unknown, string]> = [
+    ['GET', `${V}/locations/${loc.id}/calls?from=0000-01-01T00:00:00Z`, undefined, 'from'],
+    ['GET', `${V}/locations/${loc.id}/availability?from=0000-01-01`, undefined, 'from'],
+    ['PATCH', `${V}/locations/${loc.id}/bookings/00000000-0000-4000-8000-000000000000`, { scheduled_date: '0000-01-01' }, 'scheduled_date'],
+  ];
+  for (const [method, path, body, field] of cases) {
+    const res = await request(t.baseUrl, method, path, { token, body });
+    expect([field, res.status, res.body.error?.code, res.body.error?.details?.issues?.[0]?.path]).toEqual([field, 400, 'validation_error', field]);
+  }
+});

@@ -4,11 +4,10 @@
  * `parameters` of the definition GET /api/voice/tools hands out for pasting into the agent.
  */
 import { z } from 'zod';
+import { isoDate, isoInstant } from '../schemas.js';
 import { looseE164 } from './voice-payloads.js';
 
-/** ISO 8601 accepts year 0000, which PostgreSQL (and the calendar) do not have. */
-const realYear = (v: string) => !v.startsWith('0000');
-const window_start = z.iso.datetime({ offset: true }).refine(realYear, 'There is no year 0000')
+const window_start = isoInstant
   .describe('The `start` of a window exactly as check_availability returned it (ISO 8601)');
 const phrase = (max: number) => z.string().trim().min(1).max(max);
 
@@ -16,7 +15,7 @@ export const TOOLS = {
   check_availability: {
     description: 'Lists up to 6 open arrival windows, soonest first, from a day (default today). Call it before offering a time; offer only windows it returns.',
     args: z.object({
-      date: z.iso.date().refine(realYear, 'There is no year 0000').optional().describe('First day to look at, YYYY-MM-DD in the business\'s time zone; default today'),
+      date: isoDate.optional().describe('First day to look at, YYYY-MM-DD in the business\'s time zone; default today'),
       days: z.number().int().min(1).max(14).optional().describe('How many days from `date` (1-14, default 7)'),
     }),
   },

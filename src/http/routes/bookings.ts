@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { defineArea, defineRoute, locAnd, LocationParams, page, pageQuery, type RouteSpec } from '../route.js';
 import { hhmm, text } from './rest-common.js';
 import { bookingStatuses } from '../../allowed-values.js';
-import { patchOf } from '../schemas.js';
+import { isoDate, patchOf } from '../schemas.js';
 import { Booking } from './records.js';
 import { e164 } from '../schemas.js';
 import { windowStart } from '../../scheduling/schemas.js';
@@ -20,7 +20,7 @@ export const BookingPatch = patchOf({
   status: z.enum(bookingStatuses).describe(
     'Allowed moves: scheduled→confirmed|completed|cancelled|no_show, confirmed→scheduled|completed|cancelled|no_show, cancelled|no_show→scheduled; completed is final'),
   window_start: windowStart.describe('Move the booking to this window (409 slot_unavailable like POST)'),
-  scheduled_date: z.iso.date().describe('Only for a booking without a window'),
+  scheduled_date: isoDate.describe('Only for a booking without a window'),
   scheduled_time: hhmm.nullable().describe('Only for a booking without a window'),
   service_type: text(200).nullable(),
   address: text(500).nullable(),

@@ -4,6 +4,7 @@ import { callOutcomes, transferStatuses } from '../../allowed-values.js';
 import { CallSummary } from './records.js';
 import { ts, tsNull } from './rest-common.js';
 import { TURN_ROLES } from '../platform/voice-payloads.js';
+import { isoInstant } from '../schemas.js';
 
 export const TranscriptTurn = z.object({
   role: z.string().describe(`One of ${TURN_ROLES.join(', ')}`),
@@ -31,8 +32,8 @@ export const CallDetail = CallSummary.extend({
 const CallsQuery = z.object({
   ...pageQuery,
   outcome: z.enum(callOutcomes).optional(),
-  from: z.iso.datetime({ offset: true }).optional().describe('started_at at or after (ISO 8601)'),
-  to: z.iso.datetime({ offset: true }).optional().describe('started_at before (ISO 8601, exclusive)'),
+  from: isoInstant.optional().describe('started_at at or after (ISO 8601)'),
+  to: isoInstant.optional().describe('started_at before (ISO 8601, exclusive)'),
   is_emergency: z.enum(['true', 'false']).transform((v) => v === 'true').optional(),
 });
 

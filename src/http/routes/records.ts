@@ -7,10 +7,9 @@
  */
 import { z } from 'zod';
 import { bookingSources, bookingStatuses, callDirections, callOutcomes, leadStatuses } from '../../allowed-values.js';
-import { E164_PATTERN } from '../schemas.js';
+import { E164_PATTERN, isoDate } from '../schemas.js';
 import { hhmm, ts, tsNull, uuid } from './rest-common.js';
 
-const isoDate = z.iso.date();
 const maskedPhone = z.string().regex(/^\*\*\*-\*\*\*-[0-9]{4}$/).describe('Masked: ***-***-NNNN');
 const e164 = z.string().regex(new RegExp(E164_PATTERN));
 const urgency = z.number().int().min(0).max(5);

@@ -8,7 +8,7 @@ import type { Config } from '../../config.js';
 import { deliveryStatuses } from '../../allowed-values.js';
 import { catalogEntry, deliveryEventTypes, eventTypes, publishedCatalog } from '../../webhooks/events.js';
 import { defineArea, defineRoute, locAnd, LocationParams, page, pageQuery, type RouteSpec, uuidParam } from '../route.js';
-import { httpsUrl, patchOf, timestamp, uuid } from '../schemas.js';
+import { httpsUrl, isoInstant, patchOf, timestamp, uuid } from '../schemas.js';
 import { assertTargetField } from './rest-common.js';
 
 /**
@@ -85,7 +85,7 @@ const TestBody = z.strictObject({
 }).meta({ id: 'WebhookTestRequest' }).optional();
 
 const RecoverBody = z.strictObject({
-  since: z.iso.datetime({ offset: true }).describe('Re-send events created at or after this instant (within DELIVERY_RETENTION_DAYS, not in the future)'),
+  since: isoInstant.describe('Re-send events created at or after this instant (within DELIVERY_RETENTION_DAYS, not in the future)'),
 }).meta({ id: 'WebhookRecoverRequest' });
 const RecoverResult = z.object({
   queued: z.number().int().min(0).describe('New first attempts queued'),
