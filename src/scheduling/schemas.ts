@@ -7,7 +7,6 @@ import { z } from 'zod';
 import { isoDate, isoInstant, patchOf, timestamp } from '../http/schemas.js';
 
 export const windowStart = isoInstant.describe('Start of an arrival window (ISO 8601, as GET availability lists it)');
-export { isoDate };
 
 export const Scheduling = z.strictObject({
   location_id: z.uuid(),

@@ -1,6 +1,6 @@
 import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import type { z } from 'zod';
-import { assertJsonDepth } from '../body.js';
+import { assertJsonDepth, storableText } from '../body.js';
 import { ApiError, fromZod } from '../errors.js';
 
 /**
@@ -31,9 +31,6 @@ export const notConfigured = (what: string) =>
 export const invalidSignature = (header: string) =>
   new ApiError(401, 'invalid_signature', `Missing, invalid or stale ${header} header`);
 
-/** A high surrogate without its low one after it, or a low one without its high one before it. */
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
-
 /** JSON.parse then zod, both failures as 4xx envelopes. Only called after the signature passed. */
 export function parseSigned<S extends z.ZodType>(schema: S, text: string): z.output<S> {
   let json: unknown;
@@ -48,7 +45,7 @@ export function parseSigned<S extends z.ZodType>(schema: S, text: string): z.out
   // platform payload must still be stored (a 400 would only make the platform retry the same
   // bytes), so NULs are dropped and lone surrogates become U+FFFD.
   if (text.includes('\\u0000') || /\\u[dD][89a-fA-F]/.test(text)) {
-    json = JSON.parse(text, (_key, value) => (typeof value === 'string' ? value.replaceAll('\u0000', '').replace(LONE_SURROGATE, '\uFFFD') : value));
+    json = JSON.parse(text, (_key, value) => (typeof value === 'string' ? storableText(value) : value));
   }
   return validate(schema, json);
 }

@@ -127,9 +127,12 @@ interface CallTimes {
  * retry the same bytes and lose the call's transcript and analysis with them. A JSON number that
  * is not an integer ≥ 0 stays a 400 (a malformed platform field).
  */
+/** A platform time (Unix ms) neither before 2000 nor more than a day ahead of `nowMs`. */
+export const plausibleMs = (v: number, nowMs: number): boolean => v >= EARLIEST_CALL_MS && v <= nowMs + MAX_AHEAD_MS;
+
 export function plausibleTimes<T extends CallTimes>(call: T, nowMs: number): T {
   const out = { ...call };
-  const ok = (v: number) => v >= EARLIEST_CALL_MS && v <= nowMs + MAX_AHEAD_MS;
+  const ok = (v: number) => plausibleMs(v, nowMs);
   if (typeof out.start_timestamp === 'number' && !ok(out.start_timestamp)) delete out.start_timestamp;
   if (typeof out.end_timestamp === 'number' && !ok(out.end_timestamp)) delete out.end_timestamp;
   if (typeof out.start_timestamp === 'number' && typeof out.end_timestamp === 'number' && out.end_timestamp < out.start_timestamp) {
@@ -210,8 +213,7 @@ export const PostCallWebhook = z.object({
 }).transform((w) => {
   // An implausible event time is dropped like the call's own times: the transfer is recorded at
   // our clock's time instead (docs/voice.md, decision 18).
-  const now = Date.now();
-  if (w.timestamp === undefined || (w.timestamp >= EARLIEST_CALL_MS && w.timestamp <= now + MAX_AHEAD_MS)) return w;
+  if (w.timestamp === undefined || plausibleMs(w.timestamp, Date.now())) return w;
   const { timestamp: _dropped, ...rest } = w;
   return rest;
 }).meta({ id: 'VoicePostCallWebhook' });
