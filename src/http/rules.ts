@@ -24,6 +24,7 @@ export type RuleId = keyof typeof RULES;
 export const GENERAL_RULES = [
   'Strings must not contain the NUL character (U+0000) or unpaired surrogates (PostgreSQL text cannot hold them).',
   'String lengths (minLength/maxLength) count characters (Unicode code points), as JSON Schema and PostgreSQL do: an emoji counts once.',
+  'Dates and instants have a year from 0001, and an instant\'s offset is within ±15:59 (PostgreSQL holds no more).',
   'JSON nests at most 32 levels.',
   'A body is at most 64 KiB (413 above).',
 ];

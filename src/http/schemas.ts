@@ -94,8 +94,19 @@ export const webUrl = urlOf(
 const notYearZero = (v: string) => !v.startsWith('0000');
 /** A calendar date, YYYY-MM-DD. */
 export const isoDate = z.iso.date().refine(notYearZero, 'There is no year 0000');
+/**
+ * ISO 8601 allows any offset up to ±23:59; PostgreSQL holds up to ±15:59 (every zone in use is
+ * within −12 and +14): beyond that, a 400 naming the field, not a database refusal.
+ */
+const offsetHeld = (v: string) => {
+  const m = /([+-])(\d{2}):?\d{2}$/.exec(v);
+  return !m || Number(m[2]) <= 15;
+};
 /** An instant with an offset (`2026-12-01T14:00:00.000Z`, `2026-12-01T08:00:00-06:00`), as PostgreSQL parses it. */
-export const isoInstant = z.iso.datetime({ offset: true }).refine(notYearZero, 'There is no year 0000');
+export const isoInstant = z.iso
+  .datetime({ offset: true })
+  .refine(notYearZero, 'There is no year 0000')
+  .refine(offsetHeld, 'The offset must be within ±15:59');
 
 export const timestamp = z.iso.datetime().meta({ id: 'Timestamp', description: 'ISO 8601 UTC with milliseconds' });
 

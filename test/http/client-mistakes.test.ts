@@ -312,11 +312,15 @@ test('lengths count characters: 1,000 emoji fit a 1,000-character question (2,00
   expect([over.status, over.body.error.details.issues[0].path]).toEqual([400, 'question']);
 });
 
-test('year 0000 (valid ISO 8601, no date PostgreSQL has) is a 400 naming the field, in a query as in a body', async () => {
+test('year 0000 and offsets past ±15:59 (valid ISO 8601, not held by PostgreSQL) are a 400 naming the field, in a query as in a body', async () => {
   const cases: Array<[string, string, unknown, string]> = [
     ['GET', `${V}/locations/${loc.id}/calls?from=0000-01-01T00:00:00Z`, undefined, 'from'],
     ['GET', `${V}/locations/${loc.id}/availability?from=0000-01-01`, undefined, 'from'],
     ['PATCH', `${V}/locations/${loc.id}/bookings/00000000-0000-4000-8000-000000000000`, { scheduled_date: '0000-01-01' }, 'scheduled_date'],
+    // Offsets ISO 8601 allows (to ±23:59) and PostgreSQL does not hold (beyond ±15:59).
+    ['GET', `${V}/locations/${loc.id}/calls?to=2026-11-30T06:00:00%2B16:00`, undefined, 'to'],
+    ['POST', `${V}/locations/${loc.id}/bookings`, { window_start: '2026-11-30T06:00:00+23:00', name: 'Z', phone: '+15125559006' }, 'window_start'],
+    ['POST', `${V}/locations/${loc.id}/bookings`, { window_start: '2026-11-30T06:00:00-23:59', name: 'Z', phone: '+15125559006' }, 'window_start'],
   ];
   for (const [method, path, body, field] of cases) {
     const res = await request(t.baseUrl, method, path, { token, body });

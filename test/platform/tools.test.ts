@@ -58,6 +58,9 @@ describe('the route', () => {
     expect([yearZero.status, yearZero.body]).toEqual([200, expect.objectContaining({ ok: false, field: 'date' })]);
     const bookZero = await postTool(t.baseUrl, 'book_appointment', callOf(loc), { window_start: '0000-01-01T14:00:00Z', name: 'Dana' });
     expect([bookZero.status, bookZero.body]).toEqual([200, expect.objectContaining({ ok: false, field: 'window_start' })]);
+    // So is an offset past ±15:59 (ISO 8601 allows ±23:59, PostgreSQL does not).
+    const farOffset = await postTool(t.baseUrl, 'book_appointment', callOf(loc), { window_start: '2026-11-30T06:00:00+23:00', name: 'Dana' });
+    expect([farOffset.status, farOffset.body]).toEqual([200, expect.objectContaining({ ok: false, field: 'window_start' })]);
     const noName = await postTool(t.baseUrl, 'book_appointment', callOf(loc), { window_start: new Date().toISOString() });
     expect(noName.body).toMatchObject({ ok: false, field: 'name' });
     const withheld = await postTool(t.baseUrl, 'book_appointment', callOf(loc, newCallId(), null),
