@@ -1563,8 +1563,9 @@ export interface components {
         };
         /** @description Opening intervals in the location timezone; days absent are closed */
         BusinessHours: components["schemas"]["BusinessHoursInterval"][];
-        /** @description One opening interval (HH:MM, location time) */
+        /** @description One opening interval (HH:MM, location time; an interval past midnight is two: to 24:00, and from 00:00 the next day) */
         BusinessHoursInterval: {
+            /** @description Closing time; 24:00 is midnight at the end of the day */
             close: string;
             /** @description 0 = Sunday */
             day: number;

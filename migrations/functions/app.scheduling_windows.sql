@@ -6,21 +6,27 @@ CREATE OR REPLACE FUNCTION app.scheduling_windows(loc uuid, from_date date, days
  STABLE
 AS $function$
   -- Windows are cut in local wall-clock time, then placed on the time line in the location's
-  -- zone: across a DST change an 8-10 window stays 8-10 on the clock.
-  select w.ws, w.we, s.capacity - coalesce(bw.booked, 0)
-    from app.scheduling_settings_of(loc) s
-    cross join (select l.timezone from app.locations l where l.id = loc) l
-    cross join lateral generate_series(from_date::timestamp, (from_date + least(greatest(days, 0), 400) - 1)::timestamp, interval '1 day') g (d)
-    join app.business_hours h on h.location_id = loc and h.day = extract(dow from g.d)
-    cross join lateral generate_series(0, (extract(epoch from h.close::time - h.open::time) / 60)::int / s.window_minutes - 1) k
-    -- offset 0: each window's instants are computed once, not at every place the plan uses them.
-    cross join lateral (select (g.d::date + h.open::time + make_interval(mins => k * s.window_minutes)) at time zone l.timezone as ws,
-                               (g.d::date + h.open::time + make_interval(mins => (k + 1) * s.window_minutes)) at time zone l.timezone as we
-                        offset 0) w
-    left join app.booking_windows bw on bw.location_id = loc and bw.window_start = w.ws
-   where g.d::date <> all (s.closed_dates)
-     and w.ws >= at + make_interval(mins => s.lead_time_minutes)
-     and w.ws <= at + make_interval(days => s.horizon_days)
-   order by w.ws
+  -- zone: across a DST change an 8-10 window stays 8-10 on the clock. On a spring-forward day a
+  -- wall time in the missing hour lands an hour later, so a cut can end where it starts, before it
+  -- starts, or overlap the one before it: those are left out (each window then starts after the
+  -- last one kept ended, and one capacity counter per start stays one window's).
+  select x.ws, x.we, x.capacity - coalesce(bw.booked, 0)
+    from (select w.ws, w.we, s.capacity, s.lead_time_minutes, s.horizon_days,
+                 max(w.we) over (partition by g.d, h.open order by k rows between unbounded preceding and 1 preceding) as before_end
+            from app.scheduling_settings_of(loc) s
+            cross join (select l.timezone from app.locations l where l.id = loc) l
+            cross join lateral generate_series(from_date::timestamp, (from_date + least(greatest(days, 0), 400) - 1)::timestamp, interval '1 day') g (d)
+            join app.business_hours h on h.location_id = loc and h.day = extract(dow from g.d)
+            cross join lateral generate_series(0, (extract(epoch from h.close::time - h.open::time) / 60)::int / s.window_minutes - 1) k
+            -- offset 0: each window's instants are computed once, not at every place the plan uses them.
+            cross join lateral (select (g.d::date + h.open::time + make_interval(mins => k * s.window_minutes)) at time zone l.timezone as ws,
+                                       (g.d::date + h.open::time + make_interval(mins => (k + 1) * s.window_minutes)) at time zone l.timezone as we
+                                offset 0) w
+           where g.d::date <> all (s.closed_dates)) x
+    left join app.booking_windows bw on bw.location_id = loc and bw.window_start = x.ws
+   where x.we > x.ws and x.ws >= coalesce(x.before_end, x.ws)
+     and x.ws >= at + make_interval(mins => x.lead_time_minutes)
+     and x.ws <= at + make_interval(days => x.horizon_days)
+   order by x.ws
 $function$;
-comment on function app.scheduling_windows(uuid,date,integer,timestamp with time zone) is E'Bookable windows of the days from from_date (location time), oldest first, with the room left in each (0 or less: full): cut from business hours by window_minutes, without closed dates, windows inside the lead time or past the horizon as seen at `at` (now).';
+comment on function app.scheduling_windows(uuid,date,integer,timestamp with time zone) is E'Bookable windows of the days from from_date (location time), oldest first, with the room left in each (0 or less: full): cut from business hours by window_minutes, without closed dates, windows inside the lead time or past the horizon as seen at `at` (now), or cuts a spring-forward gap leaves empty or overlapping.';

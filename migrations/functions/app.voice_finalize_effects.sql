@@ -9,7 +9,11 @@ declare
   voicemail boolean := coalesce(c.in_voicemail, false) or c.disconnection_reason = 'voicemail_reached';
   l app.leads;
   tz text := (select t.timezone from app.locations t where t.id = c.location_id);
-  tool_booked boolean := exists (select 1 from app.bookings b where b.location_id = c.location_id and b.platform_call_id = c.platform_call_id);
+  -- Bookings the agent made during the call: any of them stands for the call's appointment (the
+  -- analysis's date does not make another), but only one still active makes the lead "booked".
+  tool_any boolean := exists (select 1 from app.bookings b where b.location_id = c.location_id and b.platform_call_id = c.platform_call_id);
+  tool_booked boolean := exists (select 1 from app.bookings b where b.location_id = c.location_id and b.platform_call_id = c.platform_call_id
+                                    and b.status in ('scheduled', 'confirmed'));
   ws timestamptz;
   we timestamptz;
 begin
@@ -19,11 +23,11 @@ begin
     values (c.location_id, c.id, c.customer_id, c.caller_name, c.caller_phone,
             case when c.caller_email ~ '^[^@\s]+@[^@\s]+\.[^@\s]+$' and length(c.caller_email) <= 320 then c.caller_email end,
             c.caller_address, c.service_type, c.urgency_level, c.estimated_value,
-            case when c.outcome = 'booked' or tool_booked then 'booked' else 'new' end, c.issue_summary)
+            case when tool_booked or (c.outcome = 'booked' and not tool_any) then 'booked' else 'new' end, c.issue_summary)
     returning * into l;
   end if;
 
-  if tool_booked then
+  if tool_any then
     -- The agent booked during the call (booking.created fired then): that booking is this call's
     -- appointment; the analysis's date and time do not make a second one.
     update app.bookings b set call_id = c.id, lead_id = coalesce(b.lead_id, l.id), customer_id = coalesce(b.customer_id, c.customer_id)

@@ -57,11 +57,12 @@ begin
       'caller_upcoming_appointment', coalesce((select app.booking_label(b, l.timezone)
                                                  from app.voice_caller_bookings(l.id, caller) b limit 1), ''),
       'emergency_keywords', array_to_string(s.emergency_keywords, ', '),
+      'booking_enabled', coalesce(s.booking_enabled, true)::text,
       'caller_name', coalesce(cust.name, ''),
       'is_returning_customer', (cust.id is not null)::text),
     'metadata', jsonb_build_object('location_id', l.id)));
 end
 $function$;
 alter function app.voice_inbound(jsonb) owner to switchboard_system;
-comment on function app.voice_inbound(jsonb) is E'Pre-call webhook: routes by to_number (SB404 when unknown), answers the agent''s dynamic variables (with the next open window, the caller''s upcoming appointment and whom to transfer to), or rejects a blocklisted caller (records a spam call, fires spam.blocked and call.ended).';
+comment on function app.voice_inbound(jsonb) is E'Pre-call webhook: routes by to_number (SB404 when unknown), answers the agent''s dynamic variables (with the next open window, the caller''s upcoming appointment and whom to transfer to), whether the agent may book, or rejects a blocklisted caller (records a spam call, fires spam.blocked and call.ended).';
 revoke execute on function app.voice_inbound(jsonb) from public;

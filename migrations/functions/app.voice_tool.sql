@@ -38,13 +38,23 @@ begin
       'message', case when jsonb_array_length(windows) = 0 then 'There is no open window on those days.'
                       else 'Open windows: ' || app.voice_say_windows(windows) || '.' end);
 
+  elsif tool in ('book_appointment', 'reschedule_appointment')
+        and not coalesce((select a.booking_enabled from app.agent_settings a where a.location_id = l.id), true) then
+    -- The contractor turned booking by the agent off (PATCH agent): nothing is booked or moved.
+    return jsonb_build_object('ok', false, 'reason', 'booking_disabled',
+      'message', 'Booking by phone is turned off for this business. Take the caller''s details and say the office will call back to schedule.');
+
   elsif tool = 'book_appointment' then
     ws := (args ->> 'window_start')::timestamptz;
     -- Retell retries a failed request up to twice: one call books one window once. Class 7303
-    -- keeps these keys apart from the post-call's (7301) and Idempotency-Key's (7302).
+    -- keeps these keys apart from the post-call's (7301) and Idempotency-Key's (7302). Only an
+    -- active booking answers a retry: one the caller has since cancelled is not "booked", and
+    -- booking that window again makes a new one (capacity permitting).
     perform pg_advisory_xact_lock(7303, hashtext(l.id::text || '/' || v_call_id));
     select * into b from app.bookings t
-     where t.location_id = l.id and t.platform_call_id = v_call_id and t.window_start = ws;
+     where t.location_id = l.id and t.platform_call_id = v_call_id and t.window_start = ws
+       and t.status in ('scheduled', 'confirmed')
+     order by t.created_at limit 1;
     if b.id is null then
       begin
         b := app.booking_place(l.id, args, 'agent_tool', v_call_id);
@@ -66,11 +76,13 @@ begin
                       else 'Upcoming: ' || (select string_agg(a ->> 'label', '; ' order by o) from jsonb_array_elements(windows) with ordinality x (a, o)) || '.' end);
 
   elsif tool in ('reschedule_appointment', 'cancel_appointment') then
+    -- The row lock first, then the caller's active bookings read after it: a contractor's change
+    -- that committed meanwhile (cancelled, completed) is seen, not overwritten.
+    perform 1 from app.bookings t where t.location_id = l.id and t.id = app.uuid_or_null(args ->> 'booking_id') for update;
     select x.* into b from app.voice_caller_bookings(l.id, caller) x where x.id = app.uuid_or_null(args ->> 'booking_id');
     if b.id is null then
       return jsonb_build_object('ok', false, 'message', 'I could not find that appointment for this phone number.');
     end if;
-    perform 1 from app.bookings t where t.id = b.id for update;
     if tool = 'cancel_appointment' then
       update app.bookings t set status = 'cancelled',
              notes = left(concat_ws(E'\n', t.notes, 'Cancelled by the caller' || coalesce(': ' || (args ->> 'reason'), '') || '.'), 10000)

@@ -32,6 +32,7 @@ describe('POST /api/voice/inbound', () => {
       pricebook: 'Diagnostic visit: $89 (waived with repair)',
       transfer_number: '+15125550999',
       emergency_keywords: 'gas, smoke',
+      booking_enabled: 'true',
       caller_name: '',
       is_returning_customer: 'false',
       next_open_window: expect.stringMatching(/^(Monday|Tuesday), [A-Z][a-z]+ \d{1,2}, between /),
