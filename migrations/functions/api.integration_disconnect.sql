@@ -22,9 +22,13 @@ begin
      and t.location_id = a.location_id
   returning * into i;
   if i.id is null then return null; end if;
+  -- Nothing will run its waiting syncs now: they fail, and can be retried after reconnecting.
+  update app.integration_syncs x
+     set status = 'failed', last_error = 'integration disconnected', lease_until = null
+   where x.location_id = a.location_id and x.integration_id = i.id and x.status = 'pending';
   return jsonb_build_object('integration', app.integration_json(i), 'secrets_ciphertext', encode(old_secrets, 'base64'));
 end
 $function$;
-comment on function api.integration_disconnect(text,text,text) is E'DELETE integrations/{provider}: marks the connected one (or an expired one still holding secrets) disconnected and erases its secrets; returns the record and, for the route only, the erased ciphertext so it can revoke at the provider. 404 when none.';
+comment on function api.integration_disconnect(text,text,text) is E'DELETE integrations/{provider}: marks the connected one (or an expired one still holding secrets) disconnected, erases its secrets and fails its pending syncs (integration disconnected; retried after reconnecting); returns the record and, for the route only, the erased ciphertext so it can revoke at the provider. 404 when none.';
 revoke execute on function api.integration_disconnect(text,text,text) from public;
 grant execute on function api.integration_disconnect(text,text,text) to switchboard_api;

@@ -7,20 +7,49 @@ AS $function$
 declare
   a app.auth := app.authorize(token_hash, location_ref, 'integrations:write');
   s app.integration_syncs;
+  was app.integrations;
+  now_on app.integrations;
 begin
-  select * into s from app.integration_syncs x where x.id = sync_id and x.provider = integration_sync_retry.provider;
+  select * into s from app.integration_syncs x where x.id = sync_id and x.provider = integration_sync_retry.provider for update;
   if s.id is null then return null; end if;
   if s.status <> 'failed' then
     perform app.raise('SB409', format('Only a failed sync can be retried; this one is %s', s.status), jsonb_build_object('status', s.status));
   end if;
+  select * into was from app.integrations i where i.id = s.integration_id and i.location_id = s.location_id;
+  if was.status = 'disconnected' then
+    -- Its connection was disconnected: the retry goes through the provider's current connection of
+    -- the location (a reconnection is a new integration), without the old remote ids when the
+    -- account is another.
+    select * into now_on from app.integrations i
+     where i.location_id = s.location_id and i.provider = s.provider and i.status in ('connected', 'expired')
+     order by (i.status = 'connected') desc, i.created_at desc limit 1;
+    if now_on.id is null then
+      perform app.raise('SB409', format('The %s integration was disconnected; connect it again, then retry', s.provider),
+                        jsonb_build_object('status', s.status, 'integration_status', was.status));
+    end if;
+    if s.action = 'create' and exists (
+         select 1 from app.integration_syncs o
+          where o.location_id = s.location_id and o.integration_id = now_on.id and o.record_type = s.record_type
+            and o.record_id = s.record_id and o.action = 'create') then
+      perform app.raise('SB409', format('This %s already has a sync through the new %s connection', s.record_type, s.provider),
+                        jsonb_build_object('status', s.status));
+    end if;
+    update app.integration_syncs x
+       set integration_id = now_on.id,
+           remote = case when now_on.external_id is not distinct from was.external_id then x.remote else '{}' end
+     where x.id = s.id and x.location_id = s.location_id;
+  end if;
+  -- attempts counts from the retry (a fresh schedule); the attempts before it are kept, so the
+  -- next attempt looks for a record an earlier one may have created before it creates one.
   update app.integration_syncs x
-     set status = 'pending', attempts = 0, next_attempt_at = now(), lease_until = null
+     set status = 'pending', attempts_before_retry = x.attempts_before_retry + x.attempts, attempts = 0,
+         next_attempt_at = now(), lease_until = null
    where x.id = s.id and x.location_id = s.location_id
   returning * into s;
   perform app.integration_sync_requeue(s.id, s.integration_id);
   return app.integration_sync_json(s);
 end
 $function$;
-comment on function api.integration_sync_retry(text,text,text,uuid) is E'POST integrations/{provider}/syncs/{id}/retry: a failed sync becomes pending again with a fresh retry schedule (SB409 otherwise); it runs when its connection is connected.';
+comment on function api.integration_sync_retry(text,text,text,uuid) is E'POST integrations/{provider}/syncs/{id}/retry: a failed sync becomes pending again with a fresh retry schedule (attempts from 0, the earlier ones kept in attempts_before_retry so it looks before it creates; SB409 otherwise); it runs when its connection is connected. A sync of a disconnected connection moves to the provider''s current connection of the location (SB409 when there is none).';
 revoke execute on function api.integration_sync_retry(text,text,text,uuid) from public;
 grant execute on function api.integration_sync_retry(text,text,text,uuid) to switchboard_api;

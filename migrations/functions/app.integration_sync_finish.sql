@@ -9,30 +9,33 @@ AS $function$
 declare
   s app.integration_syncs;
 begin
-  if outcome not in ('synced', 'failed', 'retry', 'wait') then
+  if outcome not in ('synced', 'failed', 'retry', 'wait', 'defer') then
     perform app.raise('SB400', format('Unknown sync outcome %s', outcome));
   end if;
   update app.integration_syncs x
      set status = case outcome when 'synced' then 'synced' when 'failed' then 'failed' else 'pending' end,
          external_id = coalesce(integration_sync_finish.external_id, x.external_id),
          last_error = case when outcome = 'synced' then null else left(error, 2000) end,
-         next_attempt_at = case when outcome = 'retry' then now() + make_interval(secs => retry_in_seconds) else x.next_attempt_at end,
-         -- 'wait': the connection cannot be used (expired); the attempt does not count.
-         attempts = case when outcome = 'wait' then greatest(x.attempts - 1, 0) else x.attempts end,
+         next_attempt_at = case when outcome in ('retry', 'defer') then now() + make_interval(secs => retry_in_seconds) else x.next_attempt_at end,
+         -- 'wait': the connection cannot be used (expired); 'defer': an update whose create has not
+         -- synced yet. Neither counts the attempt.
+         attempts = case when outcome in ('wait', 'defer') then greatest(x.attempts - 1, 0) else x.attempts end,
          lease_until = null
    where x.id = integration_sync_finish.sync_id
+     -- A sync failed meanwhile (its connection was disconnected) stays failed unless this attempt wrote it.
+     and (x.status = 'pending' or outcome = 'synced')
   returning * into s;
   if s.id is null then return null; end if;
   update app.integrations i
      set last_synced_at = case when outcome = 'synced' then now() else i.last_synced_at end,
-         last_error = case when outcome = 'synced' then null when outcome = 'wait' then i.last_error else s.last_error end
+         last_error = case when outcome = 'synced' then null when outcome in ('wait', 'defer') then i.last_error else s.last_error end
    where i.id = s.integration_id and i.location_id = s.location_id;
-  if outcome = 'retry' then
+  if outcome in ('retry', 'defer') then
     perform app.enqueue('integration_sync', jsonb_build_object('sync_id', s.id, 'integration_id', s.integration_id), s.next_attempt_at, 'integration_sync:' || s.id);
   end if;
   return jsonb_build_object('status', s.status, 'attempts', s.attempts, 'next_attempt_at', app.iso(s.next_attempt_at));
 end
 $function$;
 alter function app.integration_sync_finish(uuid,text,text,text,integer) owner to switchboard_system;
-comment on function app.integration_sync_finish(uuid,text,text,text,integer) is E'Worker: records an attempt''s outcome: synced (remote id), failed (the provider''s validation message, not retried), retry (queued again after retry_in_seconds) or wait (connection expired; stays pending until re-authorised). The integration''s last_synced_at and last_error follow. Definer: worker-side write.';
+comment on function app.integration_sync_finish(uuid,text,text,text,integer) is E'Worker: records an attempt''s outcome: synced (remote id), failed (the provider''s validation message, not retried), retry (queued again after retry_in_seconds), wait (connection expired; stays pending until re-authorised) or defer (an update whose create has not synced: queued again after retry_in_seconds, the attempt not counted). A sync no longer pending (failed by a disconnect meanwhile) takes only synced. The integration''s last_synced_at and last_error follow. Definer: worker-side write.';
 revoke execute on function app.integration_sync_finish(uuid,text,text,text,integer) from public;

@@ -27,11 +27,23 @@ export async function hcpCompanyId(net: NetOptions, cfg: Config, accessToken: st
   return String(id);
 }
 
+/** The tag a lead or job of ours carries: HCP's Lead has no note in its answers, only tags. */
+export const hcpRefTag = (ref: string) => ref;
+
+/** A lead or job (as GET /leads, GET /jobs answer them) that carries our reference. */
+function carriesRef(x: any, ref: string): boolean {
+  if (Array.isArray(x?.tags) && x.tags.includes(hcpRefTag(ref))) return true;
+  // A Job's notes are Note objects ({ id, content }).
+  return Array.isArray(x?.notes) && x.notes.some((n: any) => typeof n?.content === 'string' && n.content.includes(ref));
+}
+
 /**
  * Housecall Pro: the customer found with GET /customers?q= (by phone), else created with the
- * address; a lead becomes POST /leads, a booking POST /jobs with its window as the schedule, and a
- * rescheduled booking PUT /jobs/{id}/schedule. No idempotency key: the note carries our reference
- * and a retry looks for it among the customer's leads or jobs first.
+ * address; a lead becomes POST /leads, a booking POST /jobs (at a service address of the customer,
+ * which HCP requires: added with POST /customers/{id}/addresses when the customer has none) with
+ * its window as the schedule, and a rescheduled booking PUT /jobs/{id}/schedule. No idempotency
+ * key: the lead or job carries our reference as a tag (and a job in its notes), and a sync
+ * attempted before looks for it among the customer's leads or jobs first.
  */
 export async function hcpWrite(ctx: WriteContext): Promise<{ external_id: string }> {
   const { net, cfg, accessToken: token, rec } = ctx;
@@ -46,13 +58,16 @@ export async function hcpWrite(ctx: WriteContext): Promise<{ external_id: string
     return { external_id: jobId };
   }
   let customerId = ctx.remote.customer_id;
-  let addressId = ctx.remote.address_id;
+  let addressId: string | undefined = ctx.remote.address_id;
+  const sameStreet = (a: any) => !!rec.address && typeof a?.street === 'string' && a.street.trim().toLowerCase() === rec.address.toLowerCase();
   if (!customerId && rec.phone) {
     const r = await hcpCall(net, cfg, token, 'GET', `/customers?q=${encodeURIComponent(digits(rec.phone).slice(-10))}`);
     const found = (r.body?.customers ?? []).find((c: any) => [c.mobile_number, c.home_number, c.work_number].some((p) => samePhone(p, rec.phone)));
     if (found) {
       customerId = String(found.id);
-      addressId = found.addresses?.[0]?.id;
+      const addresses: any[] = Array.isArray(found.addresses) ? found.addresses : [];
+      const a = addresses.find(sameStreet) ?? (rec.address ? undefined : addresses[0]);
+      if (a?.id) addressId = String(a.id);
     }
   }
   if (!customerId) {
@@ -62,23 +77,38 @@ export async function hcpWrite(ctx: WriteContext): Promise<{ external_id: string
       ...(rec.address ? { addresses: [{ street: rec.address }] } : {}),
     });
     customerId = String(r.body?.id ?? '');
-    addressId = r.body?.addresses?.[0]?.id;
+    const a = r.body?.addresses?.[0]?.id;
+    if (a) addressId = String(a);
     if (!customerId) throw new ProviderRefused(r.status ?? 0, 'Housecall Pro created no customer');
   }
-  if (customerId !== ctx.remote.customer_id) await ctx.progress({ customer_id: customerId, ...(addressId ? { address_id: String(addressId) } : {}) });
-  const kind = rec.type === 'lead' ? 'leads' : 'jobs';
-  if (ctx.attempts > 1) {
-    const r = await hcpCall(net, cfg, token, 'GET', `/${kind}?customer_id=${encodeURIComponent(customerId)}`);
-    const found = (r.body?.[kind] ?? []).find((x: any) => [x.note, x.notes, x.description].some((n) => typeof n === 'string' && n.includes(rec.ref)));
-    if (found) return { external_id: String(found.id) };
+  if (!addressId && rec.address) {
+    // A known customer without this address: HCP creates a job only at one of the customer's addresses.
+    const r = await hcpCall(net, cfg, token, 'POST', `/customers/${encodeURIComponent(customerId)}/addresses`, { street: rec.address });
+    if (r.body?.id) addressId = String(r.body.id);
   }
-  const address = addressId ? { address_id: addressId } : {};
-  const body = rec.type === 'lead'
-    ? { customer_id: customerId, ...address, lead_source: 'Switchboard', note: `${rec.title}\n${rec.summary}` }
-    : {
-        customer_id: customerId, ...address, description: rec.title, notes: rec.summary,
-        ...(rec.start ? { schedule: { scheduled_start: rec.start.toISOString(), scheduled_end: rec.end?.toISOString(), arrival_window: 0 } } : {}),
-      };
+  if (customerId !== ctx.remote.customer_id || addressId !== ctx.remote.address_id) {
+    await ctx.progress({ customer_id: customerId, ...(addressId ? { address_id: addressId } : {}) });
+  }
+  const kind = rec.type === 'lead' ? 'leads' : 'jobs';
+  if (ctx.triedBefore) {
+    const r = await hcpCall(net, cfg, token, 'GET', `/${kind}?customer_id=${encodeURIComponent(customerId)}`);
+    const found = (r.body?.[kind] ?? []).find((x: any) => carriesRef(x, rec.ref));
+    if (found) {
+      if (rec.type === 'booking') await ctx.progress({ job_id: String(found.id) });
+      return { external_id: String(found.id) };
+    }
+  }
+  const tags = [hcpRefTag(rec.ref)];
+  let body: Record<string, unknown>;
+  if (rec.type === 'lead') {
+    body = { customer_id: customerId, ...(addressId ? { address_id: addressId } : {}), lead_source: 'Switchboard', note: `${rec.title}\n${rec.summary}`, tags };
+  } else {
+    if (!addressId) throw new ProviderRefused(0, 'Housecall Pro creates a job only at an address of the customer; the booking and the customer have none');
+    body = {
+      customer_id: customerId, address_id: addressId, lead_source: 'Switchboard', notes: `${rec.title}\n${rec.summary}`, tags,
+      ...(rec.start ? { schedule: { scheduled_start: rec.start.toISOString(), scheduled_end: rec.end?.toISOString(), arrival_window: 0 } } : {}),
+    };
+  }
   const r = await hcpCall(net, cfg, token, 'POST', `/${kind}`, body);
   const id = r.body?.id;
   if (!id) throw new ProviderRefused(r.status ?? 0, `Housecall Pro created no ${rec.type === 'lead' ? 'lead' : 'job'}`);

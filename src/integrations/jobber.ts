@@ -101,7 +101,7 @@ export async function jobberWrite(ctx: WriteContext): Promise<{ external_id: str
     if (!clientId) throw new ProviderRefused(200, 'Jobber created no client');
   }
   if (clientId !== ctx.remote.client_id) await ctx.progress({ client_id: clientId });
-  if (ctx.attempts > 1) {
+  if (ctx.triedBefore) {
     const { data } = await jobberGraphql(net, cfg, token, CLIENT_REQUESTS, { id: clientId });
     const found = (data?.client?.requests?.nodes ?? []).find((r: any) => typeof r.title === 'string' && r.title.includes(rec.ref));
     if (found) return { external_id: found.id };

@@ -12,7 +12,7 @@ import type { ExtraCa } from '../net/ca.js';
 import { integrationKey, IntegrationKeyMissing, open, seal, SECRETS, VERIFIER, type IntegrationSecrets } from './crypto.js';
 import { hcpCompanyId } from './housecall-pro.js';
 import type { NetOptions } from './http.js';
-import { jobberAccountId, jobberDisconnect } from './jobber.js';
+import { jobberAccountId, jobberDisconnect, TokenRejected } from './jobber.js';
 import {
   authorizeUrl, clientCredentials, exchangeCode, newState, pkcePair, ProviderRefused, ProviderUnavailable, sha256hex,
 } from './oauth.js';
@@ -78,8 +78,17 @@ export class IntegrationService {
     };
   }
 
-  /** The public callback: never throws; answers the page to show. */
+  /** The public callback: never throws; answers the page to show (an HTML page, never JSON). */
   async callback(q: Record<string, unknown>): Promise<CallbackPage> {
+    try {
+      return await this.callbackPage(q);
+    } catch (err) {
+      this.deps.log.error({ err: { message: (err as Error).message } }, 'oauth callback failed unexpectedly');
+      return fail(500, 'Something went wrong', 'The connection could not be completed. Start again from the app in a few minutes.');
+    }
+  }
+
+  private async callbackPage(q: Record<string, unknown>): Promise<CallbackPage> {
     const { cfg, ownerPool, log } = this.deps;
     const state = typeof q.state === 'string' ? q.state : '';
     if (!state || state.length > 200) return fail(400, 'This connection link is incomplete', 'The link carries no valid state. Start again from the app.');
@@ -111,8 +120,12 @@ export class IntegrationService {
       return { status: 200, title: `${name} is connected`, message: `${name} is now connected to ${s.location_name}. You can close this window.` };
     } catch (err) {
       if (err instanceof ProviderRefused) return fail(400, `${name} was not connected`, `${name} refused the connection: ${err.reason}`);
+      // The new token refused on the account look-up (401): nothing was stored.
+      if (err instanceof TokenRejected) return fail(400, `${name} was not connected`, `${name} refused the connection: its new access token was refused (${err.message}). Start again from the app.`);
       if (err instanceof ProviderUnavailable) return fail(502, `${name} did not answer`, `${name} could not be reached. Start again from the app in a few minutes.`);
-      if ((err as { code?: string }).code === 'SB409') return fail(409, `${name} is already connected`, `${s.location_name} already has ${name} connected.`);
+      // SB409: already connected; 23505: another callback for this location connected it meanwhile.
+      const code = (err as { code?: string }).code;
+      if (code === 'SB409' || code === '23505') return fail(409, `${name} is already connected`, `${s.location_name} already has ${name} connected.`);
       throw err;
     }
   }

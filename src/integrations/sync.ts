@@ -8,10 +8,14 @@
  * - A validation refusal: failed at once with the provider's message (retry by hand: POST
  *   …/syncs/{id}/retry).
  * - An expired connection: the sync waits (pending) until re-authorisation.
- * - Isolation: at most WEBHOOK_ENDPOINT_CONCURRENCY calls in flight per connection in this
- *   process (the webhooks' per-endpoint rule); another job for a busy connection steps aside
+ * - An update whose create has not synced yet waits (pending, attempt not counted) until it has;
+ *   one whose create failed fails, saying so.
+ * - A record whose personal data was erased (docs/privacy.md) is never written: the sync fails.
+ * - One sync in flight per connection, across worker processes (app.integration_sync_claim
+ *   answers busy while another holds a lease): two at once would each look for the same client
+ *   or customer, find none and create it twice. Another job for a busy connection steps aside
  *   (queued again 250 ms later) instead of taking a slot, so a slow or black-holed provider holds
- *   at most that many slots of the sync lane.
+ *   one slot of the sync lane.
  */
 import type { Task } from 'graphile-worker';
 import type pg from 'pg';
@@ -44,10 +48,13 @@ export interface SyncDeps {
 /** How long a job of a busy connection waits before it is tried again. */
 const STEP_ASIDE_MS = 250;
 
-export type SyncOutcome = 'synced' | 'failed' | 'retry' | 'wait' | 'skipped' | 'busy';
+/** How long an update waits at least before it looks again whether its create has synced. */
+const CREATE_WAIT_S = 5;
 
-/** Calls in flight per connection in this process. */
-const inFlight = new Map<string, number>();
+export type SyncOutcome = 'synced' | 'failed' | 'retry' | 'wait' | 'defer' | 'skipped' | 'busy';
+
+/** Connections with a sync in flight in this process (saves a claim that would answer busy). */
+const inFlight = new Set<string>();
 
 export class SyncRunner {
   private readonly keeper: TokenKeeper;
@@ -56,34 +63,43 @@ export class SyncRunner {
     this.keeper = new TokenKeeper({ cfg: deps.cfg, log: deps.log, pool: deps.pool, net: netOptions(deps.cfg, deps.ca) });
   }
 
-  private finish(id: string, outcome: 'synced' | 'failed' | 'retry' | 'wait', externalId: string | null, error: string | null, retryIn = 0) {
+  private finish(id: string, outcome: 'synced' | 'failed' | 'retry' | 'wait' | 'defer', externalId: string | null, error: string | null, retryIn = 0) {
     return callFn(this.deps.pool, 'app.integration_sync_finish', [id, outcome, externalId, error, Math.ceil(retryIn)]);
   }
 
   async run(syncId: string, integrationId?: string): Promise<SyncOutcome> {
     const { cfg, log, pool } = this.deps;
-    const cap = cfg.WEBHOOK_ENDPOINT_CONCURRENCY;
-    const busy = (id: string) => (inFlight.get(id) ?? 0) >= cap;
-    if (integrationId && busy(integrationId)) return this.stepAside(syncId, integrationId);
+    if (integrationId && inFlight.has(integrationId)) return this.stepAside(syncId, integrationId);
     const leaseSeconds = Math.ceil((cfg.WEBHOOK_TIMEOUT_MS * 6) / 1000) + 30;
     const s = await callFn<any>(pool, 'app.integration_sync_claim', [syncId, leaseSeconds]);
     if (!s) return 'skipped';
-    if (busy(s.integration_id)) {
-      // Give the claim back untouched (not an attempt) and come back shortly.
-      await pool.query("update app.integration_syncs set lease_until = null, attempts = attempts - 1 where id = $1 and location_id = $2", [s.id, s.location_id]);
-      return this.stepAside(syncId, s.integration_id);
-    }
-    inFlight.set(s.integration_id, (inFlight.get(s.integration_id) ?? 0) + 1);
+    // Another sync of the connection is in flight (here or in another process): nothing claimed.
+    if (s.busy) return this.stepAside(syncId, s.integration_id);
+    inFlight.add(s.integration_id);
     try {
       if (!s.record) {
         await this.finish(s.id, 'failed', null, `The ${s.record_type} no longer exists`);
         return 'failed';
       }
+      if (s.erased) {
+        await this.finish(s.id, 'failed', null, `The ${s.record_type}'s personal data was erased before it was written`);
+        return 'failed';
+      }
+      if (s.action === 'update' && s.create_status === 'failed') {
+        const why = s.create_error ? ` (${s.create_error})` : '';
+        await this.finish(s.id, 'failed', null, `The ${s.record_type}'s create sync failed${why}: retry it, then this update`);
+        return 'failed';
+      }
+      if (s.action === 'update' && s.create_status === 'pending') {
+        const until = s.create_next_attempt_at ? (Date.parse(s.create_next_attempt_at) - Date.now()) / 1000 + 1 : 0;
+        await this.finish(s.id, 'defer', null, `Waiting for the ${s.record_type}'s create sync`, Math.max(CREATE_WAIT_S, until));
+        return 'defer';
+      }
       const rec = toSyncRecord(s.record_type, s.record, s.timezone);
       const remote: Record<string, string> = { ...(s.remote ?? {}) };
       const result = await this.keeper.withToken(s.integration_id, (c) => writers[c.provider]({
         net: netOptions(cfg, this.deps.ca), cfg, accessToken: c.secrets.access_token!, externalId: c.external_id,
-        action: s.action, attempts: s.attempts, remote, createRemote: s.create_remote ?? null, rec,
+        action: s.action, attempts: s.attempts, triedBefore: s.tried_before === true, remote, createRemote: s.create_remote ?? null, rec,
         progress: async (ids) => {
           Object.assign(remote, ids);
           await callFn(pool, 'app.integration_sync_progress', [s.id, ids]);
@@ -114,13 +130,11 @@ export class SyncRunner {
       await this.finish(s.id, 'retry', null, reason, wait);
       return 'retry';
     } finally {
-      const left = (inFlight.get(s.integration_id) ?? 1) - 1;
-      if (left > 0) inFlight.set(s.integration_id, left);
-      else inFlight.delete(s.integration_id);
+      inFlight.delete(s.integration_id);
     }
   }
 
-  /** The connection has its share of calls in flight here: queue this job again shortly. */
+  /** The connection has a sync in flight: queue this job again shortly. */
   private async stepAside(syncId: string, integrationId: string): Promise<SyncOutcome> {
     await callFn(this.deps.pool, 'app.enqueue', ['integration_sync', { sync_id: syncId, integration_id: integrationId }, new Date(Date.now() + STEP_ASIDE_MS).toISOString(), `integration_sync:${syncId}`]);
     return 'busy';

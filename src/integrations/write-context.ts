@@ -10,8 +10,13 @@ export interface WriteContext {
   /** The connection's account id (ServiceTitan: the tenant id). */
   externalId: string | null;
   action: 'create' | 'update';
-  /** Attempts so far, this one included: above 1, an earlier attempt may have created remotely. */
+  /** Attempts since the sync was created or last retried by hand, this one included. */
   attempts: number;
+  /**
+   * Whether the sync was attempted before (an earlier attempt, also one before a manual retry):
+   * it may have created the remote record, so look for it before creating.
+   */
+  triedBefore: boolean;
   /** Remote ids this sync recorded so far. */
   remote: Record<string, string>;
   /** For an update: the remote ids of the record's create sync. */

@@ -198,3 +198,40 @@ test('DELETE revokes at Jobber (appDisconnect) and erases the stored tokens', as
   expect(await storedSecrets(s, loc.id, 'jobber')).toBeNull();
   expect((await request(s.api.baseUrl, 'DELETE', `${V}/locations/${loc.id}/integrations/jobber`, { token })).status).toBe(404);
 });
+
+test('a new token refused on the account look-up answers a 400 page, not JSON, and stores nothing', async () => {
+  for (const [provider, world] of [['jobber', s.world.jobber], ['housecall_pro', s.world.hcp]] as const) {
+    const { loc, token } = await tenant(s.api);
+    const auth = await request(s.api.baseUrl, 'POST', `${V}/locations/${loc.id}/integrations/${provider}/authorize`, { token });
+    const callbackUrl = await consent(s, auth.body.data.authorize_url);
+    world.fail('401');
+    const page = await getPage(callbackUrl);
+    expect(page.status).toBe(400);
+    expect(page.headers.get('content-type')).toMatch(/^text\/html/);
+    expect(page.text).toMatch(/refused/);
+    expect(await integration(loc.id, provider)).toEqual([]);
+  }
+});
+
+test('two callbacks for one location racing: the second answers a 409 page, not JSON', async () => {
+  const { loc, token } = await tenant(s.api);
+  const auth = await request(s.api.baseUrl, 'POST', `${V}/locations/${loc.id}/integrations/jobber/authorize`, { token });
+  const callbackUrl = await consent(s, auth.body.data.authorize_url);
+  // The other callback has inserted its connected row and not committed yet: this one's check
+  // does not see it, and its insert waits on the unique index until the other commits.
+  const other = await s.api.owner.connect();
+  try {
+    await other.query('begin');
+    await other.query(`insert into app.integrations (location_id, provider, status, external_id, connected_at) values ($1, 'jobber', 'connected', 'other', now())`, [loc.id]);
+    const pending = getPage(callbackUrl);
+    await new Promise((ok) => setTimeout(ok, 1000));
+    await other.query('commit');
+    const page = await pending;
+    expect(page.status).toBe(409);
+    expect(page.headers.get('content-type')).toMatch(/^text\/html/);
+    expect(page.text).toMatch(/already connected/);
+  } finally {
+    other.release();
+  }
+  expect((await integration(loc.id, 'jobber')).map((i) => i.external_id)).toEqual(['other']);
+});

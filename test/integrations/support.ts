@@ -74,3 +74,11 @@ export async function storedSecrets(s: Setup, locId: string, provider: string): 
   const ct = rows[0]?.secrets_ciphertext as Buffer | null | undefined;
   return ct ? open<IntegrationSecrets>(integrationKey(s.api.cfg), SECRETS, ct) : null;
 }
+
+/** A booking of a lead (10:00 on 10 December 2026, in the location's time zone), as a call's would be written. */
+export async function insertBooking(s: Setup, locId: string, leadId: string): Promise<string> {
+  const { rows: [b] } = await s.api.owner.query(
+    `insert into app.bookings (location_id, lead_id, scheduled_date, scheduled_time, service_type, status)
+     values ($1, $2, '2026-12-10', '10:00', 'Leak', 'scheduled') returning id`, [locId, leadId]);
+  return b.id;
+}

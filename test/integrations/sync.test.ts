@@ -11,7 +11,7 @@ import { toSyncRecord } from '../../src/integrations/records.js';
 import { SyncRunner } from '../../src/integrations/sync.js';
 import { request, testLog } from '../support/harness.js';
 import { startTestWorker, waitFor } from '../webhooks/support.js';
-import { connect, setup, tenant, type Setup } from './support.js';
+import { connect, insertBooking, setup, tenant, type Setup } from './support.js';
 
 const V = '/api/v1';
 let s: Setup;
@@ -37,6 +37,8 @@ async function withProvider(provider: 'jobber' | 'housecall_pro' | 'servicetitan
   }
   return t;
 }
+
+const booking = (locId: string, leadId: string) => insertBooking(s, locId, leadId);
 
 const lead = (locId: string, token: string, body: Record<string, unknown> = {}) =>
   request(s.api.baseUrl, 'POST', `${V}/locations/${locId}/leads`, {
@@ -226,8 +228,7 @@ test('an expired connection: syncs wait (pending, attempt not counted) and go th
   expect(await runner().run(sync.id)).toBe('synced');
 });
 
-test('isolation: a black-holed provider holds WEBHOOK_ENDPOINT_CONCURRENCY calls per connection; another location syncs meanwhile', async () => {
-  expect(s.api.cfg.WEBHOOK_ENDPOINT_CONCURRENCY).toBe(2);
+test('isolation: a black-holed provider holds one call per connection; another location syncs meanwhile', async () => {
   const slow = await withProvider('housecall_pro');
   const fast = await withProvider('servicetitan');
   for (const phone of ['+15125550190', '+15125550191', '+15125550193']) await lead(slow.loc.id, slow.token, { phone });
@@ -247,12 +248,61 @@ test('isolation: a black-holed provider holds WEBHOOK_ENDPOINT_CONCURRENCY calls
   } finally {
     s.world.hcp.down = false;
   }
-  // The third call of the black-holed connection stepped aside (queued again, not an attempt).
-  expect(order).toContain('slow3:busy');
-  expect((await syncs(slow.loc.id)).find((x) => x.id === a3.id)).toMatchObject({ status: 'pending', attempts: 0 });
-  const { rows } = await s.api.owner.query('select count(*)::int as n from graphile_worker.jobs where key = $1', [`integration_sync:${a3.id}`]);
-  expect(rows).toEqual([{ n: 1 }]);
-  // The other location's sync finished while the black-holed ones were still waiting.
+  // The second and third calls of the black-holed connection stepped aside (queued again, not an attempt).
+  expect(order).toEqual(expect.arrayContaining(['slow2:busy', 'slow3:busy', 'slow1:retry']));
+  for (const a of [a2, a3]) {
+    expect((await syncs(slow.loc.id)).find((x) => x.id === a.id)).toMatchObject({ status: 'pending', attempts: 0 });
+    const { rows } = await s.api.owner.query('select count(*)::int as n from graphile_worker.jobs where key = $1', [`integration_sync:${a.id}`]);
+    expect(rows).toEqual([{ n: 1 }]);
+  }
+  // The other location's sync finished while the black-holed one was still waiting.
   expect(order.indexOf('fast:synced')).toBeLessThan(order.indexOf('slow1:retry'));
-  expect(order.indexOf('fast:synced')).toBeLessThan(order.indexOf('slow2:retry'));
 });
+
+test('Housecall Pro in its documented shapes: a job at one of the customer\'s addresses, and a lost answer found again by the reference tag', async () => {
+  const { loc, token } = await withProvider('housecall_pro');
+  const hcp = s.world.hcp;
+  // A customer the contractor already has, with no address on file.
+  (hcp.records.customers ??= []).push({ id: 'cus_known', first_name: 'Lee', mobile_number: '+15125550600', addresses: [] });
+  const l = await lead(loc.id, token, { phone: '+15125550600', address: '7 Birch Rd' });
+  const ref = `[ref ${l.body.data.id.slice(0, 8)}]`;
+  const [leadSync] = await syncs(loc.id);
+  // The lead is created, its answer lost; Housecall Pro answers leads without their note.
+  hcp.hold = (q) => {
+    if (q.method !== 'POST' || q.path !== '/leads') return false;
+    (hcp.records.leads ??= []).push({ id: 'lea_lost', number: 77, status: 'open', ...q.body });
+    hcp.hold = undefined;
+    return true;
+  };
+  expect(await runner().run(leadSync.id)).toBe('retry');
+  await due(leadSync.id);
+  expect(await runner().run(leadSync.id)).toBe('synced');
+  expect(hcp.records.leads.filter((x) => x.customer_id === 'cus_known').map((x) => x.id)).toEqual(['lea_lost']);
+  expect(hcp.records.leads.find((x) => x.id === 'lea_lost').tags).toEqual([ref]);
+  const address = hcp.records.customers.find((c) => c.id === 'cus_known').addresses;
+  expect(address).toEqual([expect.objectContaining({ street: '7 Birch Rd' })]);
+
+  const bookingRef = `[ref ${(await booking(loc.id, l.body.data.id)).slice(0, 8)}]`;
+  const jobSync = (await syncs(loc.id)).find((x) => x.record_type === 'booking')!;
+  hcp.hold = (q) => {
+    if (q.method !== 'POST' || q.path !== '/jobs') return false;
+    (hcp.records.jobs ??= []).push({ id: 'job_lost', ...q.body });
+    hcp.hold = undefined;
+    return true;
+  };
+  expect(await runner().run(jobSync.id)).toBe('retry');
+  const posted = hcp.requests.filter((q) => q.method === 'POST' && q.path === '/jobs').at(-1)!.body;
+  expect(posted).toMatchObject({ customer_id: 'cus_known', address_id: address[0].id, tags: [bookingRef], notes: expect.stringContaining(bookingRef) });
+  expect(posted).not.toHaveProperty('description');
+  await due(jobSync.id);
+  expect(await runner().run(jobSync.id)).toBe('synced');
+  expect(hcp.records.jobs.filter((x) => x.customer_id === 'cus_known').map((x) => x.id)).toEqual(['job_lost']);
+  expect((await syncs(loc.id)).find((x) => x.id === jobSync.id)).toMatchObject({ external_id: 'job_lost', remote: expect.objectContaining({ job_id: 'job_lost' }) });
+
+  // No address anywhere: refused with a message, not sent without address_id.
+  const bare = await lead(loc.id, token, { phone: '+15125550601' });
+  await booking(loc.id, bare.body.data.id);
+  const bareSync = (await syncs(loc.id)).find((x) => x.record_type === 'booking' && x.record_id !== jobSync.record_id)!;
+  expect(await runner().run(bareSync.id)).toBe('failed');
+  expect((await syncs(loc.id)).find((x) => x.id === bareSync.id)!.last_error).toMatch(/only at an address of the customer/);
+}, 30_000);

@@ -222,11 +222,29 @@ export function startJobber(pki: TestPki, auth: AuthServer): Promise<StandIn> {
   }, { path: '/api/oauth/authorize', authorizeUrl: () => `${auth.url}/authorize` });
 }
 
+/**
+ * A stored lead or job (kept as it was posted, plus its id) as Housecall Pro's API answers it
+ * (housecall.v1.yaml): a Lead has no note (its answer carries customer, address, lead_source,
+ * tags, status); a Job's notes are Note objects, and the JobCreate's `notes` string becomes one.
+ */
+function hcpAnswer(s: StandIn, kind: 'leads' | 'jobs', x: any): any {
+  const customer = (s.records.customers ?? []).find((c) => c.id === x.customer_id);
+  const address = customer?.addresses?.find((a: any) => a.id === x.address_id) ?? null;
+  const person = customer && { id: customer.id, first_name: customer.first_name ?? null, last_name: customer.last_name ?? null, mobile_number: customer.mobile_number ?? null };
+  if (kind === 'leads') {
+    return { id: x.id, number: x.number, status: x.status, customer: person, address, lead_source: x.lead_source ?? null, tags: x.tags ?? [] };
+  }
+  return {
+    id: x.id, customer: person, address, work_status: 'scheduled', lead_source: x.lead_source ?? null, tags: x.tags ?? [],
+    notes: x.notes ? [{ id: `nte_${x.id}`, content: x.notes }] : [], schedule: x.schedule ?? null,
+  };
+}
+
 /** Housecall Pro's REST API and its consent page at /oauth/authorize. */
 export function startHousecallPro(pki: TestPki, auth: AuthServer): Promise<StandIn> {
   return startStandIn(pki, auth, (s) => (r, send) => {
     const u = new URL(r.path, 'https://x');
-    const invalid = () => send(422, { errors: { address: ['is invalid'] } });
+    const invalid = (errors: Record<string, string[]> = { address: ['is invalid'] }) => send(422, { errors });
     if (r.method === 'GET' && u.pathname === '/company') return send(200, { id: 'company-9', name: 'Acme Plumbing', locations: [] });
     if (r.method === 'GET' && u.pathname === '/customers') {
       const term = (u.searchParams.get('q') ?? '').replace(/\D/g, '');
@@ -238,24 +256,37 @@ export function startHousecallPro(pki: TestPki, auth: AuthServer): Promise<Stand
       return send(201, add(s, 'customers', { id: `cus_${randomUUID()}`, ...r.body, addresses: (r.body.addresses ?? []).map((a: any) => ({ id: `adr_${randomUUID()}`, ...a })) }));
     }
     if (r.method === 'GET' && (u.pathname === '/leads' || u.pathname === '/jobs')) {
-      const kind = u.pathname.slice(1);
+      const kind = u.pathname.slice(1) as 'leads' | 'jobs';
       const list = (s.records[kind] ?? []).filter((x) => x.customer_id === u.searchParams.get('customer_id'));
-      return send(200, { [kind]: list, page: 1, total_items: list.length });
+      return send(200, { [kind]: list.map((x) => hcpAnswer(s, kind, x)), page: 1, total_items: list.length });
+    }
+    const addresses = /^\/customers\/([^/]+)\/addresses$/.exec(u.pathname);
+    if (r.method === 'POST' && addresses) {
+      const customer = (s.records.customers ?? []).find((c) => c.id === decodeURIComponent(addresses[1]));
+      if (!customer) return send(404, { message: 'Not found' });
+      const a = { id: `adr_${randomUUID()}`, ...r.body };
+      (customer.addresses ??= []).push(a);
+      return send(201, a);
     }
     if (r.method === 'POST' && u.pathname === '/leads') {
       if (isInvalid(r)) return invalid();
-      return send(201, add(s, 'leads', { id: `lea_${randomUUID()}`, number: String((s.records.leads?.length ?? 0) + 1), status: 'open', ...r.body }));
+      if (!r.body?.customer_id && !r.body?.customer) return invalid({ customer_id: ["can't be blank"] });
+      const lead = add(s, 'leads', { id: `lea_${randomUUID()}`, number: (s.records.leads?.length ?? 0) + 1, status: 'open', ...r.body });
+      return send(201, hcpAnswer(s, 'leads', lead));
     }
     if (r.method === 'POST' && u.pathname === '/jobs') {
       if (isInvalid(r)) return invalid();
-      return send(201, add(s, 'jobs', { id: `job_${randomUUID()}`, ...r.body }));
+      // JobCreate requires customer_id and address_id.
+      if (!r.body?.customer_id) return invalid({ customer_id: ["can't be blank"] });
+      if (!r.body?.address_id) return invalid({ address_id: ["can't be blank"] });
+      return send(201, hcpAnswer(s, 'jobs', add(s, 'jobs', { id: `job_${randomUUID()}`, ...r.body })));
     }
     const sched = /^\/jobs\/([^/]+)\/schedule$/.exec(u.pathname);
     if (r.method === 'PUT' && sched) {
       const job = (s.records.jobs ?? []).find((j) => j.id === sched[1]);
       if (!job) return send(404, { message: 'Not found' });
       job.schedule = r.body;
-      return send(200, job);
+      return send(200, hcpAnswer(s, 'jobs', job));
     }
     return send(404, { message: 'Not found' });
   }, { path: '/oauth/authorize', authorizeUrl: () => `${auth.url}/authorize` });
