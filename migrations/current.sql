@@ -114,8 +114,13 @@ begin
   get diagnostics n_attempts = row_count;
   -- Notifications render from the event at send time; their log keeps provider answers, which
   -- can quote the message (an SMS API answers with the text it sent).
-  select count(*)::int into n_notifications from app.notifications n
-   where n.location_id = loc and n.event_id = any (m.event_ids);
+  -- Share-locked first: a try being recorded (app.notification_record_batch, which locks its
+  -- notifications before it writes the log) either commits before the log is cleared below, or
+  -- waits for this erasure and then finds the event cleared and stores no detail.
+  select count(*)::int into n_notifications
+    from (select 1 from app.notifications n
+           where n.location_id = loc and n.event_id = any (m.event_ids)
+             for share of n) n;
   update app.notification_log g set detail = null
     from app.notifications n
    where n.location_id = loc and n.event_id = any (m.event_ids)
@@ -290,3 +295,247 @@ $function$;
 alter function app.privacy_prune(text,integer) owner to switchboard_system;
 comment on function app.privacy_prune(text,integer) is E'Worker (prune_deliveries, through app.retention_prune): clears one batch (at most batch_size rows, SKIP LOCKED, index-led per location) of one kind past the location''s window: content (call transcript, turns, recording and log URLs, platform summary, metadata) | personal_calls (caller fields and content) | personal_customers | personal_leads | personal_bookings | personal_events | personal_integration_syncs (a sync''s last_error, and its connection''s when the same). Rows stay, so counts and insights do not change (docs/privacy.md "Retention").';
 revoke execute on function app.privacy_prune(text,integer) from public;
+
+-- ==== Caller data: answers recorded after an erasure ====
+-- A webhook attempt or a notification in flight while an erasure committed recorded the
+-- receiver's or provider's answer (which can quote the payload) after the erasure had cleared the
+-- others: the record step stores none for an event already cleared (docs/privacy.md "Erasure").
+
+create or replace function app.webhook_record(delivery_id uuid, result jsonb, retry_delays integer[], disable_after_failures integer, disable_after_seconds integer)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+AS $function$
+declare
+  d app.webhook_deliveries;
+  ok boolean := coalesce((result ->> 'ok')::boolean, false);
+  http_status int := (result ->> 'response_status')::int;
+  retry_after double precision := (result ->> 'retry_after_seconds')::double precision;
+  delay double precision;
+  next_at timestamptz;
+  nd app.webhook_deliveries;
+  ep app.webhook_endpoints;
+  reason text;
+begin
+  -- The endpoint first, then the attempt: the order in which DELETE of an endpoint takes them (it
+  -- locks the endpoint, then its ON DELETE SET NULL rewrites the attempts). Taking the attempt
+  -- first deadlocked against a DELETE that arrived while a first success was being recorded.
+  perform 1 from app.webhook_endpoints e
+   where e.id = (select w.endpoint_id from app.webhook_deliveries w where w.id = webhook_record.delivery_id)
+     for key share;
+  select * into d from app.webhook_deliveries w where w.id = webhook_record.delivery_id for update;
+  if not found or d.status <> 'pending' then return null; end if;
+  if not ok and d.attempt <= cardinality(retry_delays) then
+    delay := retry_delays[d.attempt];
+    if http_status in (429, 503) and retry_after > delay then
+      delay := greatest(delay, least(retry_after, (select max(x) from unnest(retry_delays) x)));
+    end if;
+    next_at := now() + make_interval(secs => delay);
+  end if;
+  -- An erasure (or the personal-data window) that cleared the event while this attempt was in
+  -- flight has already emptied the attempts' response_body: the receiver's echo of the body it
+  -- was sent is not stored after it. The attempt is locked (above) before this statement, so an
+  -- erasure still running has committed by the time it reads the event (docs/privacy.md "Erasure").
+  update app.webhook_deliveries w
+     set status = case when ok then 'delivered' when next_at is null then 'dead' else 'failed' end,
+         response_status = http_status,
+         response_body = case when exists (select 1 from app.events e
+                                             where e.id = w.event_id and e.location_id = w.location_id and e.redacted_at is not null)
+                              then null else result ->> 'response_body' end,
+         error = result ->> 'error',
+         duration_ms = (result ->> 'duration_ms')::int,
+         attempted_at = coalesce((result ->> 'attempted_at')::timestamptz, w.attempted_at, now()),
+         next_attempt_at = next_at,
+         lease_expires_at = null,
+         lease_owner = null
+   where w.id = d.id
+  returning * into d;
+  -- Endpoint bookkeeping. A success on an endpoint already at 0 failures refreshes
+  -- last_success_at at most once a second: a busy endpoint's row is not rewritten for every
+  -- delivery.
+  if ok then
+    update app.webhook_endpoints e set failure_count = 0, failing_since = null, last_success_at = now()
+     where e.id = d.endpoint_id
+       and (e.failure_count <> 0 or e.last_success_at is null or e.last_success_at < now() - interval '1 second');
+  elsif d.endpoint_id is not null then
+    update app.webhook_endpoints w
+       set failure_count = w.failure_count + 1, last_failure_at = now(),
+           failing_since = case when w.failure_count = 0 or w.failing_since is null then now() else w.failing_since end
+     where w.id = d.endpoint_id
+    returning * into ep;
+    if ep.active then
+      if http_status = 410 then
+        reason := 'The endpoint answered 410 Gone';
+      elsif ep.failure_count >= disable_after_failures
+            and ep.failing_since <= now() - make_interval(secs => disable_after_seconds) then
+        reason := format('%s consecutive failed attempts since %s', ep.failure_count, app.iso(ep.failing_since));
+      end if;
+      if reason is not null then
+        update app.webhook_endpoints w set active = false, disabled_at = now(), disabled_reason = reason
+         where w.id = ep.id
+        returning * into ep;
+        perform app.webhook_endpoint_alert('webhook_endpoint.disabled', ep, d, disable_after_failures, disable_after_seconds);
+      elsif ep.failure_count = (disable_after_failures + 1) / 2 then
+        perform app.webhook_endpoint_alert('webhook_endpoint.failing', ep, d, disable_after_failures, disable_after_seconds);
+      end if;
+    end if;
+  end if;
+  if next_at is not null and d.endpoint_id is not null then
+    insert into app.webhook_deliveries (location_id, event_id, endpoint_id, event, attempt, status, url, next_attempt_at)
+    values (d.location_id, d.event_id, d.endpoint_id, d.event, d.attempt + 1, 'pending', d.url, next_at)
+    returning * into nd;
+    perform app.webhook_enqueue(nd.id, nd.location_id, nd.next_attempt_at);
+  end if;
+  return jsonb_build_object('delivery_id', d.id, 'status', d.status, 'next_delivery_id', nd.id,
+                            'disabled', reason is not null);
+end
+$function$;
+alter function app.webhook_record(uuid,jsonb,integer[],integer,integer) owner to switchboard_system;
+comment on function app.webhook_record(uuid,jsonb,integer[],integer,integer) is E'Worker: stores a leased attempt''s outcome, ends the lease, schedules the next attempt (Retry-After on 429/503, capped at the largest delay) or marks the delivery dead, and applies the endpoint health rules (auto-disable, 410 Gone, warning at half the threshold).';
+revoke execute on function app.webhook_record(uuid,jsonb,integer[],integer,integer) from public;
+
+create or replace function app.webhook_record_batch(results jsonb, retry_delays integer[], disable_after_failures integer, disable_after_seconds integer)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+AS $function$
+declare
+  r record;
+  done jsonb := '[]';
+  ids uuid[];
+  all_ok boolean;
+  recorded uuid[];
+  recorded_eps uuid[];
+  stale_eps uuid[];
+begin
+  select array_agg((x ->> 'delivery_id')::uuid), coalesce(bool_and(coalesce((x -> 'result' ->> 'ok')::boolean, false)), true)
+    into ids, all_ok
+    from jsonb_array_elements(results) x;
+  if all_ok then
+    perform 1 from app.webhook_endpoints e
+     where e.id in (select w.endpoint_id from app.webhook_deliveries w where w.id = any (ids))
+     order by e.id
+       for key share;
+    -- Then the attempts, in id order, in a statement of their own: the update below reads each
+    -- attempt's event after any erasure that held an attempt has committed, so an event cleared
+    -- while its attempt was in flight gets no response_body (docs/privacy.md "Erasure").
+    perform 1 from app.webhook_deliveries w where w.id = any (ids) order by w.id for no key update;
+    with res as (
+      select x.delivery_id as id, x.result
+        from jsonb_to_recordset(results) x(delivery_id uuid, result jsonb)
+    ), upd as (
+      update app.webhook_deliveries w
+         set status = 'delivered',
+             response_status = (res.result ->> 'response_status')::int,
+             response_body = case when exists (select 1 from app.events e
+                                                where e.id = w.event_id and e.location_id = w.location_id and e.redacted_at is not null)
+                                  then null else res.result ->> 'response_body' end,
+             error = res.result ->> 'error',
+             duration_ms = (res.result ->> 'duration_ms')::int,
+             attempted_at = coalesce((res.result ->> 'attempted_at')::timestamptz, w.attempted_at, now()),
+             next_attempt_at = null,
+             lease_expires_at = null,
+             lease_owner = null
+        from res
+       -- The ids as an array too: an index scan of the primary key. Joined to the recordset alone,
+       -- whose size the planner cannot know, a plan made while few attempts were pending read every
+       -- pending attempt for each outcome (a drain fell to a fifth of its rate; docs/performance.md,
+       -- "Performance after a realistic history: the fourth round").
+       where w.id = any (ids) and w.id = res.id and w.status = 'pending'
+      returning w.id, w.endpoint_id
+    )
+    select coalesce(array_agg(u.id), '{}'), coalesce(array_agg(distinct u.endpoint_id), '{}')
+      into recorded, recorded_eps
+      from upd u;
+    -- The health rows to refresh, locked in id order; held, they cannot change before the update.
+    select coalesce(array_agg(x.id), '{}') into stale_eps
+      from (select e.id from app.webhook_endpoints e
+             where e.id = any (recorded_eps)
+               and (e.failure_count <> 0 or e.last_success_at is null or e.last_success_at < now() - interval '1 second')
+             order by e.id
+               for no key update) x;
+    update app.webhook_endpoints e set failure_count = 0, failing_since = null, last_success_at = now()
+     where e.id = any (stale_eps);
+    select coalesce(jsonb_agg(case when x.id = any (recorded)
+                                   then jsonb_build_object('delivery_id', x.id, 'status', 'delivered',
+                                                           'next_delivery_id', null, 'disabled', false)
+                              end order by x.endpoint_id, x.id::text), '[]')
+      into done
+      from (select (x ->> 'delivery_id')::uuid as id, x ->> 'endpoint_id' as endpoint_id from jsonb_array_elements(results) x) x;
+    return done;
+  end if;
+  for r in
+    select (x ->> 'delivery_id')::uuid as id, x -> 'result' as result
+      from jsonb_array_elements(results) x
+     order by x ->> 'endpoint_id', x ->> 'delivery_id'
+  loop
+    done := done || jsonb_build_array(app.webhook_record(r.id, r.result, retry_delays,
+                                                         disable_after_failures, disable_after_seconds));
+  end loop;
+  return done;
+end
+$function$;
+alter function app.webhook_record_batch(jsonb,integer[],integer,integer) owner to switchboard_system;
+comment on function app.webhook_record_batch(jsonb,integer[],integer,integer) is E'Worker: records a batch of { delivery_id, endpoint_id, result }: a batch of successes in one pass (endpoints key-share-locked in id order, then the attempts, then the endpoints'' health at most once a second), otherwise app.webhook_record for each, in endpoint order.';
+revoke execute on function app.webhook_record_batch(jsonb,integer[],integer,integer) from public;
+
+create or replace function app.notification_record_batch(owner text, results jsonb, max_attempts integer)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+AS $function$
+declare
+  bad text;
+  n int;
+  ids uuid[];
+begin
+  select x.status into bad
+    from jsonb_to_recordset(results) x(status text)
+   where x.status is null or x.status not in ('sent', 'failed', 'skipped') limit 1;
+  if found then
+    perform app.raise('SB400', format('Unknown notification outcome %s', coalesce(bad, 'null')));
+  end if;
+  ids := array(select x.id from jsonb_to_recordset(results) x(id uuid));
+  -- The notifications first, in a statement of their own: an erasure share-locks the
+  -- notifications of the events it clears before it clears their log, so either it waits for
+  -- this record (and clears the detail written here) or this waits for it and, in the statement
+  -- below, sees the event cleared and stores no detail (the provider's answer can quote the
+  -- message, an SMS API the text it sent; docs/privacy.md "Erasure").
+  perform 1 from app.notifications t where t.id = any (ids) and t.lease_owner = owner order by t.id for no key update;
+  with r as (
+    select x.id, x.status, x.detail, x.response_status,
+           x.status = 'failed' and not coalesce(x.permanent, false) as retryable
+      from jsonb_to_recordset(results) x(id uuid, status text, detail text, response_status integer, permanent boolean)
+  ), moved as (
+    update app.notifications t
+       set attempts = t.attempts + case when r.status = 'skipped' then 0 else 1 end,
+           status = case when r.retryable and t.attempts + 1 < max_attempts then 'pending' else r.status end,
+           -- graphile-worker's backoff, which this lane used before: e^attempts seconds (2.7 s, 7.4 s, 20 s).
+           next_attempt_at = case when r.retryable and t.attempts + 1 < max_attempts
+                                  then now() + make_interval(secs => exp(least(10, t.attempts + 1))) end,
+           lease_expires_at = null,
+           lease_owner = null
+      from r
+     -- The ids as an array: an index scan of the primary key (joined to the recordset alone, whose
+     -- size the planner cannot know, it would read the whole table).
+     where t.id = any (ids)
+       and t.id = r.id and t.status = 'pending' and t.lease_owner = owner
+    returning t.id, t.location_id, t.event_id, r.status, r.detail, r.response_status
+  )
+  insert into app.notification_log (location_id, notification_id, status, detail, response_status)
+  select m.location_id, m.id, m.status,
+         case when exists (select 1 from app.events e
+                            where e.id = m.event_id and e.location_id = m.location_id and e.redacted_at is not null)
+              then null else left(m.detail, 2000) end,
+         m.response_status
+    from moved m;
+  get diagnostics n = row_count;
+  return n;
+end
+$function$;
+alter function app.notification_record_batch(text,jsonb,integer) owner to switchboard_system;
+comment on function app.notification_record_batch(text,jsonb,integer) is E'Notification engine: records tries [{id, status sent|failed|skipped, detail, response_status, permanent}] held by owner. Each appends to notification_log, ends its lease and moves the notification: sent | skipped | failed (permanent, or the max_attempts-th try) or pending again after e^attempts seconds. A try whose lease was swept and taken by another engine is not recorded twice. Returns how many were recorded.';
+revoke execute on function app.notification_record_batch(text,jsonb,integer) from public;

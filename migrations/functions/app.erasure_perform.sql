@@ -86,8 +86,13 @@ begin
   get diagnostics n_attempts = row_count;
   -- Notifications render from the event at send time; their log keeps provider answers, which
   -- can quote the message (an SMS API answers with the text it sent).
-  select count(*)::int into n_notifications from app.notifications n
-   where n.location_id = loc and n.event_id = any (m.event_ids);
+  -- Share-locked first: a try being recorded (app.notification_record_batch, which locks its
+  -- notifications before it writes the log) either commits before the log is cleared below, or
+  -- waits for this erasure and then finds the event cleared and stores no detail.
+  select count(*)::int into n_notifications
+    from (select 1 from app.notifications n
+           where n.location_id = loc and n.event_id = any (m.event_ids)
+             for share of n) n;
   update app.notification_log g set detail = null
     from app.notifications n
    where n.location_id = loc and n.event_id = any (m.event_ids)
