@@ -57,6 +57,24 @@ begin
   update app.bookings b set address = null, notes = null, anonymised_at = now()
    where b.location_id = loc and b.id = any (m.booking_ids);
   get diagnostics n_bookings = row_count;
+  -- Field-service syncs of those leads and bookings: a provider's refusal can quote the record it
+  -- was sent (the caller's phone, name, address), so their last_error is cleared; the connection's
+  -- last_error too when it is one of those messages (it is a copy of its latest failed sync's).
+  with hit as (
+    select s.id, s.integration_id, s.last_error from app.integration_syncs s
+     where s.location_id = loc and s.last_error is not null
+       and s.record_id = any (m.lead_ids || m.booking_ids)
+       and (case s.record_type when 'lead' then s.record_id = any (m.lead_ids) else s.record_id = any (m.booking_ids) end)
+       for update
+  ), cleared as (
+    update app.integration_syncs s set last_error = null
+      from hit
+     where s.location_id = loc and s.id = hit.id
+    returning hit.integration_id, hit.last_error
+  )
+  update app.integrations i set last_error = null
+    from (select distinct c.integration_id, c.last_error from cleared c) c
+   where i.location_id = loc and i.id = c.integration_id and i.last_error = c.last_error;
   update app.events e set data = app.privacy_scrub(e.data), redacted_at = now()
    where e.location_id = loc and e.id = any (m.event_ids);
   get diagnostics n_events = row_count;
@@ -68,8 +86,13 @@ begin
   get diagnostics n_attempts = row_count;
   -- Notifications render from the event at send time; their log keeps provider answers, which
   -- can quote the message (an SMS API answers with the text it sent).
-  select count(*)::int into n_notifications from app.notifications n
-   where n.location_id = loc and n.event_id = any (m.event_ids);
+  -- Share-locked first: a try being recorded (app.notification_record_batch, which locks its
+  -- notifications before it writes the log) either commits before the log is cleared below, or
+  -- waits for this erasure and then finds the event cleared and stores no detail.
+  select count(*)::int into n_notifications
+    from (select 1 from app.notifications n
+           where n.location_id = loc and n.event_id = any (m.event_ids)
+             for share of n) n;
   update app.notification_log g set detail = null
     from app.notifications n
    where n.location_id = loc and n.event_id = any (m.event_ids)
@@ -118,6 +141,6 @@ begin
 end
 $function$;
 alter function app.erasure_perform(uuid,text,text,uuid,text,uuid,boolean) owner to switchboard_system;
-comment on function app.erasure_perform(uuid,text,text,uuid,text,uuid,boolean) is E'Erases one caller''s personal data in the pinned location (docs/privacy.md "Erasure"): customers, calls (caller fields and content), leads, bookings, event data and bodies, webhook attempt response bodies, notification log details, stored Idempotency-Key answers that hold them (replays then answer 410); rows stay, so counts and insights do not change. Records the erasure (identifiers hashed), emits customer.erased (ids only) when anything matched, serialised per location (an advisory lock) so concurrent erasures of one caller match and emit once, and with platform queues the voice-platform deletions. SECURITY DEFINER (switchboard_system) because events are append-only to the API role; it refuses any location but the one app.authorize pinned, and filters every statement by it.';
+comment on function app.erasure_perform(uuid,text,text,uuid,text,uuid,boolean) is E'Erases one caller''s personal data in the pinned location (docs/privacy.md "Erasure"): customers, calls (caller fields and content), leads, bookings, event data and bodies, webhook attempt response bodies, notification log details, the last_error of their field-service syncs (and of the connection when it is one of those), stored Idempotency-Key answers that hold them (replays then answer 410); rows stay, so counts and insights do not change. Records the erasure (identifiers hashed), emits customer.erased (ids only) when anything matched, serialised per location (an advisory lock) so concurrent erasures of one caller match and emit once, and with platform queues the voice-platform deletions. SECURITY DEFINER (switchboard_system) because events are append-only to the API role; it refuses any location but the one app.authorize pinned, and filters every statement by it.';
 revoke execute on function app.erasure_perform(uuid,text,text,uuid,text,uuid,boolean) from public;
 grant execute on function app.erasure_perform(uuid,text,text,uuid,text,uuid,boolean) to switchboard_api;

@@ -9,6 +9,7 @@ AS $function$
 declare
   bad text;
   n int;
+  ids uuid[];
 begin
   select x.status into bad
     from jsonb_to_recordset(results) x(status text)
@@ -16,6 +17,13 @@ begin
   if found then
     perform app.raise('SB400', format('Unknown notification outcome %s', coalesce(bad, 'null')));
   end if;
+  ids := array(select x.id from jsonb_to_recordset(results) x(id uuid));
+  -- The notifications first, in a statement of their own: an erasure share-locks the
+  -- notifications of the events it clears before it clears their log, so either it waits for
+  -- this record (and clears the detail written here) or this waits for it and, in the statement
+  -- below, sees the event cleared and stores no detail (the provider's answer can quote the
+  -- message, an SMS API the text it sent; docs/privacy.md "Erasure").
+  perform 1 from app.notifications t where t.id = any (ids) and t.lease_owner = owner order by t.id for no key update;
   with r as (
     select x.id, x.status, x.detail, x.response_status,
            x.status = 'failed' and not coalesce(x.permanent, false) as retryable
@@ -32,12 +40,17 @@ begin
       from r
      -- The ids as an array: an index scan of the primary key (joined to the recordset alone, whose
      -- size the planner cannot know, it would read the whole table).
-     where t.id = any (array(select x.id from jsonb_to_recordset(results) x(id uuid)))
+     where t.id = any (ids)
        and t.id = r.id and t.status = 'pending' and t.lease_owner = owner
-    returning t.id, t.location_id, r.status, r.detail, r.response_status
+    returning t.id, t.location_id, t.event_id, r.status, r.detail, r.response_status
   )
   insert into app.notification_log (location_id, notification_id, status, detail, response_status)
-  select m.location_id, m.id, m.status, left(m.detail, 2000), m.response_status from moved m;
+  select m.location_id, m.id, m.status,
+         case when exists (select 1 from app.events e
+                            where e.id = m.event_id and e.location_id = m.location_id and e.redacted_at is not null)
+              then null else left(m.detail, 2000) end,
+         m.response_status
+    from moved m;
   get diagnostics n = row_count;
   return n;
 end

@@ -87,6 +87,31 @@ begin
              where s.personal_data_retention_days is not null
              limit batch_size) b
      where e.id = b.id and e.location_id = b.location_id;
+  elsif kind = 'personal_integration_syncs' then
+    -- A field-service provider's refusal can quote the record it was sent (the caller's phone,
+    -- name, address): the sync's last_error goes with the window, counted from the sync's creation
+    -- (as an event's), and the connection's last_error with it when it is that message.
+    with hit as (
+      select x.id, x.location_id, x.integration_id, x.last_error from app.privacy_settings s cross join lateral (
+              select k.id, k.location_id, k.integration_id, k.last_error from app.integration_syncs k
+               where k.location_id = s.location_id and k.last_error is not null
+                 and k.created_at < now() - make_interval(days => s.personal_data_retention_days)
+               order by k.created_at limit batch_size
+                 for update of k skip locked) x
+       where s.personal_data_retention_days is not null
+       limit batch_size
+    ), cleared as (
+      update app.integration_syncs y set last_error = null
+        from hit
+       where y.id = hit.id and y.location_id = hit.location_id
+      returning hit.location_id, hit.integration_id, hit.last_error
+    ), connections as (
+      update app.integrations i set last_error = null
+        from (select distinct c.location_id, c.integration_id, c.last_error from cleared c) c
+       where i.id = c.integration_id and i.location_id = c.location_id and i.last_error = c.last_error
+    )
+    select count(*)::int into n from cleared;
+    return n;
   else
     perform app.raise('SB400', format('Unknown privacy retention kind %s', kind));
   end if;
@@ -95,5 +120,5 @@ begin
 end
 $function$;
 alter function app.privacy_prune(text,integer) owner to switchboard_system;
-comment on function app.privacy_prune(text,integer) is E'Worker (prune_deliveries, through app.retention_prune): clears one batch (at most batch_size rows, SKIP LOCKED, index-led per location) of one kind past the location''s window: content (call transcript, turns, recording and log URLs, platform summary, metadata) | personal_calls (caller fields and content) | personal_customers | personal_leads | personal_bookings | personal_events. Rows stay, so counts and insights do not change (docs/privacy.md "Retention").';
+comment on function app.privacy_prune(text,integer) is E'Worker (prune_deliveries, through app.retention_prune): clears one batch (at most batch_size rows, SKIP LOCKED, index-led per location) of one kind past the location''s window: content (call transcript, turns, recording and log URLs, platform summary, metadata) | personal_calls (caller fields and content) | personal_customers | personal_leads | personal_bookings | personal_events | personal_integration_syncs (a sync''s last_error, and its connection''s when the same). Rows stay, so counts and insights do not change (docs/privacy.md "Retention").';
 revoke execute on function app.privacy_prune(text,integer) from public;

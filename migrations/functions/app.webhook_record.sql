@@ -32,10 +32,16 @@ begin
     end if;
     next_at := now() + make_interval(secs => delay);
   end if;
+  -- An erasure (or the personal-data window) that cleared the event while this attempt was in
+  -- flight has already emptied the attempts' response_body: the receiver's echo of the body it
+  -- was sent is not stored after it. The attempt is locked (above) before this statement, so an
+  -- erasure still running has committed by the time it reads the event (docs/privacy.md "Erasure").
   update app.webhook_deliveries w
      set status = case when ok then 'delivered' when next_at is null then 'dead' else 'failed' end,
          response_status = http_status,
-         response_body = result ->> 'response_body',
+         response_body = case when exists (select 1 from app.events e
+                                             where e.id = w.event_id and e.location_id = w.location_id and e.redacted_at is not null)
+                              then null else result ->> 'response_body' end,
          error = result ->> 'error',
          duration_ms = (result ->> 'duration_ms')::int,
          attempted_at = coalesce((result ->> 'attempted_at')::timestamptz, w.attempted_at, now()),

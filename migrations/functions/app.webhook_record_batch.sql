@@ -23,6 +23,10 @@ begin
      where e.id in (select w.endpoint_id from app.webhook_deliveries w where w.id = any (ids))
      order by e.id
        for key share;
+    -- Then the attempts, in id order, in a statement of their own: the update below reads each
+    -- attempt's event after any erasure that held an attempt has committed, so an event cleared
+    -- while its attempt was in flight gets no response_body (docs/privacy.md "Erasure").
+    perform 1 from app.webhook_deliveries w where w.id = any (ids) order by w.id for no key update;
     with res as (
       select x.delivery_id as id, x.result
         from jsonb_to_recordset(results) x(delivery_id uuid, result jsonb)
@@ -30,7 +34,9 @@ begin
       update app.webhook_deliveries w
          set status = 'delivered',
              response_status = (res.result ->> 'response_status')::int,
-             response_body = res.result ->> 'response_body',
+             response_body = case when exists (select 1 from app.events e
+                                                where e.id = w.event_id and e.location_id = w.location_id and e.redacted_at is not null)
+                                  then null else res.result ->> 'response_body' end,
              error = res.result ->> 'error',
              duration_ms = (res.result ->> 'duration_ms')::int,
              attempted_at = coalesce((res.result ->> 'attempted_at')::timestamptz, w.attempted_at, now()),

@@ -14,17 +14,32 @@ declare module 'node:http' {
 const REQUEST_ID = /^[\w.-]{1,100}$/;
 const PARAM_NAME = /^[a-z_][\w.[\]-]{0,39}$/i;
 
+/** `name=[redacted]` for each parameter of a query or matrix part, names only. */
+function namesOnly(params: string, sep: string): string[] {
+  // Names that are not plain identifiers (`?+15125550143`) are left out as well.
+  const names = [...new Set(new URLSearchParams(params.replaceAll(sep, '&')).keys())].filter((n) => PARAM_NAME.test(n));
+  return names.map((n) => `${n}=[redacted]`);
+}
+
 /**
  * The URL as logged: the path, and only the names of query parameters. Their values can be a
- * caller's phone or e-mail (`caller-data?phone=…`), so no value reaches a log line.
+ * caller's phone or e-mail (`caller-data?phone=…`), so no value reaches a log line. Matrix-style
+ * parameters after a `;` in a path segment (`/caller-data;phone=…`) are treated the same way.
  */
 export function loggedUrl(url: string): string {
   const q = url.indexOf('?');
-  if (q < 0) return url;
-  // Names that are not plain identifiers (`?+15125550143`) are left out as well.
-  const names = [...new Set(new URLSearchParams(url.slice(q + 1)).keys())].filter((n) => PARAM_NAME.test(n));
-  const shown = names.map((n) => `${n}=[redacted]`);
-  return shown.length ? `${url.slice(0, q)}?${shown.join('&')}` : url.slice(0, q);
+  let path = q < 0 ? url : url.slice(0, q);
+  if (path.includes(';')) {
+    path = path.split('/').map((seg) => {
+      const i = seg.indexOf(';');
+      if (i < 0) return seg;
+      const shown = namesOnly(seg.slice(i + 1), ';');
+      return shown.length ? `${seg.slice(0, i)};${shown.join(';')}` : seg.slice(0, i);
+    }).join('/');
+  }
+  if (q < 0) return path;
+  const shown = namesOnly(url.slice(q + 1), '&');
+  return shown.length ? `${path}?${shown.join('&')}` : path;
 }
 const kLog = Symbol('request logger');
 const kUrl = Symbol('request url');

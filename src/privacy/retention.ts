@@ -13,7 +13,7 @@ import type { TaskDeps } from '../worker/task.js';
 export const PRIVACY_BATCH = 1000;
 
 /** Content first (the cheapest to clear), then the personal fields of each kind. */
-export const PRIVACY_KINDS = ['content', 'personal_calls', 'personal_customers', 'personal_leads', 'personal_bookings', 'personal_events'] as const;
+export const PRIVACY_KINDS = ['content', 'personal_calls', 'personal_customers', 'personal_leads', 'personal_bookings', 'personal_events', 'personal_integration_syncs'] as const;
 export type PrivacyKind = (typeof PRIVACY_KINDS)[number];
 
 export type PrivacyPruneResult = Record<PrivacyKind, number> & { batches: number };

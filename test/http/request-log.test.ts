@@ -67,3 +67,17 @@ test('query values never reach the access line: names only (a phone in ?phone= o
   })]);
   expect(JSON.stringify(records())).not.toMatch(/5125550143|booked/);
 });
+
+test('matrix parameters in a path segment are logged as names only, like a query (a phone after ";" never reaches the access line)', async () => {
+  const loc = await createLocation(t.owner);
+  const { token } = await mintKey(t.owner, loc.id);
+  const res = await fetch(`${t.baseUrl}/api/v1/locations/${loc.id}/caller-data;phone=%2B15125550143;x=1/more;%2B15125550143?email=a%40b.example`, {
+    headers: { authorization: `Bearer ${token}`, 'x-request-id': 'req-matrix.1' },
+  });
+  await res.text();
+  await new Promise((r) => setTimeout(r, 50));
+  expect(completed('req-matrix.1')).toEqual([expect.objectContaining({
+    req: { id: 'req-matrix.1', method: 'GET', url: `/api/v1/locations/${loc.id}/caller-data;phone=[redacted];x=[redacted]/more?email=[redacted]` },
+  })]);
+  expect(JSON.stringify(records())).not.toMatch(/5125550143|a%40b|a@b/);
+});

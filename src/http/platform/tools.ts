@@ -5,11 +5,17 @@
  * signature (401), tool name (404), envelope (400: a malformed platform request), then the
  * arguments: an LLM's mistake is answered 200 `{ ok: false, message }` naming the field, so the
  * agent can ask the caller again. One SQL function does the work (app.voice_tool).
+ *
+ * Card numbers, security codes and SSNs in the free-text arguments are replaced before that call
+ * when the location redacts (src/privacy/tool.ts). The scan is local; only a tool call in which it
+ * found something asks the database for the dialled location's setting (app.voice_redacts), so
+ * the usual tool call makes one round trip as before.
  */
 import { Router, type Request } from 'express';
 import { callFn } from '../../db/pools.js';
 import type { AppDeps } from '../deps.js';
 import { ApiError } from '../errors.js';
+import { redactToolArgs } from '../../privacy/tool.js';
 import { onlyPost, parseSigned, rawBody } from './raw.js';
 import { argsProblem, isToolName, ToolRequest, toolDefinitions, toolPhone, TOOLS } from './tool-schemas.js';
 import { VOICE_BODY_LIMIT, verifiedBody } from './voice.js';
@@ -35,7 +41,9 @@ export function toolsRouter(deps: AppDeps): Router {
       res.json({ ok: false, ...argsProblem(parsed.error) });
       return;
     }
-    const args: Record<string, unknown> = { ...parsed.data };
+    let args: Record<string, unknown> = { ...parsed.data };
+    const redacted = redactToolArgs(args);
+    if (redacted && await callFn<boolean>(deps.ownerPool, 'app.voice_redacts', [payload.call.to_number])) args = redacted;
     if (name === 'book_appointment') {
       const given = args.phone as string | undefined;
       const phone = given !== undefined ? toolPhone(given) : payload.call.from_number;
