@@ -81,8 +81,9 @@ test('a record batch planned before a burst finds its attempts by primary key, n
     await emitMany(t.owner, loc.id, 'lead.created', 2000);
     const after = await drainOnce();
     expect(after.recorded).toBe(64);
-    // Two reads an attempt at most (its lookup, and its endpoint's for the lock), never the 4,000.
-    expect(after.rows).toBeLessThanOrEqual(64 * 2);
+    // Three reads an attempt at most (its endpoint's for the lock, its own lock taken before the
+    // write for an erasure meanwhile, its update), never the 4,000.
+    expect(after.rows).toBeLessThanOrEqual(64 * 3);
   } finally {
     c.release();
   }
