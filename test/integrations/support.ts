@@ -4,8 +4,9 @@
  */
 import https from 'node:https';
 import { integrationKey, open, SECRETS, type IntegrationSecrets } from '../../src/integrations/crypto.js';
+import { SyncRunner } from '../../src/integrations/sync.js';
 import { startFieldServiceWorld, type FieldServiceWorld } from '../support/field-service.js';
-import { request, startTestApi, type TestApi } from '../support/harness.js';
+import { request, startTestApi, testLog, type TestApi } from '../support/harness.js';
 import { makePki, type TestPki } from '../support/https.js';
 
 export interface Setup {
@@ -82,3 +83,14 @@ export async function insertBooking(s: Setup, locId: string, leadId: string): Pr
      values ($1, $2, '2026-12-10', '10:00', 'Leak', 'scheduled') returning id`, [locId, leadId]);
   return b.id;
 }
+
+/** A sync runner on the test API's database, trusting the stand-ins' CA. */
+export const syncRunner = (s: Setup) => new SyncRunner({ cfg: s.api.cfg, log: testLog, pool: s.api.owner, ca: s.pki.caPem });
+
+/** A location's sync log, oldest first. */
+export const syncRows = async (s: Setup, locId: string) =>
+  (await s.api.owner.query('select * from app.integration_syncs where location_id = $1 order by created_at, action', [locId])).rows;
+
+/** Makes a waiting sync due now. */
+export const makeDue = (s: Setup, id: string) =>
+  s.api.owner.query("update app.integration_syncs set next_attempt_at = now() - interval '1 second' where id = $1", [id]);

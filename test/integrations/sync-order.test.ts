@@ -5,10 +5,9 @@
  * written.
  */
 import { callFn } from '../../src/db/pools.js';
-import { SyncRunner } from '../../src/integrations/sync.js';
 import type { ApiRequest } from '../support/field-service.js';
-import { request, testLog } from '../support/harness.js';
-import { connect, insertBooking, setup, tenant, type Setup } from './support.js';
+import { request } from '../support/harness.js';
+import { connect, insertBooking, makeDue, setup, syncRows, syncRunner, tenant, type Setup } from './support.js';
 
 const V = '/api/v1';
 let s: Setup;
@@ -17,10 +16,9 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(async () => s?.close());
 
-const runner = () => new SyncRunner({ cfg: s.api.cfg, log: testLog, pool: s.api.owner, ca: s.pki.caPem });
-const syncs = async (locId: string) =>
-  (await s.api.owner.query('select * from app.integration_syncs where location_id = $1 order by created_at, action', [locId])).rows;
-const due = (id: string) => s.api.owner.query("update app.integration_syncs set next_attempt_at = now() - interval '1 second' where id = $1", [id]);
+const runner = () => syncRunner(s);
+const syncs = (locId: string) => syncRows(s, locId);
+const due = (id: string) => makeDue(s, id);
 
 async function withProvider(provider: 'jobber' | 'housecall_pro' | 'servicetitan') {
   const t = await tenant(s.api);

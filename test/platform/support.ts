@@ -7,6 +7,7 @@ import { sign } from 'retell-sdk';
 import { symmetric } from 'retell-sdk/lib/webhook_auth';
 import Stripe from 'stripe';
 import { createLocation, request, type Res, type TestLocation } from '../support/harness.js';
+import { openEveryDay } from '../support/scheduling.js';
 
 export const VOICE_SECRET = 'key_test_9c1f2e8a7b3d4c5e6f';
 export const BILLING_SECRET = 'whsec_test_Zt8b3mQ1xV7nR2pL5kW9';
@@ -25,6 +26,19 @@ export async function voiceLocation(owner: pg.Pool, attrs: Record<string, unknow
   const phone = randomPhone();
   const loc = await createLocation(owner, { service_phone: phone, name: 'Acme Heating & Air', timezone: 'America/Chicago', ...attrs });
   return { ...loc, phone };
+}
+
+/** The live-call tools' tests: a caller, a fresh platform call id, a call dialled to a location. */
+export const TOOL_CALLER = '+15125550143';
+export const newCallId = () => `call_${randomUUID().replaceAll('-', '')}`;
+export const toolCall = (loc: VoiceLocation, callId = newCallId(), from: string | null = TOOL_CALLER) =>
+  ({ call_id: callId, from_number: from, to_number: loc.phone });
+
+/** A voice location in America/Chicago open every day 08:00–18:00 (test/support/scheduling.ts). */
+export async function schedulingLocation(owner: pg.Pool, attrs: Record<string, unknown> = {}): Promise<VoiceLocation> {
+  const loc = await voiceLocation(owner, { timezone: 'America/Chicago', ...attrs });
+  await openEveryDay(owner, loc.id);
+  return loc;
 }
 
 /**

@@ -5,28 +5,22 @@
  * a move, the lead of a call whose bookings were all cancelled is not "booked", and a contractor
  * who turned booking off is not booked.
  */
-import { randomUUID } from 'node:crypto';
 import { mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
-import { instant, localDate, openEveryDay, setScheduling } from '../support/scheduling.js';
-import { postTool, postVoice, VOICE_SECRET, voiceFixture, voiceLocation, type VoiceLocation } from './support.js';
+import { instant, localDate, setScheduling } from '../support/scheduling.js';
+import {
+  newCallId, postTool, postVoice, schedulingLocation as schedulingLocationOf, toolCall, VOICE_SECRET, voiceFixture, type VoiceLocation,
+} from './support.js';
 
 let t: TestApi;
 const TZ = 'America/Chicago';
-const CALLER = '+15125550143';
 
 beforeAll(async () => {
   t = await startTestApi({ VOICE_WEBHOOK_SECRET: VOICE_SECRET });
 });
 afterAll(() => t.close());
 
-const newCallId = () => `call_${randomUUID().replaceAll('-', '')}`;
-const callOf = (loc: VoiceLocation, callId = newCallId()) => ({ call_id: callId, from_number: CALLER, to_number: loc.phone });
-
-async function schedulingLocation(): Promise<VoiceLocation> {
-  const loc = await voiceLocation(t.owner, { timezone: TZ });
-  await openEveryDay(t.owner, loc.id);
-  return loc;
-}
+const callOf = (loc: VoiceLocation, callId = newCallId()) => toolCall(loc, callId);
+const schedulingLocation = () => schedulingLocationOf(t.owner);
 const windowAt = async (days: number, hhmm: string) => instant(t.owner, TZ, await localDate(t.owner, TZ, days), hhmm);
 const active = async (locId: string) =>
   (await t.owner.query(`select id, window_start from app.bookings where location_id = $1 and status in ('scheduled', 'confirmed') order by created_at`, [locId])).rows;

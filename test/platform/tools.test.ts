@@ -8,26 +8,23 @@ import { randomUUID } from 'node:crypto';
 import { callFn } from '../../src/db/pools.js';
 import { mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
 import { instant, localDate, openEveryDay, setScheduling, spokenDay } from '../support/scheduling.js';
-import { events, postTool, postVoice, staleVoiceSignature, VOICE_SECRET, voiceFixture, voiceLocation, type VoiceLocation } from './support.js';
+import {
+  events, newCallId as newCallIdOf, postTool, postVoice, schedulingLocation as schedulingLocationOf, staleVoiceSignature, TOOL_CALLER as CALLER,
+  toolCall, VOICE_SECRET, voiceFixture, voiceLocation, type VoiceLocation,
+} from './support.js';
 
 let t: TestApi;
 const TZ = 'America/Chicago';
-const CALLER = '+15125550143';
 
 beforeAll(async () => {
   t = await startTestApi({ VOICE_WEBHOOK_SECRET: VOICE_SECRET });
 });
 afterAll(() => t.close());
 
-const newCallId = () => `call_${randomUUID().replaceAll('-', '')}`;
-const callOf = (loc: VoiceLocation, callId = newCallId(), from: string | null = CALLER) => ({ call_id: callId, from_number: from, to_number: loc.phone });
+const newCallId = newCallIdOf;
+const callOf = toolCall;
 const typesOf = async (loc: VoiceLocation) => (await events(t.owner, loc.id)).map((e) => e.type);
-
-async function schedulingLocation(attrs: Record<string, unknown> = {}): Promise<VoiceLocation> {
-  const loc = await voiceLocation(t.owner, { timezone: TZ, ...attrs });
-  await openEveryDay(t.owner, loc.id);
-  return loc;
-}
+const schedulingLocation = (attrs: Record<string, unknown> = {}) => schedulingLocationOf(t.owner, attrs);
 
 describe('the route', () => {
   test('bad signature → 401, unknown tool → 404 not_found, unknown number → 404, malformed envelope → 400', async () => {
