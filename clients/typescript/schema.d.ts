@@ -1025,7 +1025,7 @@ export interface paths {
         put?: never;
         /**
          * Post-call: call_started, call_ended, call_analyzed and the transfer events
-         * @description Idempotent on call.call_id (the platform retries); transfer_started, transfer_bridged, transfer_cancelled and transfer_ended are recorded once per event, call and timestamp. Other event types are acknowledged as ignored.
+         * @description Idempotent on call.call_id (the platform retries); transfer_started, transfer_bridged, transfer_cancelled and transfer_ended are recorded once per event, call and timestamp. Other event types are acknowledged as ignored. A to_number that is no location's service_phone: 404.
          */
         post: operations["receivePostCallEvent"];
         delete?: never;
@@ -2771,7 +2771,7 @@ export interface components {
          *     - 410: The answer stored under this Idempotency-Key held a caller's personal data that has since been erased (idempotency_answer_erased): it is not replayed and the request does not run again; send a new key
          *     - 413: Body over 64 KiB (payload_too_large)
          *     - 415: Body not JSON, or a Content-Encoding other than gzip, deflate, br (unsupported_media_type)
-         *     - 422: The Idempotency-Key was already used for a different request (idempotency_key_reused): another method, path or body
+         *     - 422: The Idempotency-Key was already used for a different request (idempotency_key_reused): another method, path or body; connecting ServiceTitan, it refused the client credentials (provider_rejected; details.reason)
          *     - 429: Per-key rate limit (rate_limited; Retry-After, RateLimit, RateLimit-Policy)
          */
         Error4XX: {

@@ -59,6 +59,13 @@ export interface RouteSpec<P = any, Q = any, B = any> {
   status?: number;
   /** Rules of the body that JSON Schema cannot state (src/http/rules.ts); listed in the document. */
   rules?: RuleId[];
+  /**
+   * Error statuses the operation answers beyond those its shape implies (400; 401 and 429 with a
+   * token; 403 with a scope; 404 with a named path; 409 and 422 on a token POST; 413 and 415 with a
+   * body): e.g. 422 `provider_rejected` from a provider that refuses credentials. Listed in the
+   * document's `x-error-statuses`.
+   */
+  errors?: number[];
   /** The operation can answer 409 (a status move not allowed, a unique value taken, a record in the wrong state). */
   conflict?: boolean;
   /** Its answer holds a caller's data: a replay of its Idempotency-Key after an erasure answers 410. */

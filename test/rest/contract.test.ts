@@ -167,7 +167,7 @@ function concrete(template: string, location = A.id): string {
 describe('every operation answers its documented errors in the error envelope', () => {
   test('401 without a token, 403 without the scope, 404 for another location or record', () => probeAuthErrors(w, ops()));
 
-  test('400 for a malformed JSON body (any method: the body parser runs first), 413 for one over 64 KiB, 415 for one not JSON',
+  test('400 for a malformed JSON body (any method: every operation reads one sent), 413 for one over 64 KiB, 415 for one not JSON',
     () => probeBodyErrors(w, ops()));
 
   test('409 where an operation can conflict', async () => {
@@ -185,6 +185,11 @@ describe('every operation answers its documented errors in the error envelope', 
     const pending = (await t.owner.query(`select id from app.webhook_deliveries where location_id = $1 and status = 'pending' limit 1`, [A.id])).rows[0];
     await expectStatus(409, 'POST', `${L()}/webhook-deliveries/${pending.id}/retry`);
     await expectStatus(409, 'POST', `${L()}/integrations/servicetitan/syncs/${ids.failedSync}/retry`);
+  });
+
+  test('422 where a provider refuses the credentials', async () => {
+    const res = await expectStatus(422, 'PUT', `${L()}/integrations/servicetitan/credentials`, { tenant_id: '4021', client_id: 'st-client', client_secret: 'wrong' });
+    expect(res.error.code).toBe('provider_rejected');
   });
 
   test('every token-API POST: 422 for a key used by another request, 409 while a request holds the key', () => probeIdempotency(w, ops()));
