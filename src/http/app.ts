@@ -1,6 +1,7 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { DeferredWakeups } from '../db/wakeups.js';
 import { IntegrationService } from '../integrations/service.js';
+import { databaseCheck } from '../metrics/admin.js';
 import { observeRequest } from '../metrics/http.js';
 import type { AppDeps } from './deps.js';
 import { ApiError, errorHandler, sendError } from './errors.js';
@@ -30,13 +31,15 @@ export function createApp(deps: AppDeps): express.Express {
   app.get('/healthz', (_req, res) => {
     res.json({ data: { status: 'ok' } });
   });
+  // The admin listener's database check (src/metrics/admin.ts): answered within its 2 s bound even
+  // when the database accepts connections but never answers; a 503 says when to ask again.
   app.get('/readyz', async (_req, res) => {
-    try {
-      await deps.apiPool.query('select api.ready()');
+    const { database } = await databaseCheck(() => deps.apiPool.query('select api.ready()'));
+    if (database.ok) {
       res.json({ data: { status: 'ready' } });
-    } catch {
-      sendError(res, new ApiError(503, 'unavailable', 'Database unreachable or not migrated'));
+      return;
     }
+    sendError(res, new ApiError(503, 'unavailable', 'Database unreachable or not migrated', {}, { 'retry-after': '5' }));
   });
 
   app.use('/api', platformRouter(deps));
