@@ -1408,6 +1408,26 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "webhook.test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * webhook.test
+         * @description A test send (POST webhook-endpoints/{id}/test without event_type), to that endpoint only and with svc-test: true; not subscribable. Data: the endpoint id and a message.
+         */
+        post: operations["onWebhookTest"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface components {
     schemas: {
@@ -1848,8 +1868,11 @@ export interface components {
             schema: {
                 [key: string]: unknown;
             };
-            /** @enum {string} */
-            type: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased";
+            /**
+             * @description A subscribable type, or webhook.test (a test send: not subscribable)
+             * @enum {string}
+             */
+            type: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased" | "webhook.test";
         };
         /** @description Every EventType */
         EventTypeList: {
@@ -2631,6 +2654,19 @@ export interface components {
         WebhookRecoverResultResponse: {
             data: components["schemas"]["WebhookRecoverResult"];
         };
+        WebhookTestData: {
+            /** @description The endpoint the test was sent to */
+            endpoint_id: components["schemas"]["Uuid"];
+            message: string;
+        };
+        WebhookTestEvent: {
+            /** @description When the event occurred */
+            created_at: components["schemas"]["Timestamp"];
+            data: components["schemas"]["WebhookTestData"];
+            /** @constant */
+            event: "webhook.test";
+            location_id: components["schemas"]["Uuid"];
+        };
         WebhookTestRequest: {
             /**
              * @description Send this type's catalog example instead of webhook.test
@@ -3242,6 +3278,8 @@ export type SchemaWebhookEndpointWithSecretResponse = components['schemas']['Web
 export type SchemaWebhookRecoverRequest = components['schemas']['WebhookRecoverRequest'];
 export type SchemaWebhookRecoverResult = components['schemas']['WebhookRecoverResult'];
 export type SchemaWebhookRecoverResultResponse = components['schemas']['WebhookRecoverResultResponse'];
+export type SchemaWebhookTestData = components['schemas']['WebhookTestData'];
+export type SchemaWebhookTestEvent = components['schemas']['WebhookTestEvent'];
 export type SchemaWebhookTestRequest = components['schemas']['WebhookTestRequest'];
 export type ResponseAgentSettingsResponse = components['responses']['AgentSettingsResponse'];
 export type ResponseApiKeyPage = components['responses']['ApiKeyPage'];
@@ -5151,6 +5189,41 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["SpamBlockedEvent"];
+            };
+        };
+        responses: {
+            "2XX": components["responses"]["WebhookReceived"];
+        };
+    };
+    onWebhookTest: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Id of this attempt */
+                "svc-delivery-id": components["parameters"]["DeliverySvcDeliveryId"];
+                /** @description The event type */
+                "svc-event": components["parameters"]["DeliverySvcEvent"];
+                /** @description Event id, the same on every attempt (dedupe on it) */
+                "svc-event-id": components["parameters"]["DeliverySvcEventId"];
+                /** @description `v1=<hex HMAC-SHA256(raw body, whole secret string)>`, space-separated during a rotation overlap */
+                "svc-signature": components["parameters"]["DeliverySvcSignature"];
+                /** @description Unix seconds of this attempt */
+                "svc-timestamp": components["parameters"]["DeliverySvcTimestamp"];
+                /** @description Service-Webhooks/1.0 */
+                "user-agent": components["parameters"]["DeliveryUserAgent"];
+                /** @description Standard Webhooks: = svc-event-id */
+                "webhook-id": components["parameters"]["DeliveryWebhookId"];
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256("{webhook-id}.{webhook-timestamp}.{raw body}")>` keyed with the base64-decoded secret after `whsec_`; space-separated during a rotation overlap */
+                "webhook-signature": components["parameters"]["DeliveryWebhookSignature"];
+                /** @description Standard Webhooks: = svc-timestamp */
+                "webhook-timestamp": components["parameters"]["DeliveryWebhookTimestamp"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookTestEvent"];
             };
         };
         responses: {

@@ -7,7 +7,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import { Router } from 'express';
 import type { ZodType } from 'zod';
-import { eventCatalog } from '../webhooks/events.js';
+import { publishedEvents } from '../webhooks/events.js';
 import { mountDocsPage } from './docs-page.js';
 import { ErrorEnvelope } from './errors.js';
 import { Components, jsonSchemaOf, nameOf, SCHEMAS } from './openapi-components.js';
@@ -322,7 +322,7 @@ export const webhookOperationId = (type: string) => `on${type.split(/[._]/).map(
 
 /** OpenAPI 3.1 `webhooks`: one POST per event type, its body the catalog's named event schema. */
 function webhooksSection(c: Components): Json {
-  return Object.fromEntries(eventCatalog.map((e) => [e.type, {
+  return Object.fromEntries(publishedEvents.map((e) => [e.type, {
     post: {
       operationId: webhookOperationId(e.type),
       summary: e.type,
