@@ -1,14 +1,18 @@
 /**
  * Every error status an operation answers is in its `x-error-statuses`: the ones its shape does
- * not imply (422 provider_rejected, the signed voice routes' 404 for an unknown number and 415 for
+ * not imply (422 provider_rejected; 503 not_configured, provoked in test/rest/contract.test.ts,
+ * whose walk fails on a listed status it did not see; the signed voice routes' 404 for an unknown number and 415 for
  * an unknown Content-Encoding), and what an operation without a body answers to one (a 400, since
  * 413 and 415 are listed only where there is a body).
  */
 import { randomUUID } from 'node:crypto';
-import { request as httpRequest } from 'node:http';
+import { createServer, request as httpRequest } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createApiPool, createOwnerPool } from '../../src/db/pools.js';
+import { createApp } from '../../src/http/app.js';
 import { openApiDocument } from '../support/contract.js';
 import { startFieldServiceWorld, type FieldServiceWorld } from '../support/field-service.js';
-import { mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
+import { mintKey, request, startTestApi, testConfig, testLog, type TestApi } from '../support/harness.js';
 import { makePki } from '../support/https.js';
 import { postTool, postVoice, VOICE_SECRET, voiceLocation, type VoiceLocation } from '../platform/support.js';
 
@@ -53,6 +57,28 @@ test('PUT …/servicetitan/credentials: ServiceTitan refusing the credentials is
   });
   expect(res.body.error.code).toBe('provider_rejected');
   expect(answered('PUT', template, res.status)).toEqual(['PUT', template, 422, true]);
+});
+
+test('a provider not configured on the server: a listed 503 not_configured on both connecting operations', async () => {
+  const owner = createOwnerPool(t.db.url, 2, 'bare-owner');
+  const apiPool = createApiPool(t.db.url, 2);
+  const server = createServer(createApp({ cfg: testConfig({ DATABASE_URL: t.db.url }), log: testLog, apiPool, ownerPool: owner }));
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  try {
+    const L = `/api/v1/locations/${loc.id}/integrations`;
+    const authorize = await request(base, 'POST', `${L}/jobber/authorize`, { token });
+    expect(answered('POST', '/locations/{locationId}/integrations/{provider}/authorize', authorize.status))
+      .toEqual(['POST', '/locations/{locationId}/integrations/{provider}/authorize', 503, true]);
+    const credentials = await request(base, 'PUT', `${L}/servicetitan/credentials`, { token, body: { tenant_id: '4021', client_id: 'st-client', client_secret: 'st-secret' } });
+    expect(answered('PUT', '/locations/{locationId}/integrations/servicetitan/credentials', credentials.status))
+      .toEqual(['PUT', '/locations/{locationId}/integrations/servicetitan/credentials', 503, true]);
+  } finally {
+    server.closeAllConnections();
+    await new Promise<void>((r) => server.close(() => r()));
+    await apiPool.end();
+    await owner.end();
+  }
 });
 
 test('the signed voice routes: a to_number that is no location\'s is a listed 404, an unknown Content-Encoding a listed 415', async () => {
