@@ -1025,7 +1025,7 @@ export interface paths {
         put?: never;
         /**
          * Post-call: call_started, call_ended, call_analyzed and the transfer events
-         * @description Idempotent on call.call_id (the platform retries); transfer_started, transfer_bridged, transfer_cancelled and transfer_ended are recorded once per event, call and timestamp. Other event types are acknowledged as ignored.
+         * @description Idempotent on call.call_id (the platform retries); transfer_started, transfer_bridged, transfer_cancelled and transfer_ended are recorded once per event, call and timestamp. Other event types are acknowledged as ignored. A to_number that is no location's service_phone: 404.
          */
         post: operations["receivePostCallEvent"];
         delete?: never;
@@ -1402,6 +1402,26 @@ export interface webhooks {
          * @description A call from a blocklisted number was rejected before the agent answered. Data: the call id, masked caller phone and reason.
          */
         post: operations["onSpamBlocked"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "webhook.test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * webhook.test
+         * @description A test send (POST webhook-endpoints/{id}/test without event_type), to that endpoint only and with svc-test: true; not subscribable. Data: the endpoint id and a message.
+         */
+        post: operations["onWebhookTest"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1849,8 +1869,11 @@ export interface components {
             schema: {
                 [key: string]: unknown;
             };
-            /** @enum {string} */
-            type: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased";
+            /**
+             * @description A subscribable type, or webhook.test (a test send: not subscribable)
+             * @enum {string}
+             */
+            type: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased" | "webhook.test";
         };
         /** @description Every EventType */
         EventTypeList: {
@@ -2632,6 +2655,19 @@ export interface components {
         WebhookRecoverResultResponse: {
             data: components["schemas"]["WebhookRecoverResult"];
         };
+        WebhookTestData: {
+            /** @description The endpoint the test was sent to */
+            endpoint_id: components["schemas"]["Uuid"];
+            message: string;
+        };
+        WebhookTestEvent: {
+            /** @description When the event occurred */
+            created_at: components["schemas"]["Timestamp"];
+            data: components["schemas"]["WebhookTestData"];
+            /** @constant */
+            event: "webhook.test";
+            location_id: components["schemas"]["Uuid"];
+        };
         WebhookTestRequest: {
             /**
              * @description Send this type's catalog example instead of webhook.test
@@ -2772,7 +2808,7 @@ export interface components {
          *     - 410: The answer stored under this Idempotency-Key held a caller's personal data that has since been erased (idempotency_answer_erased): it is not replayed and the request does not run again; send a new key
          *     - 413: Body over 64 KiB (payload_too_large)
          *     - 415: Body not JSON, or a Content-Encoding other than gzip, deflate, br (unsupported_media_type)
-         *     - 422: The Idempotency-Key was already used for a different request (idempotency_key_reused): another method, path or body
+         *     - 422: The Idempotency-Key was already used for a different request (idempotency_key_reused): another method, path or body; connecting ServiceTitan, it refused the client credentials (provider_rejected; details.reason)
          *     - 429: Per-key rate limit (rate_limited; Retry-After, RateLimit, RateLimit-Policy)
          */
         Error4XX: {
@@ -3243,6 +3279,8 @@ export type SchemaWebhookEndpointWithSecretResponse = components['schemas']['Web
 export type SchemaWebhookRecoverRequest = components['schemas']['WebhookRecoverRequest'];
 export type SchemaWebhookRecoverResult = components['schemas']['WebhookRecoverResult'];
 export type SchemaWebhookRecoverResultResponse = components['schemas']['WebhookRecoverResultResponse'];
+export type SchemaWebhookTestData = components['schemas']['WebhookTestData'];
+export type SchemaWebhookTestEvent = components['schemas']['WebhookTestEvent'];
 export type SchemaWebhookTestRequest = components['schemas']['WebhookTestRequest'];
 export type ResponseAgentSettingsResponse = components['responses']['AgentSettingsResponse'];
 export type ResponseApiKeyPage = components['responses']['ApiKeyPage'];
@@ -5152,6 +5190,41 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["SpamBlockedEvent"];
+            };
+        };
+        responses: {
+            "2XX": components["responses"]["WebhookReceived"];
+        };
+    };
+    onWebhookTest: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Id of this attempt */
+                "svc-delivery-id": components["parameters"]["DeliverySvcDeliveryId"];
+                /** @description The event type */
+                "svc-event": components["parameters"]["DeliverySvcEvent"];
+                /** @description Event id, the same on every attempt (dedupe on it) */
+                "svc-event-id": components["parameters"]["DeliverySvcEventId"];
+                /** @description `v1=<hex HMAC-SHA256(raw body, whole secret string)>`, space-separated during a rotation overlap */
+                "svc-signature": components["parameters"]["DeliverySvcSignature"];
+                /** @description Unix seconds of this attempt */
+                "svc-timestamp": components["parameters"]["DeliverySvcTimestamp"];
+                /** @description Service-Webhooks/1.0 */
+                "user-agent": components["parameters"]["DeliveryUserAgent"];
+                /** @description Standard Webhooks: = svc-event-id */
+                "webhook-id": components["parameters"]["DeliveryWebhookId"];
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256("{webhook-id}.{webhook-timestamp}.{raw body}")>` keyed with the base64-decoded secret after `whsec_`; space-separated during a rotation overlap */
+                "webhook-signature": components["parameters"]["DeliveryWebhookSignature"];
+                /** @description Standard Webhooks: = svc-timestamp */
+                "webhook-timestamp": components["parameters"]["DeliveryWebhookTimestamp"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookTestEvent"];
             };
         };
         responses: {

@@ -123,9 +123,29 @@ registerDemoCommands(program, withDb, parseWith);
 registerErasureCommands(program, withDb, parseWith);
 registerStaffCommands(program, withDb);
 
+/**
+ * The command a command line stops at when it names no subcommand (`switchboard`, `switchboard key`):
+ * its path and the subcommands it offers.
+ */
+function missingCommand(args: string[]): ApiError {
+  let at: Command = program;
+  const path: string[] = [];
+  for (const arg of args) {
+    const next = at.commands.find((c) => c.name() === arg || c.aliases().includes(arg));
+    if (!next) break;
+    at = next;
+    path.push(arg);
+  }
+  const commands = at.commands.map((c) => c.name());
+  return new ApiError(400, 'validation_error', `Missing command: ${[program.name(), ...path, '<command>'].join(' ')}, one of ${commands.join(', ')} (usage on stderr)`,
+    { issues: [{ path: 'command', message: 'Required' }], commands });
+}
+
 try {
   await program.parseAsync(process.argv);
 } catch (err) {
   if (err instanceof CommanderError && (err.code === 'commander.helpDisplayed' || err.code === 'commander.version')) process.exit(0);
+  // Commander shows the usage (on stderr) when a command with subcommands is given none.
+  if (err instanceof CommanderError && err.code === 'commander.help') fail(missingCommand(process.argv.slice(2)));
   fail(err);
 }

@@ -5,7 +5,8 @@
  * the stack. No body of this API nests anywhere near 32 levels (the deepest documented ones have
  * four; Stripe events about ten), so deeper bodies are refused as 400 invalid_json.
  */
-import { ApiError } from './errors.js';
+import express, { type Request, type Response } from 'express';
+import { ApiError, toApiError } from './errors.js';
 
 export const MAX_JSON_DEPTH = 32;
 
@@ -67,4 +68,59 @@ export function assertStorableText(value: unknown): void {
 function unstorable(path: string[]): ApiError {
   const message = 'Contains a NUL (U+0000) or an unpaired surrogate, which cannot be stored';
   return new ApiError(400, 'validation_error', 'Request validation failed', { issues: [{ path: path.join('.'), message }] });
+}
+
+/** application/json and any `+json` type. */
+const JSON_TYPE = /^application\/([a-z0-9.+-]*\+)?json\s*(;|$)/i;
+/** A body on an operation that takes one: 64 KiB at most, after decoding. */
+const BODY_LIMIT = '64kb';
+/** What an operation that takes no body reads at most: room for `{}` and some whitespace. */
+const NO_BODY_LIMIT = 256;
+
+function hasBody(req: Request): boolean {
+  return req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+}
+
+// Content-Encoding gzip, deflate, br (and zstd where Node has it) is decoded by the parser; the
+// limit applies to the decoded bytes. Bytes that do not decode → 400 invalid_body, another
+// encoding → 415 (src/http/errors.ts).
+const parsers = {
+  body: express.json({ limit: BODY_LIMIT, strict: true, type: () => true }),
+  none: express.json({ limit: NO_BODY_LIMIT, strict: true, type: () => true }),
+};
+
+function parse(parser: express.RequestHandler, req: Request, res: Response): Promise<void> {
+  return new Promise((resolve, reject) => parser(req, res, (err?: unknown) => (err ? reject(err) : resolve())));
+}
+
+/**
+ * Reads and checks the request's JSON body into `req.body`, throwing what is wrong with it (415 not
+ * JSON, 400 invalid_json, 413 over 64 KiB, 400 nested too deep or holding text PostgreSQL cannot
+ * store). src/http/route.ts calls it only after the token and the rate limit, and raises what it
+ * throws only after app.authorize has accepted the token, location and scope (docs/api-contract.md
+ * §5, "Precedence"). At most 64 KiB is ever held: past the limit the parser reads the rest and
+ * discards it, within Node's request time-out.
+ *
+ * An operation that takes no body (`takesBody` false) reads at most 256 bytes: no body, or `{}`;
+ * anything else (too long, not JSON) is the 400 of a body it does not take (docs/rest-api.md), so
+ * 413 and 415 are answered only where there is a body.
+ */
+export async function readJsonBody(req: Request, res: Response, takesBody: boolean): Promise<void> {
+  if (!hasBody(req)) return;
+  const json = JSON_TYPE.test(req.headers['content-type'] ?? '');
+  try {
+    if (!json) throw new ApiError(415, 'unsupported_media_type', 'Request bodies must be application/json');
+    await parse(takesBody ? parsers.body : parsers.none, req, res);
+  } catch (err) {
+    const e = toApiError(err);
+    if (!takesBody && (e.status === 413 || e.status === 415)) throw noBodyTaken();
+    throw e;
+  }
+  assertJsonDepth(req.body);
+  assertStorableText(req.body);
+}
+
+/** The 400 of a body sent to an operation that takes none (the zod refusal of any other body says the same). */
+export function noBodyTaken(): ApiError {
+  return new ApiError(400, 'validation_error', 'Request validation failed', { issues: [{ path: '', message: 'This operation takes no body' }] });
 }

@@ -164,7 +164,7 @@ export class Components {
 }
 
 /** `schema` without `additionalProperties: false`, at any depth. */
-function open(node: unknown): any {
+export function open(node: unknown): any {
   if (Array.isArray(node)) return node.map(open);
   if (!node || typeof node !== 'object') return node;
   return Object.fromEntries(Object.entries(node).filter(([k, v]) => !(k === 'additionalProperties' && v === false)).map(([k, v]) => [k, open(v)]));

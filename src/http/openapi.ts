@@ -7,7 +7,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import { Router } from 'express';
 import type { ZodType } from 'zod';
-import { eventCatalog } from '../webhooks/events.js';
+import { publishedEvents } from '../webhooks/events.js';
 import { mountDocsPage } from './docs-page.js';
 import { ErrorEnvelope } from './errors.js';
 import { Components, jsonSchemaOf, nameOf, SCHEMAS } from './openapi-components.js';
@@ -33,7 +33,7 @@ const ERROR_CODES: Record<number, string> = {
   410: 'The answer stored under this Idempotency-Key held a caller\'s personal data that has since been erased (idempotency_answer_erased): it is not replayed and the request does not run again; send a new key',
   413: 'Body over 64 KiB (payload_too_large)',
   415: 'Body not JSON, or a Content-Encoding other than gzip, deflate, br (unsupported_media_type)',
-  422: 'The Idempotency-Key was already used for a different request (idempotency_key_reused): another method, path or body',
+  422: 'The Idempotency-Key was already used for a different request (idempotency_key_reused): another method, path or body; connecting ServiceTitan, it refused the client credentials (provider_rejected; details.reason)',
   429: 'Per-key rate limit (rate_limited; Retry-After, RateLimit, RateLimit-Policy)',
   503: 'A secret the route needs is not configured on this server (not_configured)',
 };
@@ -166,7 +166,7 @@ function operation(spec: RouteSpec, c: Components): Json {
   const named = /:[A-Za-z]/.test(spec.path);
   const errs = [400, ...(auth ? [401] : []), ...(spec.scope ? [403] : []), ...(named ? [404] : []),
     ...(spec.conflict || idempotent ? [409] : []), ...(spec.body ? [413, 415] : []), ...(idempotent && spec.callerData ? [410] : []), ...(idempotent ? [422] : []), ...(auth ? [429] : [])];
-  const errors = errorResponses(errs);
+  const errors = errorResponses([...new Set([...errs, ...(spec.errors ?? [])])]);
   Object.assign(responses, errors.responses);
   const scopeText = spec.scope ? `Requires scope \`${spec.scope}\`.` : auth ? 'Any valid token (no scope).' : 'No authentication.';
   const rules = spec.rules ?? [];
@@ -322,7 +322,7 @@ export const webhookOperationId = (type: string) => `on${type.split(/[._]/).map(
 
 /** OpenAPI 3.1 `webhooks`: one POST per event type, its body the catalog's named event schema. */
 function webhooksSection(c: Components): Json {
-  return Object.fromEntries(eventCatalog.map((e) => [e.type, {
+  return Object.fromEntries(publishedEvents.map((e) => [e.type, {
     post: {
       operationId: webhookOperationId(e.type),
       summary: e.type,

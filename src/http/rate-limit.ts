@@ -19,31 +19,33 @@ export class RateLimiter {
   }
   /**
    * Spends one request of the token's budget. A token that is no API key writes nothing (the
-   * database leases only to known keys) and counts against its source address, in memory: past
-   * UNKNOWN_TOKENS_PER_MINUTE in a minute, tokens this process does not know are refused 429 from
-   * that address without asking the database.
+   * database leases only to known keys: finding that out is one read) and counts against its
+   * source address, in memory: past UNKNOWN_TOKENS_PER_MINUTE in a minute, further tokens from that
+   * address that are no active key are refused 429 instead of going on to app.authorize's 401. The
+   * decision is the database's answer for this token, not the address's history: an active key
+   * passes from a flooded address (behind a shared NAT, say) whether or not it was used this minute.
    */
   async consume(key: string, res: Response, address = ''): Promise<void> {
-    if (!this.shared.knows(key) && this.unknown.exhausted(address)) {
-      const retry = this.unknown.resetSeconds();
-      res.setHeader('RateLimit-Policy', this.policy);
-      res.setHeader('RateLimit', `"default";r=0;t=${retry}`);
-      throw new ApiError(429, 'rate_limited', `Too many requests with unknown tokens from this address; retry in ${retry} s`, { retry_after: retry }, { 'retry-after': String(retry) });
-    }
     const v = await this.shared.consume(key);
     res.setHeader('RateLimit-Policy', this.policy);
-    res.setHeader('RateLimit', `"default";r=${v.remaining};t=${v.resetSeconds}`);
     if (v.unknown) {
+      if (this.unknown.exhausted(address)) {
+        const retry = this.unknown.resetSeconds();
+        res.setHeader('RateLimit', `"default";r=0;t=${retry}`);
+        throw new ApiError(429, 'rate_limited', `Too many requests with unknown tokens from this address; retry in ${retry} s`, { retry_after: retry }, { 'retry-after': String(retry) });
+      }
+      res.setHeader('RateLimit', `"default";r=${v.remaining};t=${v.resetSeconds}`);
       this.unknown.add(address);
       return; // app.authorize answers 401
     }
+    res.setHeader('RateLimit', `"default";r=${v.remaining};t=${v.resetSeconds}`);
     if (v.allowed) return;
     const retry = v.resetSeconds;
     throw new ApiError(429, 'rate_limited', `Rate limit exceeded; retry in ${retry} s`, { retry_after: retry }, { 'retry-after': String(retry) });
   }
 }
 
-/** Unknown tokens a source address may try per minute before it is refused without the database. */
+/** Unknown tokens a source address may try per minute before its further unknown tokens are refused 429. */
 export const UNKNOWN_TOKENS_PER_MINUTE = 60;
 /** Addresses remembered at most (oldest dropped first): a flood from many addresses stays bounded. */
 const MAX_ADDRESSES = 10_000;

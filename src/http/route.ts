@@ -5,6 +5,7 @@ import type { AuthCache } from '../auth/cache.js';
 import { bearerToken, hashToken } from '../auth/tokens.js';
 import { callFn, callJsonText, callPageText, type PageText } from '../db/pools.js';
 import { callIdempotent, fingerprint, idempotencyKeyOf, REPLAYED_HEADER } from '../idempotency/key.js';
+import { readJsonBody } from './body.js';
 import { ApiError, fromZod } from './errors.js';
 import { uuid } from './schemas.js';
 import type { RateLimiter } from './rate-limit.js';
@@ -58,6 +59,13 @@ export interface RouteSpec<P = any, Q = any, B = any> {
   status?: number;
   /** Rules of the body that JSON Schema cannot state (src/http/rules.ts); listed in the document. */
   rules?: RuleId[];
+  /**
+   * Error statuses the operation answers beyond those its shape implies (400; 401 and 429 with a
+   * token; 403 with a scope; 404 with a named path; 409 and 422 on a token POST; 413 and 415 with a
+   * body): e.g. 422 `provider_rejected` from a provider that refuses credentials. Listed in the
+   * document's `x-error-statuses`.
+   */
+  errors?: number[];
   /** The operation can answer 409 (a status move not allowed, a unique value taken, a record in the wrong state). */
   conflict?: boolean;
   /** Its answer holds a caller's data: a replay of its Idempotency-Key after an erasure answers 410. */
@@ -149,9 +157,12 @@ export function mountRoutes(router: Router, routes: RouteSpec[], pool: pg.Pool, 
       for (const [name, value] of deprecation) res.setHeader(name, value);
       const token = spec.auth === false ? '' : tokenHashOf(req);
       if (token) await limiter.consume(token, res, req.socket.remoteAddress ?? '');
+      // The body is read only now, after the token and the limiter; what is wrong with it (415, 413,
+      // 400) is answered after app.authorize below, like any other malformed part of the request.
+      const bodyError = await readJsonBody(req, res, spec.body !== undefined).then(() => undefined, (e: unknown) => e ?? new Error('body'));
       const params = spec.params ? spec.params.safeParse(req.params) : { success: true as const, data: req.params };
       const query = spec.query ? spec.query.safeParse(req.query) : { success: true as const, data: req.query };
-      const body = spec.body ? spec.body.safeParse(req.body ?? {}) : noBody(req.body);
+      const body = bodyError ? { success: true as const, data: undefined } : spec.body ? spec.body.safeParse(req.body ?? {}) : noBody(req.body);
       // Idempotency-Key on every token-API POST (docs/rest-api.md "Idempotency-Key").
       let idemKey: string | undefined;
       let idemError: unknown;
@@ -162,7 +173,7 @@ export function mountRoutes(router: Router, routes: RouteSpec[], pool: pg.Pool, 
           idemError = e;
         }
       }
-      if (!params.success || !query.success || !body.success || idemError) {
+      if (bodyError || !params.success || !query.success || !body.success || idemError) {
         // Token, location and scope outrank the request's shape (401, 404, 403 before 400):
         // authorize raises those itself; only a request it accepts learns what is malformed.
         if (token) {
@@ -174,6 +185,7 @@ export function mountRoutes(router: Router, routes: RouteSpec[], pool: pg.Pool, 
         }
         // A malformed id names nothing: 404, not 400.
         if (!params.success) throw new ApiError(404, 'not_found', 'Resource not found');
+        if (bodyError) throw bodyError;
         if (!query.success) throw fromZod(query.error);
         if (!body.success) throw fromZod(body.error);
         throw idemError;

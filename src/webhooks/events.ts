@@ -1,7 +1,8 @@
 /**
  * The event catalog: one zod schema per webhook event type describing the whole delivery body
- * `{ event, location_id, created_at, data }`, a description and a realistic example. This is the
- * one source of `GET /event-types`, of the OpenAPI document's `webhooks` section and of the
+ * `{ event, location_id, created_at, data }`, a description and a realistic example. This (with the
+ * test send's webhook.test) is the one source of `GET /event-types`, of the OpenAPI document's
+ * `webhooks` section (both publish the same open schemas) and of the
  * examples `POST webhook-endpoints/{id}/test { event_type }` sends. Call, lead and booking data
  * are the REST records themselves (src/http/routes/records.ts, one schema each, built in SQL by
  * app.call_summary_json, app.lead_json, app.booking_json); test/webhooks/catalog.test.ts validates
@@ -11,7 +12,7 @@
 import { z } from 'zod';
 import { bookingStatuses, leadStatuses, operationalNotificationTypes } from '../allowed-values.js';
 import { Booking, CallSummary, Lead } from '../http/routes/records.js';
-import { toPublishedJsonSchema } from '../http/openapi-components.js';
+import { open, toPublishedJsonSchema } from '../http/openapi-components.js';
 import { timestamp, uuid } from '../http/schemas.js';
 
 const ts = timestamp;
@@ -45,6 +46,11 @@ const SpamBlockedData = z.strictObject({
   reason: z.enum(['blocklisted']),
   blocked_at: ts,
 }).meta({ id: 'SpamBlockedData' });
+
+const WebhookTestData = z.strictObject({
+  endpoint_id: uuid.describe('The endpoint the test was sent to'),
+  message: z.string(),
+}).meta({ id: 'WebhookTestData' });
 
 /** `lead.created` → `LeadCreatedEvent`: the component name of an event's delivery body. */
 export const eventSchemaName = (type: string) => `${type.split(/[._]/).map((w) => w[0].toUpperCase() + w.slice(1)).join('')}Event`;
@@ -171,6 +177,18 @@ if (new Set(eventTypes).size !== eventTypes.length) throw new Error('the event c
 
 /** The type of a test send (POST …/test without event_type); never subscribable. */
 export const TEST_EVENT_TYPE = 'webhook.test';
+/** The test send's body: in the published catalog (a receiver gets it), not among the subscribable types. */
+const testEvent: EventTypeEntry = {
+  type: TEST_EVENT_TYPE,
+  description: 'A test send (POST webhook-endpoints/{id}/test without event_type), to that endpoint only and with svc-test: true; not subscribable. Data: the endpoint id and a message.',
+  schema: bodyOf(TEST_EVENT_TYPE, WebhookTestData),
+  example: body(TEST_EVENT_TYPE, { endpoint_id: '2b4d6f8a-0c1e-4a3b-8d5f-7a9c1e3b5d7f', message: 'This is a test event sent from the API.' }),
+};
+/**
+ * Every body a receiver can get, in documentation order: the subscribable types, then webhook.test.
+ * GET /event-types and the OpenAPI document's `webhooks` publish exactly these.
+ */
+export const publishedEvents: EventTypeEntry[] = [...eventCatalog, testEvent];
 /** `app.events.type` CHECK: what an event row (and so a delivery attempt) may carry. */
 export const deliveryEventTypes = [...eventTypes, TEST_EVENT_TYPE] as [string, ...string[]];
 /** `app.notification_types()`: every type notification settings route. */
@@ -187,12 +205,22 @@ export function eventJsonSchema(entry: EventTypeEntry, bare = false): Record<str
   const { [eventSchemaName(entry.type)]: root, ...defs } = (js.$defs ?? {}) as Record<string, Record<string, unknown>>;
   const schema: Record<string, unknown> = root ? { ...(bare ? {} : { $schema: js.$schema }), ...root, $defs: defs } : js;
   if (bare) delete schema.$schema;
-  return { ...schema, title: entry.type, description: entry.description };
+  // Open, as the OpenAPI document publishes event bodies: a receiver must accept a field added
+  // later (docs/api-contract.md "Compatibility and deprecation"); the service sends the documented
+  // ones only (test/webhooks/catalog.test.ts checks emitted bodies against the closed schemas).
+  return open({ ...schema, title: entry.type, description: entry.description });
+}
+
+/** The closed schema of one event type's body (no field beyond the documented ones), for tests. */
+export function closedEventJsonSchema(entry: EventTypeEntry): Record<string, unknown> {
+  const js = toPublishedJsonSchema(entry.schema, 'output') as Record<string, any>;
+  const { [eventSchemaName(entry.type)]: root, ...defs } = (js.$defs ?? {}) as Record<string, Record<string, unknown>>;
+  return { $schema: js.$schema, ...root, $defs: defs };
 }
 
 /** What GET /event-types answers (built once). */
 let published: Array<{ type: string; description: string; schema: Record<string, unknown>; example: EventTypeEntry['example'] }> | undefined;
 export function publishedCatalog() {
-  published ??= eventCatalog.map((e) => ({ type: e.type, description: e.description, schema: eventJsonSchema(e), example: e.example }));
+  published ??= publishedEvents.map((e) => ({ type: e.type, description: e.description, schema: eventJsonSchema(e), example: e.example }));
   return published;
 }

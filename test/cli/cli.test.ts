@@ -57,6 +57,18 @@ test('key create shows the token once; list and revoke never show it', async () 
   expect(all.json.scopes).toHaveLength(25);
 });
 
+test('no command, or a command that needs a subcommand without one: a missing-command error on stdout, exit 1; --help exits 0', async () => {
+  const none = await runCli([], env);
+  expect([none.code, none.json?.error?.code, none.json?.error?.message]).toEqual([1, 'validation_error', expect.stringMatching(/^Missing command: switchboard <command>/)]);
+  expect(none.json.error.details.commands).toEqual(expect.arrayContaining(['location', 'key', 'member']));
+  expect(none.stderr).toContain('Usage:');
+  const key = await runCli(['key'], env);
+  expect([key.code, key.json?.error?.message]).toEqual([1, expect.stringMatching(/^Missing command: switchboard key <command>/)]);
+  expect(key.json.error.details.commands).toEqual(['create', 'list', 'revoke']);
+  const help = await runCli(['--help'], env);
+  expect([help.code, help.stdout]).toEqual([0, '']);
+});
+
 test('errors print the envelope on stdout and exit non-zero', async () => {
   const dup = await runCli(['location', 'create', '--name', 'Again', '--slug', 'bay-plumbing'], env);
   expect(dup.code).not.toBe(0);

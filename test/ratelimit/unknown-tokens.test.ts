@@ -2,7 +2,7 @@
  * Unknown tokens write nothing (docs/rest-api.md "Rate limit"): 300 random bearer tokens are all
  * refused (401, then 429 once the address has tried UNKNOWN_TOKENS_PER_MINUTE of them) and leave
  * no row in the rate-limit table; a real key still gets its budget, one counter row, and keeps
- * working from that address.
+ * working from that address, as does a real key first used there after the flood.
  */
 import { randomUUID } from 'node:crypto';
 import { hashToken } from '../../src/auth/tokens.js';
@@ -23,6 +23,8 @@ test('300 random tokens: all refused, no rate-limit row written; a known key kee
   if (left < 25_000) await new Promise((r) => setTimeout(r, left + 200));
   const loc = await createLocation(t.owner, { name: 'Unknown Tokens HVAC' });
   const { token } = await mintKey(t.owner, loc.id);
+  // A second key, not used before the flood: an active key is one whether or not it was used this minute.
+  const { token: unused } = await mintKey(t.owner, loc.id);
   expect((await request(t.baseUrl, 'GET', '/api/v1/me', { token })).status).toBe(200);
   expect(await rows()).toEqual([hashToken(token)]);
 
@@ -35,6 +37,12 @@ test('300 random tokens: all refused, no rate-limit row written; a known key kee
   // The key this process knows still passes from the flooded address.
   const me = await request(t.baseUrl, 'GET', `/api/v1/locations/${loc.id}/calls`, { token });
   expect(me.status).toBe(200);
+  // So does an active key first used after the flood (a shared NAT cannot lock its neighbours out) …
+  const fresh = await request(t.baseUrl, 'GET', `/api/v1/locations/${loc.id}/calls`, { token: unused });
+  expect([fresh.status, fresh.headers.get('ratelimit')?.startsWith('"default";r=')]).toEqual([200, true]);
+  // … while unknown tokens from that address are still refused.
+  expect((await request(t.baseUrl, 'GET', '/api/v1/me', { token: randomUUID() })).status).toBe(429);
+  expect(await rows().then((r) => r.sort())).toEqual([hashToken(token), hashToken(unused)].sort());
 }, 60_000);
 
 test('the per-address count is per minute and bounded in addresses', () => {

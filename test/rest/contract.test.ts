@@ -14,7 +14,11 @@ import {
   claimedTags, contractWalk, expectStatus as expectWalkStatus, probeAuthErrors, probeBodyErrors, probeIdempotency, probeRateLimit,
   unvalidated, V, type ContractWalk,
 } from '../support/contract-walk.js';
-import { createLocation, mintKey, startTestApi, type TestApi, type TestLocation } from '../support/harness.js';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createApiPool, createOwnerPool } from '../../src/db/pools.js';
+import { createApp } from '../../src/http/app.js';
+import { createLocation, mintKey, request, startTestApi, testConfig, testLog, type TestApi, type TestLocation } from '../support/harness.js';
 import { startFieldServiceWorld, type FieldServiceWorld } from '../support/field-service.js';
 import { makePki, type TestPki } from '../support/https.js';
 import { insertBooking, insertCall, insertMember } from './fixtures.js';
@@ -167,7 +171,7 @@ function concrete(template: string, location = A.id): string {
 describe('every operation answers its documented errors in the error envelope', () => {
   test('401 without a token, 403 without the scope, 404 for another location or record', () => probeAuthErrors(w, ops()));
 
-  test('400 for a malformed JSON body (any method: the body parser runs first), 413 for one over 64 KiB, 415 for one not JSON',
+  test('400 for a malformed JSON body (any method: every operation reads one sent), 413 for one over 64 KiB, 415 for one not JSON',
     () => probeBodyErrors(w, ops()));
 
   test('409 where an operation can conflict', async () => {
@@ -185,6 +189,29 @@ describe('every operation answers its documented errors in the error envelope', 
     const pending = (await t.owner.query(`select id from app.webhook_deliveries where location_id = $1 and status = 'pending' limit 1`, [A.id])).rows[0];
     await expectStatus(409, 'POST', `${L()}/webhook-deliveries/${pending.id}/retry`);
     await expectStatus(409, 'POST', `${L()}/integrations/servicetitan/syncs/${ids.failedSync}/retry`);
+  });
+
+  test('422 where a provider refuses the credentials', async () => {
+    const res = await expectStatus(422, 'PUT', `${L()}/integrations/servicetitan/credentials`, { tenant_id: '4021', client_id: 'st-client', client_secret: 'wrong' });
+    expect(res.error.code).toBe('provider_rejected');
+  });
+
+  test('503 where the server lacks a provider\'s configuration (a second server on the same database, without it)', async () => {
+    const owner = createOwnerPool(t.db.url, 2, 'contract-owner');
+    const apiPool = createApiPool(t.db.url, 2);
+    const server = createServer(createApp({ cfg: testConfig({ DATABASE_URL: t.db.url }), log: testLog, apiPool, ownerPool: owner }));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const authorize = await request(base, 'POST', `${L()}/integrations/jobber/authorize`, { token });
+      const credentials = await request(base, 'PUT', `${L()}/integrations/servicetitan/credentials`, { token, body: { tenant_id: '4021', client_id: 'st-client', client_secret: 'st-secret' } });
+      expect([authorize.status, authorize.body.error.code, credentials.status, credentials.body.error.code]).toEqual([503, 'not_configured', 503, 'not_configured']);
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+      await apiPool.end();
+      await owner.end();
+    }
   });
 
   test('every token-API POST: 422 for a key used by another request, 409 while a request holds the key', () => probeIdempotency(w, ops()));

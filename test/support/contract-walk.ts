@@ -89,7 +89,7 @@ function rawRequest(w: ContractWalk, method: string, path: string, body: string)
   });
 }
 
-/** 400 for a malformed JSON body (any method: the body parser runs first), 413 over 64 KiB, 415 not JSON. */
+/** 400 for a malformed JSON body (any method: every operation reads one sent), 413 over 64 KiB, 415 not JSON. */
 export async function probeBodyErrors(w: ContractWalk, ops: Operation[]): Promise<void> {
   for (const op of ops) {
     const method = op.method.toUpperCase();
@@ -122,7 +122,7 @@ export async function probeIdempotency(w: ContractWalk, ops: Operation[]): Promi
     await holder.query('begin');
     await holder.query('select pg_advisory_xact_lock(7302, hashtext($1))', [`${w.A}/${held}`]);
     for (const op of ops) {
-      if (!op.responses['422']) continue;
+      if (op.method !== 'post' || !op.responses['422']) continue;
       const body = w.goodBodies.get(`${op.method} ${op.template}`);
       for (const [key, status] of [[used, 422], [held, 409]] as const) {
         const res = await request(w.t.baseUrl, 'POST', w.concrete(op.template), { token: w.token, body, headers: { 'idempotency-key': key } });

@@ -14,19 +14,21 @@ import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import type pg from 'pg';
 import { projectRoot } from '../../src/db/migrate.js';
-import { publishedCatalog } from '../../src/webhooks/events.js';
+import { closedEventJsonSchema, publishedEvents } from '../../src/webhooks/events.js';
 
 // ajv-formats is CommonJS: its default export is the module object under NodeNext typing.
 const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ?? addFormatsModule) as unknown as (a: Ajv2020) => void;
 
 let validators: Map<string, ValidateFunction> | undefined;
 
-/** The problems of one delivery body against its type's published schema (empty when it conforms). */
+/** The problems of one delivery body against its type's schema, closed (empty when it conforms). */
 export function eventBodyProblems(body: any): string[] {
   if (!validators) {
     const ajv = new Ajv2020({ strict: true, allErrors: true });
     addFormats(ajv);
-    validators = new Map(publishedCatalog().map((e) => [e.type, ajv.compile(e.schema)]));
+    // The closed schemas: the published ones are open (a receiver accepts a field added later), but
+    // the service sends only the documented fields.
+    validators = new Map(publishedEvents.map((e) => [e.type, ajv.compile(closedEventJsonSchema(e))]));
   }
   const v = validators.get(body?.event);
   if (!v) return [`no schema for ${body?.event}`];

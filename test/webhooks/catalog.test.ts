@@ -9,7 +9,8 @@ import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { buildOpenApi } from '../../src/http/openapi.js';
 import { routes } from '../../src/http/routes/index.js';
-import { eventSchemaName, eventTypes } from '../../src/webhooks/events.js';
+import { open } from '../../src/http/openapi-components.js';
+import { closedEventJsonSchema, eventSchemaName, eventTypes, publishedEvents, TEST_EVENT_TYPE } from '../../src/webhooks/events.js';
 import finalizeCall from '../../tasks/finalize_call.js';
 import { createLocation, mintKey, request, startTestApi, testLog, type TestApi } from '../support/harness.js';
 import { claimedEventTypes } from '../support/event-catalog.js';
@@ -23,14 +24,18 @@ let rx: HttpsReceiver;
 let loc: VoiceLocation;
 let token: string;
 let catalog: Array<{ type: string; description: string; schema: Record<string, unknown>; example: any }>;
+/** The served schemas (open: a receiver accepts a field added later). */
 const validators = new Map<string, ValidateFunction>();
+/** The closed ones: the service sends the documented fields and no other. */
+const strict = new Map<string, ValidateFunction>();
 
 // ajv-formats is CommonJS: its default export is the module object under NodeNext typing.
 const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ?? addFormatsModule) as unknown as (a: Ajv2020) => void;
 const ajv = new Ajv2020({ strict: true, allErrors: true });
 addFormats(ajv);
 
-const TYPES: string[] = [...eventTypes];
+/** Every type a receiver can get: the subscribable ones and the test send's. */
+const TYPES: string[] = [...eventTypes, TEST_EVENT_TYPE];
 
 beforeAll(async () => {
   pki = makePki();
@@ -44,14 +49,16 @@ beforeAll(async () => {
   expect(res.status).toBe(200);
   catalog = res.body.data;
   for (const e of catalog) validators.set(e.type, ajv.compile(e.schema));
+  for (const e of publishedEvents) strict.set(e.type, ajv.compile({ ...closedEventJsonSchema(e), $id: `closed:${e.type}` }));
 });
 afterAll(async () => {
   await rx?.close();
   await t?.close();
 });
 
-function validate(body: any): string[] {
-  const v = validators.get(body?.event);
+/** The problems of a body against the closed schema of its type (or the served one with `served`). */
+function validate(body: any, served = false): string[] {
+  const v = (served ? validators : strict).get(body?.event);
   if (!v) return [`no schema for ${body?.event}`];
   return v(body) ? [] : (v.errors ?? []).map((e) => `${body.event} ${e.instancePath} ${e.message}`);
 }
@@ -64,11 +71,15 @@ test('GET /event-types: every type, each with a description, a 2020-12 JSON Sche
     expect((e.schema as any).required).toEqual(['event', 'location_id', 'created_at', 'data']);
     expect((e.schema as any).properties.event.const).toBe(e.type);
     expect(validate(e.example)).toEqual([]);
-    // The schema is not vacuous: a wrong type, a missing field or an extra one fails.
-    expect(validate({ ...e.example, created_at: 'yesterday' })).not.toEqual([]);
-    const { id: _drop, ...noId } = e.example.data;
-    expect(validate({ ...e.example, data: { ...noId, call_id: undefined } })).not.toEqual([]);
+    expect(validate(e.example, true)).toEqual([]);
+    // The schema is not vacuous: a wrong type or a missing field fails; a field added later does
+    // not (the served schema is open), though the service sends none (the closed one refuses it).
+    expect(validate({ ...e.example, created_at: 'yesterday' }, true)).not.toEqual([]);
+    const { [Object.keys(e.example.data)[0]]: _drop, ...missing } = e.example.data;
+    expect(validate({ ...e.example, data: missing }, true)).not.toEqual([]);
+    expect(validate({ ...e.example, data: { ...e.example.data, surprise: 1 }, later: true }, true)).toEqual([]);
     expect(validate({ ...e.example, data: { ...e.example.data, surprise: 1 } })).not.toEqual([]);
+    expect(JSON.stringify(e.schema)).not.toContain('"additionalProperties":false');
   }
   expect((await request(t.baseUrl, 'GET', '/api/v1/event-types')).status).toBe(401);
   expect((await request(t.baseUrl, 'GET', '/event-types', { token })).body.data).toEqual(catalog);
@@ -84,13 +95,13 @@ test('the OpenAPI document carries the same schemas under `webhooks`', async () 
     // shared records in $defs: the same schema with the references pointing at either place.
     const name = eventSchemaName(e.type);
     expect(media.schema).toEqual({ $ref: `#/components/schemas/${name}` });
-    // Compared with the document's closed build: the served one publishes answer and event schemas
-    // open and composed (test/rest/openapi.test.ts proves that is the only difference).
-    const asDefs = JSON.parse(JSON.stringify(closed.components.schemas[name]).replaceAll('#/components/schemas/', '#/$defs/'));
+    // Compared with the document's closed build, opened: the served one publishes answer and event
+    // schemas open and composed (test/rest/openapi.test.ts proves that is the only difference).
+    const asDefs = open(JSON.parse(JSON.stringify(closed.components.schemas[name]).replaceAll('#/components/schemas/', '#/$defs/')));
     const { $schema: _s, $defs, title: _t, description: _d, ...root } = e.schema as Record<string, any>;
     expect(asDefs).toEqual(root);
     for (const [def, schema] of Object.entries($defs ?? {})) {
-      expect(JSON.parse(JSON.stringify(closed.components.schemas[def]).replaceAll('#/components/schemas/', '#/$defs/'))).toEqual(schema);
+      expect(open(JSON.parse(JSON.stringify(closed.components.schemas[def]).replaceAll('#/components/schemas/', '#/$defs/')))).toEqual(schema);
     }
     // Examples are served by GET /event-types (above), not repeated in the document.
     expect(media.examples).toBeUndefined();
@@ -157,12 +168,12 @@ test('every event body the system emits validates against the published schema',
 
   const { rows } = await t.owner.query(`select type, body from app.events where location_id = $1 order by created_at, id`, [loc.id]);
   const bodies = rows.map((r) => JSON.parse(r.body));
-  const problems = bodies.flatMap(validate);
+  const problems = bodies.flatMap((b) => validate(b));
   expect(problems).toEqual([]);
   // Every type, but those another test file emits and validates itself (a claim names a catalog type).
   const claimed = claimedEventTypes();
   for (const [type, file] of claimed) expect([type, file, TYPES.includes(type)]).toEqual([type, file, true]);
-  expect([...new Set(bodies.map((b) => b.event))].sort()).toEqual(TYPES.filter((type) => !claimed.has(type)).sort());
+  expect([...new Set(bodies.map((b) => b.event))].sort()).toEqual(eventTypes.filter((type) => !claimed.has(type)).sort());
   expect(bodies.length).toBeGreaterThanOrEqual(25);
   // Both emergency reasons and both lead origins were seen.
   expect(new Set(bodies.filter((b) => b.event === 'call.emergency').map((b) => b.data.reason))).toEqual(new Set(['urgency', 'warm_transfer']));
@@ -176,14 +187,14 @@ test('POST …/test { event_type } sends that type\'s example with svc-test: tru
   const ep = (await request(t.baseUrl, 'POST', `/api/v1/locations/${loc2.id}/webhook-endpoints`, { token: tok, body: { url: rx.url, events: ['call.ended'] } })).body.data;
   const worker = await startTestWorker(t.cfg, t.db.url, pki);
   try {
-    for (const type of TYPES) {
+    for (const type of eventTypes) {
       const res = await request(t.baseUrl, 'POST', `/webhook-endpoints/${ep.id}/test`, { token: tok, body: { event_type: type } });
       expect([type, res.status, res.body.data.event, res.body.data.status]).toEqual([type, 202, type, 'pending']);
       const r = await waitFor(async () => rx.received.find((x) => x.headers['svc-delivery-id'] === res.body.data.id), `test ${type}`);
       expect(r.headers['svc-test']).toBe('true');
       expect(r.headers['svc-event']).toBe(type);
       const body = JSON.parse(r.body);
-      expect(validate(body)).toEqual([]);
+      expect([validate(body), validate(body, true), await inDocument(body)]).toEqual([[], [], []]);
       const example = catalog.find((e) => e.type === type)!.example;
       expect(body.location_id).toBe(loc2.id);
       expect(body.data).toEqual(example.data.location_id ? { ...example.data, location_id: loc2.id } : example.data);
@@ -191,7 +202,10 @@ test('POST …/test { event_type } sends that type\'s example with svc-test: tru
     const plain = await request(t.baseUrl, 'POST', `/api/v1/locations/${loc2.id}/webhook-endpoints/${ep.id}/test`, { token: tok });
     expect([plain.status, plain.body.data.event]).toEqual([202, 'webhook.test']);
     const r = await waitFor(async () => rx.received.find((x) => x.headers['svc-delivery-id'] === plain.body.data.id), 'webhook.test');
-    expect(JSON.parse(r.body)).toMatchObject({ event: 'webhook.test', data: { endpoint_id: ep.id } });
+    const testBody = JSON.parse(r.body);
+    expect(testBody).toMatchObject({ event: 'webhook.test', data: { endpoint_id: ep.id } });
+    // The body a receiver gets validates against GET /event-types (served and closed) and the document's webhooks.
+    expect([validate(testBody), validate(testBody, true), await inDocument(testBody)]).toEqual([[], [], []]);
     expect(r.headers['svc-test']).toBe('true');
     // No notification and no other endpoint's delivery came from a test send.
     const { rows } = await t.owner.query(
@@ -207,3 +221,19 @@ test('POST …/test { event_type } sends that type\'s example with svc-test: tru
   }
   expect((await request(t.baseUrl, 'POST', `/webhook-endpoints/${ep.id}/test`, { token, body: { event_type: 'lead.created' } })).status).toBe(404);
 });
+
+let documentValidators: Map<string, ValidateFunction> | undefined;
+/** The problems of a body against the served OpenAPI document's `webhooks` entry for its type. */
+async function inDocument(body: any): Promise<string[]> {
+  if (!documentValidators) {
+    const doc = (await request(t.baseUrl, 'GET', '/api/v1/openapi.json')).body;
+    const docAjv = new Ajv2020({ strict: false, allErrors: true });
+    addFormats(docAjv);
+    docAjv.addSchema({ $id: 'https://switchboard.invalid/openapi.json', components: { schemas: doc.components.schemas } });
+    documentValidators = new Map(Object.entries<any>(doc.webhooks).map(([type, item]) => [type,
+      docAjv.compile({ $ref: `https://switchboard.invalid/openapi.json${item.post.requestBody.content['application/json'].schema.$ref}` })]));
+  }
+  const v = documentValidators.get(body?.event);
+  if (!v) return [`no webhook for ${body?.event}`];
+  return v(body) ? [] : (v.errors ?? []).map((e) => `${body.event} ${e.instancePath} ${e.message}`);
+}

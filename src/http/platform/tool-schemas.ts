@@ -118,7 +118,7 @@ export const toolOperations = TOOL_NAMES.map((name) => ({
   description: `${TOOLS[name].description} Retell's custom-function request, signed like the post-call webhook; invalid arguments answer 200 with ok false naming the field.`,
   body: ToolRequest.extend({ args: TOOLS[name].args }).meta({ id: `VoiceTool${camel(name)}Request` }),
   response: ToolAnswer,
-  errors: [400, 401, 413, 503],
+  errors: [400, 401, 404, 413, 415, 503],
   parts: [],
 }));
 

@@ -263,12 +263,12 @@ export const voiceOperations = [
   {
     path: '/voice/inbound', operationId: 'receiveInboundCall', summary: 'Pre-call: the platform asks how to answer an inbound call',
     description: 'The location is the one whose service_phone is to_number (unknown number: 404). A blocked caller gets reject_call = "true".',
-    body: InboundWebhook, response: VoiceInboundResponse, errors: [400, 401, 404, 413, 503], parts: [],
+    body: InboundWebhook, response: VoiceInboundResponse, errors: [400, 401, 404, 413, 415, 503], parts: [],
   },
   {
     path: '/voice/post-call', operationId: 'receivePostCallEvent', summary: 'Post-call: call_started, call_ended, call_analyzed and the transfer events',
-    description: 'Idempotent on call.call_id (the platform retries); transfer_started, transfer_bridged, transfer_cancelled and transfer_ended are recorded once per event, call and timestamp. Other event types are acknowledged as ignored.',
-    body: PostCallWebhook, response: VoicePostCallResponse, errors: [400, 401, 413, 503],
+    description: 'Idempotent on call.call_id (the platform retries); transfer_started, transfer_bridged, transfer_cancelled and transfer_ended are recorded once per event, call and timestamp. Other event types are acknowledged as ignored. A to_number that is no location\'s service_phone: 404.',
+    body: PostCallWebhook, response: VoicePostCallResponse, errors: [400, 401, 404, 413, 415, 503],
     // custom_analysis_data is read leniently (any value), so its schema is referred to by name.
     parts: [CustomAnalysisData],
   },

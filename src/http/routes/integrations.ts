@@ -98,7 +98,7 @@ export const integrationRoutes: RouteSpec[] = [
   defineRoute({
     operationId: 'authorizeIntegration', method: 'post', path: '/locations/:locationId/integrations/:provider/authorize', tag: 'Integrations', scope: 'integrations:write', status: 201,
     summary: 'Start connecting Jobber or Housecall Pro: the provider URL to open (single-use state, 10 minutes, PKCE)',
-    params: ProviderParams, response: AuthorizeAnswer, conflict: true,
+    params: ProviderParams, response: AuthorizeAnswer, conflict: true, errors: [503],
     handler: ({ call, token, params, req }) => {
       const a = service(req).prepareAuthorize(params.provider);
       return call('api.integration_authorize', token, params.locationId, params.provider, a.configured, a.stateSha256, a.verifierCiphertext, a.authorizeUrl);
@@ -107,7 +107,7 @@ export const integrationRoutes: RouteSpec[] = [
   defineRoute({
     operationId: 'connectServiceTitan', method: 'put', path: '/locations/:locationId/integrations/servicetitan/credentials', tag: 'Integrations', scope: 'integrations:write',
     summary: 'Connect ServiceTitan with the tenant\'s client credentials (checked by minting a token first)',
-    params: LocationParams, body: ServiceTitanCredentials, response: Integration,
+    params: LocationParams, body: ServiceTitanCredentials, response: Integration, errors: [422, 503],
     handler: async ({ call, token, params, body, req }) => {
       // Token, location and scope first: nothing is sent to ServiceTitan for a request we would refuse.
       await call('app.authorize', token, params.locationId, 'integrations:write');
