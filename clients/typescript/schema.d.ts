@@ -1870,7 +1870,7 @@ export interface components {
                 [key: string]: unknown;
             };
             /**
-             * @description A subscribable type, or webhook.test (a test send: not subscribable)
+             * @description A subscribable type, or webhook.test (a test send: not subscribable); new types may be added
              * @enum {string}
              */
             type: "call.ended" | "call.emergency" | "lead.created" | "lead.updated" | "booking.created" | "booking.updated" | "spam.blocked" | "customer.erased" | "webhook.test";

@@ -9,7 +9,7 @@
  */
 import type { Browser, Page } from 'puppeteer-core';
 import { startStaffGraphql, type StaffServer } from '../../src/admin/graphql.js';
-import { eventTypes } from '../../src/webhooks/events.js';
+import { deliveryEventTypes } from '../../src/webhooks/events.js';
 import { browserSuite, launchBrowser, type TestBrowser } from '../support/browser.js';
 import { startTestApi, type TestApi } from '../support/harness.js';
 import { mintMember } from '../staff/support.js';
@@ -83,7 +83,7 @@ browserSuite('pages in a real browser, offline', () => {
     const methods = new Set(['get', 'put', 'post', 'delete', 'patch']);
     const operations = [...Object.values(doc.paths), ...Object.values(doc.webhooks)].flatMap((p) => Object.entries(p).filter(([k]) => methods.has(k)).map(([, o]) => o));
     expect(operations.length).toBeGreaterThan(20);
-    expect(Object.keys(doc.webhooks).sort()).toEqual([...eventTypes].sort());
+    expect(Object.keys(doc.webhooks).sort()).toEqual([...deliveryEventTypes].sort());
 
     const { page, requested, problems } = await open(`${api.baseUrl}/api/v1/docs`);
     await page.waitForSelector('.opblock-summary-operation-id', { timeout: 30_000 });

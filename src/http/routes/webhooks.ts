@@ -93,7 +93,7 @@ const RecoverResult = z.object({
 }).meta({ id: 'WebhookRecoverResult' });
 
 export const EventTypeInfo = z.object({
-  type: z.enum(deliveryEventTypes).describe('A subscribable type, or webhook.test (a test send: not subscribable)'),
+  type: z.enum(deliveryEventTypes).describe('A subscribable type, or webhook.test (a test send: not subscribable); new types may be added'),
   description: z.string(),
   schema: z.record(z.string(), z.unknown()).describe('JSON Schema (2020-12) of the whole delivery body'),
   example: z.object({ event: z.string(), location_id: z.string(), created_at: z.string(), data: z.record(z.string(), z.unknown()) }),
