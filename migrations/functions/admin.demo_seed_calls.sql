@@ -116,10 +116,10 @@ begin
     returning id, call_id
   ), new_bookings as (
     insert into app.bookings (id, location_id, call_id, lead_id, customer_id, status, scheduled_date,
-                              scheduled_time, service_type, address, created_at, updated_at)
+                              scheduled_time, service_type, address, source, created_at, updated_at)
     select app_private.uuid_v7(), loc, c.id, l.id, c.customer_id,
            case when c.appointment_date < current_date then 'completed' else 'scheduled' end,
-           c.appointment_date, c.appointment_time, c.service_type, c.caller_address, c.ended_at, c.ended_at
+           c.appointment_date, c.appointment_time, c.service_type, c.caller_address, 'call', c.ended_at, c.ended_at
       from new_calls c join new_leads l on l.call_id = c.id
      where c.outcome = 'booked' and c.appointment_date is not null
     returning 1

@@ -16,6 +16,12 @@ begin
     raw := translate(raw, '-_', '+/');
     raw := raw || repeat('=', (4 - length(raw) % 4) % 4);
     parts := string_to_array(convert_from(decode(raw, 'base64'), 'UTF8'), '|');
+    -- Exactly what app.cursor_encode writes: a UTC instant and an id. A part missing (a null id
+    -- would silently skip the rows of the same instant), an extra part, or 'infinity'/'epoch'
+    -- (which timestamptz also reads) is a tampered cursor.
+    if cardinality(parts) <> 2 or parts[1] !~ '^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$' then
+      raise exception 'tampered cursor';
+    end if;
     return row(parts[1]::timestamptz, parts[2]::uuid)::app.page_cursor;
   exception when others then
     perform app.raise('SB400', 'Invalid cursor',

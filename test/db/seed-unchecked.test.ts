@@ -100,8 +100,10 @@ test('the triggers the replica role silences do nothing for a seeded row; the ro
     `select (select count(*)::int from app.calls where location_id = $1 and after_hours is null) no_flag,
             (select count(*)::int from app.bookings where location_id = $1 and (window_start is not null or window_end is not null)) windows,
             (select count(*)::int from app.events where location_id = $1) events,
-            (select count(*)::int from app.bookings where location_id = $1) bookings`, [loc.id]);
-  expect(r).toMatchObject({ no_flag: 0, windows: 0, events: 0 });
+            (select count(*)::int from app.bookings where location_id = $1) bookings,
+            (select count(*)::int from app.bookings where location_id = $1 and source <> 'call') not_of_a_call`, [loc.id]);
+  // Every seeded booking is a booked call's, as a post-call's would be (source 'call').
+  expect(r).toMatchObject({ no_flag: 0, windows: 0, events: 0, not_of_a_call: 0 });
   expect(r.bookings).toBeGreaterThan(100);
   // The rollup the bulk triggers kept, against the computation over the rows themselves.
   for (const days of [7, 30, 90]) {

@@ -59,3 +59,21 @@ test('a malformed cursor is a 400', async () => {
   expect(res.status).toBe(400);
   expect(res.body.error.code).toBe('validation_error');
 });
+
+test('a cursor other than the one the API wrote (a part missing or added, a non-finite instant) is a 400 on every list', async () => {
+  const b64 = (s: string) => Buffer.from(s).toString('base64url');
+  const id = '0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b';
+  const bad = ['2026-11-28T01:50:34Z', `2026-11-28T01:50:34Z|${id}|x`, `infinity|${id}`, `epoch|${id}`, `|${id}`, `2026-11-28 01:50:34+00|${id}`];
+  for (const list of ['leads', 'calls', 'faqs']) {
+    for (const cursor of bad) {
+      const res = await request(t.baseUrl, 'GET', `/api/v1/locations/${A.id}/${list}?cursor=${b64(cursor)}`, { token });
+      expect([list, cursor, res.status, res.body.error?.code]).toEqual([list, cursor, 400, 'validation_error']);
+    }
+  }
+  // The API's own cursor still works.
+  const first = await request(t.baseUrl, 'GET', `/api/v1/locations/${A.id}/leads?limit=2`, { token });
+  const link = /^<([^>]+)>; rel="next"$/.exec(first.headers.get('link')!)![1];
+  const next = await request(t.baseUrl, 'GET', link, { token });
+  expect(next.status).toBe(200);
+  expect(next.body.data).toHaveLength(2);
+});
