@@ -99,6 +99,9 @@ export function clip(text: string, max: number): string {
   return `${space > max * 0.6 ? cut.slice(0, space) : cut}…`;
 }
 
+/** Ends text with a full stop unless it already ends a sentence (an issue summary often does). */
+const sentence = (text: string) => (/[.!?…]$/.test(text.trim()) ? text.trim() : `${text.trim()}.`);
+
 export function renderMessage({ event, business, callbackPhone }: MessageInput): Message {
   const d = event.data;
   const who = str(d.caller_name) ?? str(d.name) ?? 'Unknown caller';
@@ -108,6 +111,8 @@ export function renderMessage({ event, business, callbackPhone }: MessageInput):
   let title: string;
   const facts: Array<[string, string | null]> = [];
   let sms: string;
+  // What an SMS must keep whole when it is clipped: whom to call back (and a transfer under way).
+  let smsTail = '';
 
   switch (event.event) {
     case 'call.emergency': {
@@ -118,14 +123,16 @@ export function renderMessage({ event, business, callbackPhone }: MessageInput):
       facts.push(['Caller', who], ['Issue', what], ['Urgency', rated],
         ['Why flagged', transfer ? 'caller is being transferred to you now' : 'rated urgent by the agent'],
         ['Address', str(d.caller_address)], ['Call back', callback]);
-      sms = `EMERGENCY ${business}: ${who}${what ? ` - ${what}` : ''}.${transfer ? ' Transferring to you now.' : ''}${callback ? ` Call back ${callback}` : ''}`;
+      sms = `EMERGENCY ${business}: ${sentence(`${who}${what ? ` - ${what}` : ''}`)}`;
+      smsTail = `${transfer ? ' Transferring to you now.' : ''}${callback ? ` Call back ${callback}` : ''}`;
       break;
     }
     case 'lead.created':
       title = `New lead — ${business}`;
       facts.push(['Name', who], ['Service', service], ['Urgency', urgency(d.urgency_level)],
         ['Estimated value', money(d.estimated_value)], ['Address', str(d.address)], ['Call back', callback]);
-      sms = `New lead ${business}: ${who}${service ? ` - ${service}` : ''}.${callback ? ` Call back ${callback}` : ''}`;
+      sms = `New lead ${business}: ${sentence(`${who}${service ? ` - ${service}` : ''}`)}`;
+      smsTail = callback ? ` Call back ${callback}` : '';
       break;
     case 'lead.updated':
       title = `Lead ${humanize(String(d.previous_status ?? '?'))} → ${humanize(String(d.status ?? '?'))} — ${business}`;
@@ -139,14 +146,16 @@ export function renderMessage({ event, business, callbackPhone }: MessageInput):
       title = `${created ? 'New booking' : `Booking ${humanize(String(d.status ?? 'updated'))}`} — ${business}`;
       facts.push(['When', when || null], ['Service', service], ['Status', str(d.status) && humanize(String(d.status))],
         ['Address', str(d.address)], ['Call back', callback]);
-      sms = `${created ? 'New booking' : 'Booking update'} ${business}: ${service ?? 'service visit'}${when ? ` on ${when}` : ''} (${humanize(String(d.status ?? ''))}).${callback ? ` Customer ${callback}` : ''}`;
+      sms = `${created ? 'New booking' : 'Booking update'} ${business}: ${service ?? 'service visit'}${when ? ` on ${when}` : ''} (${humanize(String(d.status ?? ''))}).`;
+      smsTail = callback ? ` Customer ${callback}` : '';
       break;
     }
     case 'call.ended':
       title = `Call ended — ${business}`;
       facts.push(['Caller', who], ['Outcome', str(d.outcome) && humanize(String(d.outcome))], ['Issue', what],
         ['Urgency', urgency(d.urgency_level)], ['Call back', callback]);
-      sms = `${business}: call from ${who} ended (${humanize(String(d.outcome ?? 'other'))}).${callback ? ` Call back ${callback}` : ''}`;
+      sms = `${business}: call from ${who} ended (${humanize(String(d.outcome ?? 'other'))}).`;
+      smsTail = callback ? ` Call back ${callback}` : '';
       break;
     case 'spam.blocked':
       title = `Spam call blocked — ${business}`;
@@ -200,7 +209,7 @@ export function renderMessage({ event, business, callbackPhone }: MessageInput):
   return {
     title,
     facts: facts.filter((f): f is [string, string] => f[1] !== null && f[1] !== ''),
-    sms: clip(sms, SMS_MAX),
+    sms: clip(sms, SMS_MAX - smsTail.length) + smsTail,
   };
 }
 

@@ -8,8 +8,9 @@
  *
  * This is the only place the header is parsed. The result is what the delivery engine hands to
  * app.webhook_record as `retry_after_seconds`; the SQL applies it (429/503 only, capped at the
- * schedule's largest delay). Anything else — a date in the past or now, 0, a negative or
- * fractional number, an unknown form — is no answer (null): the schedule applies unchanged.
+ * schedule's largest delay). A wait of over 100 years (any number of digits) is read as 100 years.
+ * Anything else — a date in the past or now, 0, a negative or fractional number, an unknown form —
+ * is no answer (null): the schedule applies unchanged.
  */
 
 const MONTHS = ['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug', 'sep', 'oct', 'nov', 'dec'];
@@ -57,10 +58,15 @@ export function retryAfterSeconds(value: string | undefined | null, now = Date.n
   if (value == null) return null;
   const v = value.trim();
   if (/^\d+$/.test(v)) {
+    // Any number of digits is valid delay-seconds: one too large for a safe integer is still
+    // "very long", so it is read as the longest wait, which the caller caps, not ignored.
     const secs = Number(v);
-    return secs > 0 && Number.isSafeInteger(secs) ? secs : null;
+    return secs > 0 ? Math.min(secs, RETRY_AFTER_MAX_SECONDS) : null;
   }
   const at = parseHttpDate(v, now);
   if (at === null || at <= now) return null;
-  return (at - now) / 1000;
+  return Math.min((at - now) / 1000, RETRY_AFTER_MAX_SECONDS);
 }
+
+/** The longest wait a Retry-After is read as (100 years): beyond it, PostgreSQL's intervals and dates gain nothing. */
+export const RETRY_AFTER_MAX_SECONDS = 100 * 365 * 86_400;

@@ -40,6 +40,22 @@ describe('messages', () => {
     expect(clip('one two three', 8)).toBe('one two…');
   });
 
+  test('an SMS clipped for length keeps whom to call back, and a summary that ends a sentence gets no second full stop', () => {
+    const lead = renderMessage({
+      event: { ...base, event: 'lead.created', data: { name: 'Alexander '.repeat(19), service_type: 'furnace '.repeat(20) } },
+      business: 'Acme', callbackPhone: '+12125550142',
+    });
+    expect(lead.sms.length).toBeLessThanOrEqual(SMS_MAX);
+    expect(lead.sms).toMatch(/… Call back \+12125550142$/);
+    const emergency = renderMessage({
+      event: { ...base, event: 'call.emergency', data: { caller_name: 'Marcus Lee', issue_summary: 'Gas smell near furnace, CO alarm sounding.', reason: 'warm_transfer' } },
+      business: 'Acme', callbackPhone: '+15125550177',
+    });
+    expect(emergency.sms).toBe('EMERGENCY Acme: Marcus Lee - Gas smell near furnace, CO alarm sounding. Transferring to you now. Call back +15125550177');
+    const plain = renderMessage({ event: { ...base, event: 'call.emergency', data: { caller_name: 'Dana', issue_summary: 'No heat' } }, business: 'Acme', callbackPhone: null });
+    expect(plain.sms).toBe('EMERGENCY Acme: Dana - No heat.');
+  });
+
   test('Slack text escapes markup so caller-supplied text cannot become a link or mention', () => {
     const m = renderMessage({
       event: { ...base, event: 'lead.created', data: { name: '<https://evil.test|click> <!channel>', service_type: 'drain', phone: '+13125550177' } },

@@ -38,7 +38,8 @@ describe('parsing the header', () => {
     ['0', null],
     ['-5', null],
     ['1.5', null],
-    ['99999999999999999999', null],
+    ['99999999999999999999', 100 * 365 * 86_400], // valid delay-seconds, however long: the longest wait
+    ['Fri, 20 Nov 9999 12:00:00 GMT', 100 * 365 * 86_400],
     ['Fri, 20 Nov 2026 12:00:00 GMT', null], // now: not in the future
     ['Sun, 06 Nov 1994 08:49:37 GMT', null], // past
     ['soon', null],
