@@ -197,25 +197,28 @@ export const notificationTypes = [...eventTypes, ...operationalNotificationTypes
 const byType = new Map<string, EventTypeEntry>(eventCatalog.map((e) => [e.type, e]));
 export const catalogEntry = (type: string): EventTypeEntry | undefined => byType.get(type);
 
-/** JSON Schema (2020-12) of one event type's delivery body; `$schema` kept unless `bare`. */
-export function eventJsonSchema(entry: EventTypeEntry, bare = false): Record<string, unknown> {
+/**
+ * The closed JSON Schema (2020-12) of one event type's delivery body: no field beyond the
+ * documented ones (what tests hold emitted bodies to); `$schema` kept unless `bare`.
+ */
+export function closedEventJsonSchema(entry: EventTypeEntry, bare = false): Record<string, unknown> {
   const js = toPublishedJsonSchema(entry.schema, 'output') as Record<string, any>;
   // The body schema is named (a component of the OpenAPI document), so zod answers `$ref` to its
   // `$defs` entry: the published schema is that entry itself, the shared records staying in `$defs`.
   const { [eventSchemaName(entry.type)]: root, ...defs } = (js.$defs ?? {}) as Record<string, Record<string, unknown>>;
   const schema: Record<string, unknown> = root ? { ...(bare ? {} : { $schema: js.$schema }), ...root, $defs: defs } : js;
   if (bare) delete schema.$schema;
-  // Open, as the OpenAPI document publishes event bodies: a receiver must accept a field added
-  // later (docs/api-contract.md "Compatibility and deprecation"); the service sends the documented
-  // ones only (test/webhooks/catalog.test.ts checks emitted bodies against the closed schemas).
-  return open({ ...schema, title: entry.type, description: entry.description });
+  return schema;
 }
 
-/** The closed schema of one event type's body (no field beyond the documented ones), for tests. */
-export function closedEventJsonSchema(entry: EventTypeEntry): Record<string, unknown> {
-  const js = toPublishedJsonSchema(entry.schema, 'output') as Record<string, any>;
-  const { [eventSchemaName(entry.type)]: root, ...defs } = (js.$defs ?? {}) as Record<string, Record<string, unknown>>;
-  return { $schema: js.$schema, ...root, $defs: defs };
+/**
+ * The published JSON Schema of one event type's delivery body: open, as the OpenAPI document
+ * publishes event bodies (a receiver must accept a field added later, docs/api-contract.md
+ * "Compatibility and deprecation"); the service sends the documented ones only
+ * (test/webhooks/catalog.test.ts checks emitted bodies against the closed schemas).
+ */
+export function eventJsonSchema(entry: EventTypeEntry, bare = false): Record<string, unknown> {
+  return open({ ...closedEventJsonSchema(entry, bare), title: entry.type, description: entry.description });
 }
 
 /** What GET /event-types answers (built once). */
