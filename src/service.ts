@@ -1,5 +1,4 @@
 import { createServer, type Server } from 'node:http';
-import { answerClientErrors } from './http/client-error.js';
 import type { AddressInfo } from 'node:net';
 import type pg from 'pg';
 import type { StaffServer } from './admin/graphql.js';
@@ -11,6 +10,7 @@ import { migrateDatabase } from './db/migrate.js';
 import { createApiPool, createOwnerPool, createWorkerPool, INGESTION_POOL_SIZE } from './db/pools.js';
 import { superviseEmbedded } from './db/supervisor.js';
 import { DeferredWakeups } from './db/wakeups.js';
+import { answerClientErrors } from './http/client-error.js';
 import type { Logger } from './log.js';
 import { databaseCheck, operationsRouter, startAdminServer, type AdminServer, type Checks, type ReadinessProbe } from './metrics/admin.js';
 import { resetQueueSources, setQueueSource, trackPool } from './metrics/queues.js';

@@ -121,6 +121,6 @@ export async function readJsonBody(req: Request, res: Response, takesBody: boole
 }
 
 /** The 400 of a body sent to an operation that takes none (the zod refusal of any other body says the same). */
-export function noBodyTaken(): ApiError {
+function noBodyTaken(): ApiError {
   return new ApiError(400, 'validation_error', 'Request validation failed', { issues: [{ path: '', message: 'This operation takes no body' }] });
 }

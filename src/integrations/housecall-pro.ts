@@ -27,12 +27,12 @@ export async function hcpCompanyId(net: NetOptions, cfg: Config, accessToken: st
   return String(id);
 }
 
-/** The tag a lead or job of ours carries: HCP's Lead has no note in its answers, only tags. */
-export const hcpRefTag = (ref: string) => ref;
-
-/** A lead or job (as GET /leads, GET /jobs answer them) that carries our reference. */
+/**
+ * A lead or job (as GET /leads, GET /jobs answer them) that carries our reference: as a tag (HCP's
+ * Lead has no note in its answers, only tags), or in a Job's notes.
+ */
 function carriesRef(x: any, ref: string): boolean {
-  if (Array.isArray(x?.tags) && x.tags.includes(hcpRefTag(ref))) return true;
+  if (Array.isArray(x?.tags) && x.tags.includes(ref)) return true;
   // A Job's notes are Note objects ({ id, content }).
   return Array.isArray(x?.notes) && x.notes.some((n: any) => typeof n?.content === 'string' && n.content.includes(ref));
 }
@@ -98,7 +98,7 @@ export async function hcpWrite(ctx: WriteContext): Promise<{ external_id: string
       return { external_id: String(found.id) };
     }
   }
-  const tags = [hcpRefTag(rec.ref)];
+  const tags = [rec.ref];
   let body: Record<string, unknown>;
   if (rec.type === 'lead') {
     body = { customer_id: customerId, ...(addressId ? { address_id: addressId } : {}), lead_source: 'Switchboard', note: `${rec.title}\n${rec.summary}`, tags };

@@ -13,9 +13,9 @@
  */
 import { Router, type Request } from 'express';
 import { callFn } from '../../db/pools.js';
+import { redactToolArgs } from '../../privacy/tool.js';
 import type { AppDeps } from '../deps.js';
 import { ApiError } from '../errors.js';
-import { redactToolArgs } from '../../privacy/tool.js';
 import { onlyPost, parseSigned, rawBody } from './raw.js';
 import { argsProblem, isToolName, ToolRequest, toolDefinitions, toolPhone, TOOLS } from './tool-schemas.js';
 import { VOICE_BODY_LIMIT, verifiedBody } from './voice.js';

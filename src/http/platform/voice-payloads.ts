@@ -119,6 +119,9 @@ interface CallTimes {
   duration_ms?: number | null;
 }
 
+/** A platform time (Unix ms) neither before 2000 nor more than a day ahead of `nowMs`. */
+export const plausibleMs = (v: number, nowMs: number): boolean => v >= EARLIEST_CALL_MS && v <= nowMs + MAX_AHEAD_MS;
+
 /**
  * Drops implausible call times (docs/voice.md "Implausible timestamps"), keeping the rest of the
  * webhook: a time before 2000 or more than a day ahead of `nowMs`, an end before the start (the
@@ -127,14 +130,11 @@ interface CallTimes {
  * retry the same bytes and lose the call's transcript and analysis with them. A JSON number that
  * is not an integer ≥ 0 stays a 400 (a malformed platform field).
  */
-/** A platform time (Unix ms) neither before 2000 nor more than a day ahead of `nowMs`. */
-export const plausibleMs = (v: number, nowMs: number): boolean => v >= EARLIEST_CALL_MS && v <= nowMs + MAX_AHEAD_MS;
 
 export function plausibleTimes<T extends CallTimes>(call: T, nowMs: number): T {
   const out = { ...call };
-  const ok = (v: number) => plausibleMs(v, nowMs);
-  if (typeof out.start_timestamp === 'number' && !ok(out.start_timestamp)) delete out.start_timestamp;
-  if (typeof out.end_timestamp === 'number' && !ok(out.end_timestamp)) delete out.end_timestamp;
+  if (typeof out.start_timestamp === 'number' && !plausibleMs(out.start_timestamp, nowMs)) delete out.start_timestamp;
+  if (typeof out.end_timestamp === 'number' && !plausibleMs(out.end_timestamp, nowMs)) delete out.end_timestamp;
   if (typeof out.start_timestamp === 'number' && typeof out.end_timestamp === 'number' && out.end_timestamp < out.start_timestamp) {
     delete out.end_timestamp;
   }

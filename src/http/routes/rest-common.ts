@@ -7,7 +7,10 @@ import { ApiError } from '../errors.js';
 import { text, timestamp, uuid } from '../schemas.js';
 
 export { text };
-export const hhmm = z.string().regex(/^([01][0-9]|2[0-3]):[0-5][0-9]$/, 'Expected HH:MM (24 h)');
+const HHMM = '([01][0-9]|2[0-3]):[0-5][0-9]';
+export const hhmm = z.string().regex(new RegExp(`^${HHMM}$`), 'Expected HH:MM (24 h)');
+/** A closing time: HH:MM, or 24:00 for midnight at the end of the day (business hours). */
+export const closingTime = z.string().regex(new RegExp(`^(${HHMM}|24:00)$`), 'Expected HH:MM (24 h), or 24:00 for midnight');
 export const urgency = z.number().int().min(0).max(5);
 export const money = z.number().min(0).max(100_000_000);
 export { uuid };

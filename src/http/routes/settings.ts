@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { forwardingModes } from '../../allowed-values.js';
 import { defineArea, defineRoute, LocationParams, type RouteSpec } from '../route.js';
 import { e164, patchOf, text } from '../schemas.js';
-import { hhmm, ts, uuid } from './rest-common.js';
+import { closingTime, hhmm, ts, uuid } from './rest-common.js';
 
 export const CallForwarding = z.object({
   location_id: uuid,
@@ -22,8 +22,7 @@ const minutes = (t: string) => Number(t.slice(0, 2)) * 60 + Number(t.slice(3));
 export const BusinessHoursInterval = z.strictObject({
   day: z.number().int().min(0).max(6).describe('0 = Sunday'),
   open: hhmm,
-  close: z.string().regex(/^(([01][0-9]|2[0-3]):[0-5][0-9]|24:00)$/, 'Expected HH:MM (24 h), or 24:00 for midnight')
-    .describe('Closing time; 24:00 is midnight at the end of the day'),
+  close: closingTime.describe('Closing time; 24:00 is midnight at the end of the day'),
 }).meta({ id: 'BusinessHoursInterval', description: 'One opening interval (HH:MM, location time; an interval past midnight is two: to 24:00, and from 00:00 the next day)' });
 export const BusinessHours = z
   .array(BusinessHoursInterval.refine((h) => minutes(h.open) < minutes(h.close), { message: 'open must be before close', path: ['close'] }))
