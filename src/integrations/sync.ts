@@ -99,7 +99,7 @@ export class SyncRunner {
       const remote: Record<string, string> = { ...(s.remote ?? {}) };
       const result = await this.keeper.withToken(s.integration_id, (c) => writers[c.provider]({
         net: netOptions(cfg, this.deps.ca), cfg, accessToken: c.secrets.access_token!, externalId: c.external_id,
-        action: s.action, attempts: s.attempts, triedBefore: s.tried_before === true, remote, createRemote: s.create_remote ?? null, rec,
+        action: s.action, triedBefore: s.tried_before === true, remote, createRemote: s.create_remote ?? null, rec,
         progress: async (ids) => {
           Object.assign(remote, ids);
           await callFn(pool, 'app.integration_sync_progress', [s.id, ids]);

@@ -10,8 +10,6 @@ export interface WriteContext {
   /** The connection's account id (ServiceTitan: the tenant id). */
   externalId: string | null;
   action: 'create' | 'update';
-  /** Attempts since the sync was created or last retried by hand, this one included. */
-  attempts: number;
   /**
    * Whether the sync was attempted before (an earlier attempt, also one before a manual retry):
    * it may have created the remote record, so look for it before creating.
