@@ -7,7 +7,7 @@ import { callFn, callJsonText, callPageText, type PageText } from '../db/pools.j
 import { callIdempotent, fingerprint, idempotencyKeyOf, REPLAYED_HEADER } from '../idempotency/key.js';
 import { readJsonBody } from './body.js';
 import { ApiError, fromZod } from './errors.js';
-import { uuid } from './schemas.js';
+import { queryInt, uuid } from './schemas.js';
 import type { RateLimiter } from './rate-limit.js';
 import type { RuleId } from './rules.js';
 
@@ -254,7 +254,7 @@ export const LocationParams = z.object({ locationId: locationParam });
 export const locAnd = <K extends string>(key: K) =>
   z.object({ locationId: locationParam, [key]: uuidParam } as { locationId: typeof locationParam } & Record<K, typeof uuidParam>);
 export const pageQuery = {
-  limit: z.coerce.number().int().min(1).max(200).optional(),
+  limit: queryInt(1, 200).optional(),
   cursor: z.string().min(1).max(200).optional(),
 };
 export const page = (q: { limit?: number; cursor?: string }) => ({ limit: q.limit, cursor: q.cursor });
