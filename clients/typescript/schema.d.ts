@@ -2140,6 +2140,7 @@ export interface components {
             website_url?: components["schemas"]["HttpUrl"] | null;
             zip_codes?: string[];
         };
+        /** @description The key, its location and its scopes; the location's owner_cell (the owner's phone) is null unless the key holds locations:read */
         Me: {
             api_key: components["schemas"]["ApiKey"];
             location: components["schemas"]["Location"];
