@@ -176,3 +176,115 @@ revoke execute on function app.erasure_perform(uuid,text,text,uuid,text,uuid,boo
 grant execute on function app.erasure_perform(uuid,text,text,uuid,text,uuid,boolean) to switchboard_api;
 
 update app.erasures set matched = matched || '{"integration_syncs": 0}' where not matched ? 'integration_syncs';
+
+-- ==== A PATCH that changes nothing changes nothing: updated_at stays ====
+-- updated_at says when a row last changed (docs/rest-api.md, "A PATCH that changes nothing"): an
+-- UPDATE that writes the stored values again (a PATCH repeating them, PATCH {"active": true} on an
+-- active endpoint) leaves it, as it leaves the events (a lead's or booking's *.updated fires only on
+-- a change already).
+CREATE OR REPLACE FUNCTION app.tg__set_updated_at()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+begin
+  -- An update that writes the stored values again changes nothing, updated_at included.
+  if new is distinct from old then
+    new.updated_at := now();
+  end if;
+  return new;
+end
+$function$;
+comment on function app.tg__set_updated_at() is E'Keeps updated_at current: moved by an UPDATE that changes the row, left by one that writes the stored values again.';
+
+-- Data retention: updated_at moves by the trigger, as every other settings row's, not by the PATCH
+-- whatever it wrote. A location without a row (made before the row came with it) reads its
+-- created_at as updated_at; the row the PATCH makes keeps that until something changes.
+drop trigger if exists _100_set_updated_at on app.privacy_settings;
+create trigger _100_set_updated_at before update on app.privacy_settings for each row execute function app.tg__set_updated_at();
+
+CREATE OR REPLACE FUNCTION api.data_retention_patch(token_hash text, location_ref text, patch jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+AS $function$
+declare
+  a app.auth := app.authorize(token_hash, location_ref, 'settings:write');
+begin
+  insert into app.privacy_settings (location_id, updated_at)
+  select l.id, l.created_at from app.locations l where l.id = a.location_id
+  on conflict (location_id) do nothing;
+  update app.privacy_settings t
+     set (redact_sensitive_data, content_retention_days, personal_data_retention_days)
+       = (select p.redact_sensitive_data, p.content_retention_days, p.personal_data_retention_days
+            from jsonb_populate_record(t, patch) p)
+   where t.location_id = a.location_id;
+  return app.data_retention_json(a.location_id);
+end
+$function$;
+comment on function api.data_retention_patch(text,text,jsonb) is E'PATCH data-retention: fields present replace theirs (null turns a window off); updated_at moves only when a value changes.';
+grant execute on function api.data_retention_patch(text,text,jsonb) to switchboard_api;
+
+CREATE OR REPLACE FUNCTION api.scheduling_patch(token_hash text, location_ref text, patch jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+AS $function$
+declare
+  a app.auth := app.authorize(token_hash, location_ref, 'settings:write');
+  s app.scheduling_settings := app.scheduling_settings_of(a.location_id);
+begin
+  -- The row is made only for a change: while the defaults hold there is none (updated_at null).
+  if (select (p.window_minutes, p.capacity, p.lead_time_minutes, p.horizon_days,
+              array(select distinct d from unnest(p.closed_dates) d order by d))
+        from jsonb_populate_record(s, patch) p)
+     is distinct from (s.window_minutes, s.capacity, s.lead_time_minutes, s.horizon_days, s.closed_dates) then
+    insert into app.scheduling_settings (location_id) values (a.location_id) on conflict (location_id) do nothing;
+  end if;
+  update app.scheduling_settings t
+     set (window_minutes, capacity, lead_time_minutes, horizon_days, closed_dates)
+       = (select p.window_minutes, p.capacity, p.lead_time_minutes, p.horizon_days,
+                 array(select distinct d from unnest(p.closed_dates) d order by d)
+            from jsonb_populate_record(t, patch) p)
+   where t.location_id = a.location_id;
+  return app.scheduling_json(a.location_id);
+end
+$function$;
+comment on function api.scheduling_patch(text,text,jsonb) is E'PATCH scheduling: fields present replace theirs. Bookings already made keep their windows; values equal to the stored ones change nothing (updated_at stays, null while the defaults hold).';
+grant execute on function api.scheduling_patch(text,text,jsonb) to switchboard_api;
+
+CREATE OR REPLACE FUNCTION api.webhook_endpoint_patch(token_hash text, location_ref text, endpoint_id uuid, patch jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+AS $function$
+declare
+  a app.auth := app.authorize(token_hash, location_ref, 'webhooks:write');
+  old app.webhook_endpoints;
+  e app.webhook_endpoints;
+  first_due app.webhook_deliveries;
+  evs text[] := array(select distinct jsonb_array_elements_text(patch -> 'events'));
+begin
+  select * into old from app.webhook_endpoints w where w.id = endpoint_id for no key update;
+  if not found then return null; end if;
+  update app.webhook_endpoints w
+     set label = case when patch ? 'label' then patch ->> 'label' else w.label end,
+         url = coalesce(patch ->> 'url', w.url),
+         -- events are a set: the same types in another order change nothing.
+         events = case when patch ? 'events' and not (evs @> w.events and w.events @> evs) then evs else w.events end,
+         active = coalesce((patch ->> 'active')::boolean, w.active)
+   where w.id = endpoint_id
+  returning * into e;
+  -- Resume (or re-enable: _200_reenable has cleared the disable mark and the failure run): the
+  -- held attempts are claimable again; one wake-up for the earliest is all the engines need
+  -- (overdue ones go at once, later ones when due).
+  if e.active and not old.active then
+    select * into first_due from app.webhook_deliveries d
+     where d.endpoint_id = e.id and d.status = 'pending'
+     order by d.next_attempt_at limit 1;
+    if first_due.id is not null then
+      perform app.webhook_enqueue(first_due.id, first_due.location_id, null);
+    end if;
+  end if;
+  return app.webhook_endpoint_json(e);
+end
+$function$;
+comment on function api.webhook_endpoint_patch(text,text,uuid,jsonb) is E'PATCH webhook-endpoints/{id}: label, url, events, active. active=false holds pending attempts; false → true re-queues them and clears a disable (disabled_at, disabled_reason, failure_count, failing_since).';
+grant execute on function api.webhook_endpoint_patch(text,text,uuid,jsonb) to switchboard_api;
+
