@@ -1802,6 +1802,8 @@ export interface components {
             events: number;
             /** @description Stored Idempotency-Key answers that held the caller's data, cleared (a replay answers 410) */
             idempotency_answers: number;
+            /** @description Field-service syncs of the caller's leads and bookings whose last_error (a provider's refusal, which may quote the record) was cleared */
+            integration_syncs: number;
             leads: number;
             notifications: number;
             webhook_attempts: number;
@@ -2140,6 +2142,7 @@ export interface components {
             website_url?: components["schemas"]["HttpUrl"] | null;
             zip_codes?: string[];
         };
+        /** @description The key, its location and its scopes; the location's owner_cell (the owner's phone) is null unless the key holds locations:read */
         Me: {
             api_key: components["schemas"]["ApiKey"];
             location: components["schemas"]["Location"];

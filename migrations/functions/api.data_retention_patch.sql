@@ -7,15 +7,16 @@ AS $function$
 declare
   a app.auth := app.authorize(token_hash, location_ref, 'settings:write');
 begin
-  insert into app.privacy_settings (location_id) values (a.location_id) on conflict (location_id) do nothing;
+  insert into app.privacy_settings (location_id, updated_at)
+  select l.id, l.created_at from app.locations l where l.id = a.location_id
+  on conflict (location_id) do nothing;
   update app.privacy_settings t
      set (redact_sensitive_data, content_retention_days, personal_data_retention_days)
        = (select p.redact_sensitive_data, p.content_retention_days, p.personal_data_retention_days
-            from jsonb_populate_record(t, patch) p),
-         updated_at = now()
+            from jsonb_populate_record(t, patch) p)
    where t.location_id = a.location_id;
   return app.data_retention_json(a.location_id);
 end
 $function$;
-comment on function api.data_retention_patch(text,text,jsonb) is E'PATCH data-retention: fields present replace theirs (null turns a window off).';
+comment on function api.data_retention_patch(text,text,jsonb) is E'PATCH data-retention: fields present replace theirs (null turns a window off); updated_at moves only when a value changes.';
 grant execute on function api.data_retention_patch(text,text,jsonb) to switchboard_api;

@@ -6,8 +6,15 @@ CREATE OR REPLACE FUNCTION api.scheduling_patch(token_hash text, location_ref te
 AS $function$
 declare
   a app.auth := app.authorize(token_hash, location_ref, 'settings:write');
+  s app.scheduling_settings := app.scheduling_settings_of(a.location_id);
 begin
-  insert into app.scheduling_settings (location_id) values (a.location_id) on conflict (location_id) do nothing;
+  -- The row is made only for a change: while the defaults hold there is none (updated_at null).
+  if (select (p.window_minutes, p.capacity, p.lead_time_minutes, p.horizon_days,
+              array(select distinct d from unnest(p.closed_dates) d order by d))
+        from jsonb_populate_record(s, patch) p)
+     is distinct from (s.window_minutes, s.capacity, s.lead_time_minutes, s.horizon_days, s.closed_dates) then
+    insert into app.scheduling_settings (location_id) values (a.location_id) on conflict (location_id) do nothing;
+  end if;
   update app.scheduling_settings t
      set (window_minutes, capacity, lead_time_minutes, horizon_days, closed_dates)
        = (select p.window_minutes, p.capacity, p.lead_time_minutes, p.horizon_days,
@@ -17,5 +24,5 @@ begin
   return app.scheduling_json(a.location_id);
 end
 $function$;
-comment on function api.scheduling_patch(text,text,jsonb) is E'PATCH scheduling: fields present replace theirs. Bookings already made keep their windows.';
+comment on function api.scheduling_patch(text,text,jsonb) is E'PATCH scheduling: fields present replace theirs. Bookings already made keep their windows; values equal to the stored ones change nothing (updated_at stays, null while the defaults hold).';
 grant execute on function api.scheduling_patch(text,text,jsonb) to switchboard_api;

@@ -9,14 +9,15 @@ declare
   old app.webhook_endpoints;
   e app.webhook_endpoints;
   first_due app.webhook_deliveries;
+  evs text[] := array(select distinct jsonb_array_elements_text(patch -> 'events'));
 begin
   select * into old from app.webhook_endpoints w where w.id = endpoint_id for no key update;
   if not found then return null; end if;
   update app.webhook_endpoints w
      set label = case when patch ? 'label' then patch ->> 'label' else w.label end,
          url = coalesce(patch ->> 'url', w.url),
-         events = case when patch ? 'events'
-                       then array(select distinct jsonb_array_elements_text(patch -> 'events')) else w.events end,
+         -- events are a set: the same types in another order change nothing.
+         events = case when patch ? 'events' and not (evs @> w.events and w.events @> evs) then evs else w.events end,
          active = coalesce((patch ->> 'active')::boolean, w.active)
    where w.id = endpoint_id
   returning * into e;

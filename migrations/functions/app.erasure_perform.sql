@@ -11,7 +11,7 @@ declare
   erasure_id uuid := gen_random_uuid();
   kinds text[] := '{}';
   hashes jsonb := '{}';
-  n_customers int; n_calls int; n_leads int; n_bookings int; n_events int; n_attempts int; n_notifications int;
+  n_customers int; n_calls int; n_leads int; n_bookings int; n_events int; n_attempts int; n_notifications int; n_syncs int;
   ev uuid;
   n_platform int := 0;
   n_replays int;
@@ -60,6 +60,7 @@ begin
   -- Field-service syncs of those leads and bookings: a provider's refusal can quote the record it
   -- was sent (the caller's phone, name, address), so their last_error is cleared; the connection's
   -- last_error too when it is one of those messages (it is a copy of its latest failed sync's).
+  -- The record counts the syncs cleared (integration_syncs); the connection's copy is one of them.
   with hit as (
     select s.id, s.integration_id, s.last_error from app.integration_syncs s
      where s.location_id = loc and s.last_error is not null
@@ -71,10 +72,12 @@ begin
       from hit
      where s.location_id = loc and s.id = hit.id
     returning hit.integration_id, hit.last_error
+  ), copies as (
+    update app.integrations i set last_error = null
+      from (select distinct c.integration_id, c.last_error from cleared c) c
+     where i.location_id = loc and i.id = c.integration_id and i.last_error = c.last_error
   )
-  update app.integrations i set last_error = null
-    from (select distinct c.integration_id, c.last_error from cleared c) c
-   where i.location_id = loc and i.id = c.integration_id and i.last_error = c.last_error;
+  select count(*)::int into n_syncs from cleared;
   update app.events e set data = app.privacy_scrub(e.data), redacted_at = now()
    where e.location_id = loc and e.id = any (m.event_ids);
   get diagnostics n_events = row_count;
@@ -113,7 +116,7 @@ begin
   values (erasure_id, loc, kinds, hashes, source, api_key_id, 'completed', jsonb_build_object(
     'customers', n_customers, 'calls', n_calls, 'leads', n_leads, 'bookings', n_bookings,
     'notifications', n_notifications, 'webhook_attempts', n_attempts, 'events', n_events,
-    'idempotency_answers', n_replays));
+    'idempotency_answers', n_replays, 'integration_syncs', n_syncs));
 
   if n_customers + n_calls + n_leads + n_bookings + n_events > 0 then
     ev := app.emit(loc, 'customer.erased', jsonb_build_object(
@@ -141,6 +144,6 @@ begin
 end
 $function$;
 alter function app.erasure_perform(uuid,text,text,uuid,text,uuid,boolean) owner to switchboard_system;
-comment on function app.erasure_perform(uuid,text,text,uuid,text,uuid,boolean) is E'Erases one caller''s personal data in the pinned location (docs/privacy.md "Erasure"): customers, calls (caller fields and content), leads, bookings, event data and bodies, webhook attempt response bodies, notification log details, the last_error of their field-service syncs (and of the connection when it is one of those), stored Idempotency-Key answers that hold them (replays then answer 410); rows stay, so counts and insights do not change. Records the erasure (identifiers hashed), emits customer.erased (ids only) when anything matched, serialised per location (an advisory lock) so concurrent erasures of one caller match and emit once, and with platform queues the voice-platform deletions. SECURITY DEFINER (switchboard_system) because events are append-only to the API role; it refuses any location but the one app.authorize pinned, and filters every statement by it.';
+comment on function app.erasure_perform(uuid,text,text,uuid,text,uuid,boolean) is E'Erases one caller''s personal data in the pinned location (docs/privacy.md "Erasure"): customers, calls (caller fields and content), leads, bookings, event data and bodies, webhook attempt response bodies, notification log details, the last_error of their field-service syncs (and of the connection when it is one of those; the record counts the syncs), stored Idempotency-Key answers that hold them (replays then answer 410); rows stay, so counts and insights do not change. Records the erasure (identifiers hashed), emits customer.erased (ids only) when anything matched, serialised per location (an advisory lock) so concurrent erasures of one caller match and emit once, and with platform queues the voice-platform deletions. SECURITY DEFINER (switchboard_system) because events are append-only to the API role; it refuses any location but the one app.authorize pinned, and filters every statement by it.';
 revoke execute on function app.erasure_perform(uuid,text,text,uuid,text,uuid,boolean) from public;
 grant execute on function app.erasure_perform(uuid,text,text,uuid,text,uuid,boolean) to switchboard_api;

@@ -5,8 +5,11 @@ CREATE OR REPLACE FUNCTION app.tg__set_updated_at()
  LANGUAGE plpgsql
 AS $function$
 begin
-  new.updated_at := now();
+  -- An update that writes the stored values again changes nothing, updated_at included.
+  if new is distinct from old then
+    new.updated_at := now();
+  end if;
   return new;
 end
 $function$;
-comment on function app.tg__set_updated_at() is E'Keeps updated_at current on every UPDATE.';
+comment on function app.tg__set_updated_at() is E'Keeps updated_at current: moved by an UPDATE that changes the row, left by one that writes the stored values again.';

@@ -102,8 +102,8 @@ function parse(parser: express.RequestHandler, req: Request, res: Response): Pro
  * discards it, within Node's request time-out.
  *
  * An operation that takes no body (`takesBody` false) reads at most 256 bytes: no body, or `{}`;
- * anything else (too long, not JSON) is the 400 of a body it does not take (docs/rest-api.md), so
- * 413 and 415 are answered only where there is a body.
+ * anything else (too long, not JSON, JSON other than `{}`) is the one 400 of a body it does not
+ * take (docs/rest-api.md), so 413 and 415 are answered only where there is a body.
  */
 export async function readJsonBody(req: Request, res: Response, takesBody: boolean): Promise<void> {
   if (!hasBody(req)) return;
@@ -116,11 +116,14 @@ export async function readJsonBody(req: Request, res: Response, takesBody: boole
     if (!takesBody && (e.status === 413 || e.status === 415)) throw noBodyTaken();
     throw e;
   }
+  if (!takesBody && !isEmptyObject(req.body)) throw noBodyTaken();
   assertJsonDepth(req.body);
   assertStorableText(req.body);
 }
 
-/** The 400 of a body sent to an operation that takes none (the zod refusal of any other body says the same). */
+const isEmptyObject = (v: unknown) => v !== null && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length === 0;
+
+/** The 400 of a body sent to an operation that takes none, whatever the body is. */
 function noBodyTaken(): ApiError {
   return new ApiError(400, 'validation_error', 'Request validation failed', { issues: [{ path: '', message: 'This operation takes no body' }] });
 }

@@ -7,7 +7,7 @@ import { callFn, callJsonText, callPageText, type PageText } from '../db/pools.j
 import { callIdempotent, fingerprint, idempotencyKeyOf, REPLAYED_HEADER } from '../idempotency/key.js';
 import { readJsonBody } from './body.js';
 import { ApiError, fromZod } from './errors.js';
-import { uuid } from './schemas.js';
+import { queryInt, uuid } from './schemas.js';
 import type { RateLimiter } from './rate-limit.js';
 import type { RuleId } from './rules.js';
 
@@ -162,7 +162,8 @@ export function mountRoutes(router: Router, routes: RouteSpec[], pool: pg.Pool, 
       const bodyError = await readJsonBody(req, res, spec.body !== undefined).then(() => undefined, (e: unknown) => e ?? new Error('body'));
       const params = spec.params ? spec.params.safeParse(req.params) : { success: true as const, data: req.params };
       const query = spec.query ? spec.query.safeParse(req.query) : { success: true as const, data: req.query };
-      const body = bodyError ? { success: true as const, data: undefined } : spec.body ? spec.body.safeParse(req.body ?? {}) : noBody(req.body);
+      // An operation without a body has refused any but `{}` in readJsonBody.
+      const body = bodyError || !spec.body ? { success: true as const, data: undefined } : spec.body.safeParse(req.body ?? {});
       // Idempotency-Key on every token-API POST (docs/rest-api.md "Idempotency-Key").
       let idemKey: string | undefined;
       let idemError: unknown;
@@ -245,16 +246,6 @@ function onlyOnce(call: (fn: string, ...args: unknown[]) => Promise<unknown>): (
   };
 }
 
-/**
- * A route that takes no body: none, or `{}`, is fine; anything else is a 400 like an unknown field
- * on a route with a body (docs/api-contract.md §5), not a body silently ignored while the route acts.
- */
-const NoBody = z.strictObject({}).optional();
-function noBody(value: unknown): { success: true; data: undefined } | { success: false; error: z.ZodError } {
-  const r = NoBody.safeParse(value);
-  return r.success ? { success: true, data: undefined } : { success: false, error: r.error };
-}
-
 /** Shared parameter and query pieces. */
 export const locationParam = z.string().min(1).max(100).regex(/^[A-Za-z0-9-]+$/);
 export const uuidParam = uuid;
@@ -263,7 +254,7 @@ export const LocationParams = z.object({ locationId: locationParam });
 export const locAnd = <K extends string>(key: K) =>
   z.object({ locationId: locationParam, [key]: uuidParam } as { locationId: typeof locationParam } & Record<K, typeof uuidParam>);
 export const pageQuery = {
-  limit: z.coerce.number().int().min(1).max(200).optional(),
+  limit: queryInt(1, 200).optional(),
   cursor: z.string().min(1).max(200).optional(),
 };
 export const page = (q: { limit?: number; cursor?: string }) => ({ limit: q.limit, cursor: q.cursor });

@@ -110,6 +110,19 @@ export const isoInstant = z.iso
 
 export const timestamp = z.iso.datetime().meta({ id: 'Timestamp', description: 'ISO 8601 UTC with milliseconds' });
 
+/**
+ * An integer query parameter (`limit`, `days`, `range`): decimal digits only, then the range. A
+ * query value is text, and Number() would also read `0x10`, `1e1`, ` 10`, `+10` or `10.0` as a
+ * number the document (`type: integer`) does not describe; each is a 400 naming the parameter.
+ * The document publishes the integer and its range, as before.
+ */
+export const queryInt = (min: number, max: number) =>
+  z.preprocess((v, ctx) => {
+    if (typeof v === 'string' && /^[0-9]{1,10}$/.test(v)) return Number(v);
+    ctx.addIssue({ code: 'custom', message: 'Expected an integer written in decimal digits', input: v });
+    return z.NEVER;
+  }, z.number().int().min(min).max(max));
+
 /** Every record id. */
 export const uuid = z.string().uuid().meta({ id: 'Uuid' });
 

@@ -4,7 +4,7 @@
  * on app.bookings); these schemas only validate what comes in and describe what goes out.
  */
 import { z } from 'zod';
-import { isoDate, isoInstant, patchOf, timestamp } from '../http/schemas.js';
+import { isoDate, isoInstant, patchOf, queryInt, timestamp } from '../http/schemas.js';
 
 export const windowStart = isoInstant.describe('Start of an arrival window (ISO 8601, as GET availability lists it)');
 
@@ -37,5 +37,5 @@ export const AvailabilityWindow = Window.extend({
 
 export const AvailabilityQuery = z.object({
   from: isoDate.optional().describe('First day (YYYY-MM-DD, location time); default today'),
-  days: z.coerce.number().int().min(1).max(31).optional().describe('Number of days from `from` (1-31, default 7)'),
+  days: queryInt(1, 31).optional().describe('Number of days from `from` (1-31, default 7)'),
 });

@@ -52,6 +52,23 @@ describe('bearer tokens', () => {
     expect(text).not.toContain('token_hash');
   });
 
+  test("/me shows the location's owner_cell (the owner's phone) only to a key with locations:read, as GET /locations/{id} does", async () => {
+    const loc = await createLocation(t.owner, { owner_cell: '+13125550187' });
+    const { token: none } = await mintKey(t.owner, loc.id, []);
+    const { token: leadsOnly } = await mintKey(t.owner, loc.id, ['leads:read']);
+    const { token: reader } = await mintKey(t.owner, loc.id, ['locations:read']);
+    for (const token of [none, leadsOnly]) {
+      const me = await request(t.baseUrl, 'GET', '/api/v1/me', { token });
+      expect([me.status, me.body.data.location.id, me.body.data.location.owner_cell]).toEqual([200, loc.id, null]);
+      expect(JSON.stringify(me.body)).not.toContain('5550187');
+      expect((await request(t.baseUrl, 'GET', `/api/v1/locations/${loc.id}`, { token })).status).toBe(403);
+    }
+    const me = await request(t.baseUrl, 'GET', '/api/v1/me', { token: reader });
+    expect(me.body.data.location.owner_cell).toBe('+13125550187');
+    const profile = await request(t.baseUrl, 'GET', `/api/v1/locations/${loc.id}`, { token: reader });
+    expect(me.body.data.location).toEqual(profile.body.data);
+  });
+
   test('revoked token → 401 at once; last_used_at is maintained', async () => {
     const { token, key } = await mintKey(t.owner, locA.id, ['locations:read']);
     expect((await request(t.baseUrl, 'GET', '/api/v1/locations', { token })).status).toBe(200);

@@ -86,6 +86,12 @@ test('an operation that takes no body refuses any other than {} with 400, whatev
     const res = await request(t.baseUrl, 'DELETE', faq, { ...body, token });
     expect([res.status, res.headers.get('ratelimit') !== null]).toEqual([400, true]);
   }
+  // One answer for every body it does not take (malformed JSON stays invalid_json): the same code,
+  // message and issue whether the body is too long, not JSON, or JSON other than {}.
+  const noBody = { code: 'validation_error', message: 'Request validation failed', details: { issues: [{ path: '', message: 'This operation takes no body' }] } };
+  for (const body of [notJson, tooLarge, { body: { x: 1 } }, { body: [] }, { body: [{}] }] as Body[]) {
+    expect((await request(t.baseUrl, 'DELETE', faq, { ...body, token })).body.error).toEqual(noBody);
+  }
   expect(codeOf(await request(t.baseUrl, 'DELETE', faq, { body: {}, token }))).toEqual([404, 'not_found']);
   expect(codeOf(await request(t.baseUrl, 'DELETE', faq, { token }))).toEqual([404, 'not_found']);
   expect(codeOf(await request(t.baseUrl, 'DELETE', faq, { ...notJson, token: readOnly }))).toEqual([403, 'forbidden']);

@@ -209,6 +209,19 @@ describe('numbers and query strings', () => {
     expect([qs, [200, 400]]).toEqual([qs, expect.arrayContaining([res.status])]);
   });
 
+  test.each([
+    ['faqs', 'limit'], ['webhook-deliveries', 'limit'], ['insights', 'days'], ['insights', 'range'], ['availability', 'days'],
+  ])('GET %s?%s= an integer spelled other than in decimal digits (0x10, 1e1, " 10", +10, 10.0…) is a 400 naming it; 10 is fine', async (what, name) => {
+    const path = (v: string) => `${V}/locations/${loc.id}/${what}?${name}=${v}`;
+    for (const v of ['0x10', '0X0A', '0b1010', '0o12', '1e1', '%2010', '10%20', '+10', '%2B10', '10.0', '10.', '1_0', '']) {
+      const res = await raw('GET', path(v), {});
+      expect([v, res.status, res.body.error?.code, res.body.error?.details.issues.map((i: { path: string }) => i.path)])
+        .toEqual([v, 400, 'validation_error', [name]]);
+    }
+    expect((await raw('GET', path('10'), {})).status).toBe(200);
+    expect((await raw('GET', path('010'), {})).status).toBe(200);
+  });
+
   test.each(titled([
     ['POST', 'faqs', '{"question":"q","answer":"a","position":1e400}'],
     ['POST', 'faqs', '{"question":"q","answer":"a","position":1e21}'],

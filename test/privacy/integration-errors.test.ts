@@ -48,6 +48,10 @@ test('erasure clears the caller\'s sync errors and the connection\'s copy; anoth
   expect(await served(loc.id, token)).toContain('Lucinda Brouhaha');
   const erased = await request(s.api.baseUrl, 'POST', `${V}/locations/${loc.id}/erasures`, { token, body: { phone: lucinda.phone } });
   expect(erased.status).toBe(202);
+  // The record counts the sync errors it cleared, as it counts the other kinds (the connection's copy is one of them).
+  expect(erased.body.data.matched).toMatchObject({ leads: 1, integration_syncs: 1 });
+  const listed = await request(s.api.baseUrl, 'GET', `${V}/locations/${loc.id}/erasures`, { token });
+  expect(listed.body.data[0].matched.integration_syncs).toBe(1);
   const after = await served(loc.id, token);
   expect(after).not.toMatch(/Lucinda|Brouhaha|5125550177|Emu Street/);
   expect(after).toContain(refusal(other));
@@ -56,7 +60,11 @@ test('erasure clears the caller\'s sync errors and the connection\'s copy; anoth
 
   // The connection's message is another caller's: an erasure of this one leaves it.
   const two = await refusedSyncs([lucinda, other], other);
-  expect((await request(s.api.baseUrl, 'POST', `${V}/locations/${two.loc.id}/erasures`, { token: two.token, body: { phone: lucinda.phone } })).status).toBe(202);
+  const second = await request(s.api.baseUrl, 'POST', `${V}/locations/${two.loc.id}/erasures`, { token: two.token, body: { phone: lucinda.phone } });
+  expect([second.status, second.body.data.matched.integration_syncs]).toEqual([202, 1]);
+  // The same caller again: nothing left to clear.
+  const again = await request(s.api.baseUrl, 'POST', `${V}/locations/${two.loc.id}/erasures`, { token: two.token, body: { phone: lucinda.phone } });
+  expect([again.status, again.body.data.matched.integration_syncs]).toEqual([202, 0]);
   const kept = await s.api.owner.query(`select last_error from app.integrations where location_id = $1`, [two.loc.id]);
   expect(kept.rows).toEqual([{ last_error: refusal(other) }]);
   expect(await served(two.loc.id, two.token)).not.toMatch(/Lucinda|5125550177/);

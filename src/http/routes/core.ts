@@ -7,7 +7,8 @@ export const coreRoutes: RouteSpec[] = [
   defineRoute({
     operationId: 'getMe', method: 'get', path: '/me', tag: 'Me', scope: null,
     summary: 'The calling API key, its location and scopes',
-    response: z.object({ api_key: ApiKey, location: Location, scopes: z.array(z.string()) }).meta({ id: 'Me' }),
+    response: z.object({ api_key: ApiKey, location: Location, scopes: z.array(z.string()) })
+      .meta({ id: 'Me', description: "The key, its location and its scopes; the location's owner_cell (the owner's phone) is null unless the key holds locations:read" }),
     // Answered from the process's auth cache when it holds a fresh entry (src/auth/cache.ts).
     handler: async ({ call, token, authCache }) => {
       if (!authCache) return call('api.me', token);

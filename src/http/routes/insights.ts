@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { defineArea, defineRoute, LocationParams, type RouteSpec } from '../route.js';
+import { queryInt } from '../schemas.js';
 
-const days = z.coerce.number().int().min(1).max(90);
+const days = queryInt(1, 90);
 
 export const InsightsQuery = z
   .object({

@@ -48,6 +48,7 @@ const count = z.number().int().min(0);
 const Matched = z.strictObject({
   customers: count, calls: count, leads: count, bookings: count, notifications: count, webhook_attempts: count, events: count,
   idempotency_answers: count.describe('Stored Idempotency-Key answers that held the caller\'s data, cleared (a replay answers 410)'),
+  integration_syncs: count.describe('Field-service syncs of the caller\'s leads and bookings whose last_error (a provider\'s refusal, which may quote the record) was cleared'),
 }).meta({ id: 'ErasureMatches', description: 'Rows cleared per kind' });
 const PlatformCall = z.strictObject({
   call_id: uuid.nullable(),
