@@ -84,6 +84,12 @@ begin
   update app.events e set body = app.privacy_event_body(e)
    where e.location_id = loc and e.id = any (m.event_ids);
   -- Attempts keep no payload (they send the event's body) but may keep a receiver's echo of it.
+  -- Locked first in id order, the order the record steps lock theirs in (app.webhook_record_batch),
+  -- so an erasure and a record of the same attempts wait for each other instead of deadlocking.
+  perform 1 from app.webhook_deliveries d
+   where d.location_id = loc and d.event_id = any (m.event_ids)
+   order by d.id
+     for no key update;
   update app.webhook_deliveries d set response_body = null
    where d.location_id = loc and d.event_id = any (m.event_ids);
   get diagnostics n_attempts = row_count;
@@ -92,9 +98,11 @@ begin
   -- Share-locked first: a try being recorded (app.notification_record_batch, which locks its
   -- notifications before it writes the log) either commits before the log is cleared below, or
   -- waits for this erasure and then finds the event cleared and stores no detail.
+  -- In id order, as app.notification_record_batch locks them: the two never deadlock.
   select count(*)::int into n_notifications
     from (select 1 from app.notifications n
            where n.location_id = loc and n.event_id = any (m.event_ids)
+           order by n.id
              for share of n) n;
   update app.notification_log g set detail = null
     from app.notifications n
