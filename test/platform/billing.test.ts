@@ -63,9 +63,9 @@ describe('POST /api/billing/webhook', () => {
     expect(s).toMatchObject({ status: 'canceled' });
     expect(s.canceled_at.getTime()).toBe(1798000000 * 1000);
 
-    // An older event (new id) arriving late does not roll the subscription back.
+    // An older event (new id) arriving late is answered stale and does not roll the subscription back.
     const stale = { ...created, id: 'evt_1QxZz9LkdIwHu7ixLate0007' };
-    expect((await postBilling(t.baseUrl, stale)).body.data.status).toBe('applied');
+    expect((await postBilling(t.baseUrl, stale)).body.data.status).toBe('stale');
     expect((await sub()).status).toBe('canceled');
 
     expect(await count(t.owner, 'select 1 from billing.processed_events')).toBe(6);
