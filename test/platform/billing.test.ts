@@ -79,6 +79,21 @@ describe('POST /api/billing/webhook', () => {
     expect(await count(t.owner, 'select 1 from billing.processed_events')).toBe(before);
   });
 
+  test('signed events of other kinds → 200 ignored whatever their shape (thin v2 events, no data.object)', async () => {
+    const before = await count(t.owner, 'select 1 from billing.processed_events');
+    const thin = {
+      id: 'evt_thin', object: 'v2.core.event', type: 'v1.billing.meter.error_report_triggered',
+      created: '2026-01-01T00:00:00.000Z', related_object: { id: 'mtr_1' },
+    };
+    const r1 = await postBilling(t.baseUrl, thin);
+    expect(r1.status).toBe(200);
+    expect(r1.body).toEqual({ data: { status: 'ignored', event_id: 'evt_thin', type: 'v1.billing.meter.error_report_triggered' } });
+    const r2 = await postBilling(t.baseUrl, { id: 'evt_3', type: 'charge.succeeded' });
+    expect(r2.status).toBe(200);
+    expect(r2.body).toEqual({ data: { status: 'ignored', event_id: 'evt_3', type: 'charge.succeeded' } });
+    expect(await count(t.owner, 'select 1 from billing.processed_events')).toBe(before);
+  });
+
   test('missing, wrong, stale or tampered Stripe-Signature → 401 invalid_signature, nothing stored', async () => {
     const evt = { ...billingFixture('subscription-created', loc.id), id: 'evt_sigtest_000000000001' };
     evt.data.object = { ...evt.data.object, id: 'sub_sigtest' };
@@ -114,6 +129,15 @@ describe('POST /api/billing/webhook', () => {
     expect(r2.body.error.code).toBe('validation_error');
     expect(r2.body.error.details.issues[0].path).toBe('data.object.id');
     expect(await count(t.owner, `select 1 from billing.processed_events where id = 'evt_bad_shape_0001'`)).toBe(0);
+    // A type we handle needs its data.object; an event needs its id and type.
+    const r3 = await postBilling(t.baseUrl, { id: 'evt_no_object_0001', type: 'invoice.paid' });
+    expect(r3.status).toBe(400);
+    expect(r3.body.error.code).toBe('validation_error');
+    expect(r3.body.error.details.issues[0].path).toBe('data');
+    const r4 = await postBilling(t.baseUrl, { id: 'evt_no_type_0001', data: { object: {} } });
+    expect(r4.status).toBe(400);
+    expect(r4.body.error.details.issues[0].path).toBe('type');
+    expect(await count(t.owner, `select 1 from billing.processed_events where id like 'evt_no_%'`)).toBe(0);
   });
 
   test('unset BILLING_WEBHOOK_SECRET → 503 not_configured; GET → 405', async () => {
