@@ -94,6 +94,27 @@ describe('POST /api/billing/webhook', () => {
     expect(await count(t.owner, 'select 1 from billing.processed_events')).toBe(before);
   });
 
+  test('NULs and lone surrogates anywhere in a handled event are cleaned, not refused (docs/voice.md §21)', async () => {
+    // Setup: a NUL and a lone surrogate in values and keys, inside the subscription and beside it.
+    const evt = { ...billingFixture('subscription-created', loc.id), id: 'evt_unstorable_0001', note: 'x\u0000y' };
+    evt.data.object = {
+      ...evt.data.object, id: 'sub_unstorable',
+      metadata: { location_id: loc.id, plan_note: 'Acme\u0000 HVAC \ud83d', ['ke\u0000y']: 'v', ['lone\udc00']: 1 },
+    };
+    const raw = JSON.stringify(evt);
+    expect(raw).toContain('\\u0000');
+    expect(raw).toContain('\\ud83d');
+
+    // Action
+    const res = await postBilling(t.baseUrl, null, { raw });
+
+    // Assertions: stored with NULs dropped and lone surrogates as U+FFFD.
+    expect(res.status).toBe(200);
+    expect(res.body.data).toMatchObject({ status: 'applied', location_id: loc.id });
+    const stored = await sub('sub_unstorable');
+    expect(stored.raw.metadata).toEqual({ location_id: loc.id, plan_note: 'Acme HVAC \uFFFD', key: 'v', 'lone\uFFFD': 1 });
+  });
+
   test('missing, wrong, stale or tampered Stripe-Signature → 401 invalid_signature, nothing stored', async () => {
     const evt = { ...billingFixture('subscription-created', loc.id), id: 'evt_sigtest_000000000001' };
     evt.data.object = { ...evt.data.object, id: 'sub_sigtest' };

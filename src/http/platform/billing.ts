@@ -9,9 +9,7 @@ import { Router } from 'express';
 import { z } from 'zod';
 import { callFn } from '../../db/pools.js';
 import type { AppDeps } from '../deps.js';
-import { assertJsonDepth } from '../body.js';
-import { ApiError } from '../errors.js';
-import { bodyBytes, invalidSignature, notConfigured, onlyPost, rawBody, validate } from './raw.js';
+import { bodyBytes, invalidSignature, notConfigured, onlyPost, parseSigned, rawBody, validate } from './raw.js';
 
 export const BILLING_BODY_LIMIT = 1024 * 1024;
 export const BILLING_TOLERANCE_SEC = 300;
@@ -69,18 +67,6 @@ const InvoiceEvent = eventOf(Invoice);
 
 const isHandled = (type: string) => (HANDLED_BILLING_EVENTS as readonly string[]).includes(type);
 
-/** The body text as JSON, a 400 invalid_json otherwise. Only called after the signature passed. */
-function parseBody(text: string): unknown {
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    throw new ApiError(400, 'invalid_json', 'Request body is not valid JSON');
-  }
-  assertJsonDepth(json);
-  return json;
-}
-
 /**
  * The `t=` of a Stripe-Signature header read exactly as the stripe library reads it (the last `t`,
  * parseInt), so the time checked is the time the verified HMAC covers. NaN when absent.
@@ -119,8 +105,10 @@ export function billingRouter(deps: AppDeps): Router {
       if (err instanceof Stripe.errors.StripeSignatureVerificationError) throw invalidSignature('Stripe-Signature');
       throw err;
     }
-    // The text the HMAC covered: the library decodes the bytes so (a BOM dropped, bad UTF-8 as U+FFFD).
-    const evt = validate(StripeEvent, parseBody(new TextDecoder().decode(bytes)));
+    // The text the HMAC covered: the library decodes the bytes so (a BOM dropped, bad UTF-8 as
+    // U+FFFD). Parsed as the voice routes parse theirs: NULs dropped, lone surrogates as U+FFFD
+    // (docs/voice.md §21), or PostgreSQL would refuse the event for good.
+    const evt = parseSigned(StripeEvent, new TextDecoder().decode(bytes));
     // Any other kind is acknowledged whatever its shape (docs/api-contract.md §7): Stripe would
     // retry a 4xx for days.
     if (!isHandled(evt.type)) {
