@@ -29,10 +29,14 @@ begin
   if typ like 'customer.subscription.%' then
     loc := coalesce(billing.location_ref(obj -> 'metadata'),
                     (select location_id from billing.customers where id = cust));
+    -- The mapping moves only with an event newer than every one it has followed (docs/voice.md
+    -- §14): a late older event naming another location would otherwise route the customer's
+    -- later invoices, and its subscription's later events without metadata, there.
     if cust is not null then
-      insert into billing.customers as bc (id, location_id) values (cust, loc)
-      on conflict (id) do update set location_id = coalesce(excluded.location_id, bc.location_id), updated_at = now()
-       where excluded.location_id is distinct from bc.location_id and excluded.location_id is not null;
+      insert into billing.customers as bc (id, location_id, last_event_at) values (cust, loc, event_at)
+      on conflict (id) do update set location_id = coalesce(excluded.location_id, bc.location_id),
+        last_event_at = excluded.last_event_at, updated_at = now()
+       where bc.last_event_at is null or bc.last_event_at <= excluded.last_event_at;
     end if;
     insert into billing.subscriptions as s (id, location_id, customer_id, status, price_id, quantity,
       current_period_end, cancel_at_period_end, canceled_at, raw, last_event_at)
@@ -49,6 +53,10 @@ begin
       canceled_at = excluded.canceled_at, raw = excluded.raw, last_event_at = excluded.last_event_at,
       updated_at = now()
      where s.last_event_at is null or s.last_event_at <= excluded.last_event_at;
+    get diagnostics n = row_count;
+    if n = 0 then
+      select location_id into loc from billing.subscriptions where id = obj ->> 'id';
+    end if;
   else
     sub_id := coalesce(billing.ref_id(obj #> '{parent,subscription_details,subscription}'),
                        billing.ref_id(obj -> 'subscription'));
@@ -71,10 +79,16 @@ begin
       paid_at = coalesce(excluded.paid_at, i.paid_at), payment_failed_at = coalesce(excluded.payment_failed_at, i.payment_failed_at),
       raw = excluded.raw, last_event_at = excluded.last_event_at, updated_at = now()
      where i.last_event_at is null or i.last_event_at <= excluded.last_event_at;
+    get diagnostics n = row_count;
+    if n = 0 then
+      select location_id into loc from billing.invoices where id = obj ->> 'id';
+    end if;
   end if;
-  return jsonb_build_object('status', 'applied', 'event_id', evt ->> 'id', 'type', typ, 'location_id', loc);
+  -- n = 0: newer state is stored; the event is recorded as processed and changed nothing.
+  return jsonb_build_object('status', case when n = 0 then 'stale' else 'applied' end,
+                            'event_id', evt ->> 'id', 'type', typ, 'location_id', loc);
 end
 $function$;
 alter function billing.apply_event(jsonb) owner to switchboard_system;
-comment on function billing.apply_event(jsonb) is E'Billing webhook: applies one Stripe event (subscriptions, paid/failed invoices) once per event id; other types are ignored.';
+comment on function billing.apply_event(jsonb) is E'Billing webhook: applies one Stripe event (subscriptions, paid/failed invoices) once per event id; an event older than the stored state is recorded but changes nothing (stale, docs/voice.md §14); other types are ignored.';
 revoke execute on function billing.apply_event(jsonb) from public;

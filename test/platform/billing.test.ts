@@ -63,9 +63,9 @@ describe('POST /api/billing/webhook', () => {
     expect(s).toMatchObject({ status: 'canceled' });
     expect(s.canceled_at.getTime()).toBe(1798000000 * 1000);
 
-    // An older event (new id) arriving late does not roll the subscription back.
+    // An older event (new id) arriving late is answered stale and does not roll the subscription back.
     const stale = { ...created, id: 'evt_1QxZz9LkdIwHu7ixLate0007' };
-    expect((await postBilling(t.baseUrl, stale)).body.data.status).toBe('applied');
+    expect((await postBilling(t.baseUrl, stale)).body.data.status).toBe('stale');
     expect((await sub()).status).toBe('canceled');
 
     expect(await count(t.owner, 'select 1 from billing.processed_events')).toBe(6);
@@ -77,6 +77,42 @@ describe('POST /api/billing/webhook', () => {
     expect(res.status).toBe(200);
     expect(res.body.data).toMatchObject({ status: 'ignored', type: 'customer.created' });
     expect(await count(t.owner, 'select 1 from billing.processed_events')).toBe(before);
+  });
+
+  test('signed events of other kinds → 200 ignored whatever their shape (thin v2 events, no data.object)', async () => {
+    const before = await count(t.owner, 'select 1 from billing.processed_events');
+    const thin = {
+      id: 'evt_thin', object: 'v2.core.event', type: 'v1.billing.meter.error_report_triggered',
+      created: '2026-01-01T00:00:00.000Z', related_object: { id: 'mtr_1' },
+    };
+    const r1 = await postBilling(t.baseUrl, thin);
+    expect(r1.status).toBe(200);
+    expect(r1.body).toEqual({ data: { status: 'ignored', event_id: 'evt_thin', type: 'v1.billing.meter.error_report_triggered' } });
+    const r2 = await postBilling(t.baseUrl, { id: 'evt_3', type: 'charge.succeeded' });
+    expect(r2.status).toBe(200);
+    expect(r2.body).toEqual({ data: { status: 'ignored', event_id: 'evt_3', type: 'charge.succeeded' } });
+    expect(await count(t.owner, 'select 1 from billing.processed_events')).toBe(before);
+  });
+
+  test('NULs and lone surrogates anywhere in a handled event are cleaned, not refused (docs/voice.md §21)', async () => {
+    // Setup: a NUL and a lone surrogate in values and keys, inside the subscription and beside it.
+    const evt = { ...billingFixture('subscription-created', loc.id), id: 'evt_unstorable_0001', note: 'x\u0000y' };
+    evt.data.object = {
+      ...evt.data.object, id: 'sub_unstorable',
+      metadata: { location_id: loc.id, plan_note: 'Acme\u0000 HVAC \ud83d', ['ke\u0000y']: 'v', ['lone\udc00']: 1 },
+    };
+    const raw = JSON.stringify(evt);
+    expect(raw).toContain('\\u0000');
+    expect(raw).toContain('\\ud83d');
+
+    // Action
+    const res = await postBilling(t.baseUrl, null, { raw });
+
+    // Assertions: stored with NULs dropped and lone surrogates as U+FFFD.
+    expect(res.status).toBe(200);
+    expect(res.body.data).toMatchObject({ status: 'applied', location_id: loc.id });
+    const stored = await sub('sub_unstorable');
+    expect(stored.raw.metadata).toEqual({ location_id: loc.id, plan_note: 'Acme HVAC \uFFFD', key: 'v', 'lone\uFFFD': 1 });
   });
 
   test('missing, wrong, stale or tampered Stripe-Signature → 401 invalid_signature, nothing stored', async () => {
@@ -114,6 +150,15 @@ describe('POST /api/billing/webhook', () => {
     expect(r2.body.error.code).toBe('validation_error');
     expect(r2.body.error.details.issues[0].path).toBe('data.object.id');
     expect(await count(t.owner, `select 1 from billing.processed_events where id = 'evt_bad_shape_0001'`)).toBe(0);
+    // A type we handle needs its data.object; an event needs its id and type.
+    const r3 = await postBilling(t.baseUrl, { id: 'evt_no_object_0001', type: 'invoice.paid' });
+    expect(r3.status).toBe(400);
+    expect(r3.body.error.code).toBe('validation_error');
+    expect(r3.body.error.details.issues[0].path).toBe('data');
+    const r4 = await postBilling(t.baseUrl, { id: 'evt_no_type_0001', data: { object: {} } });
+    expect(r4.status).toBe(400);
+    expect(r4.body.error.details.issues[0].path).toBe('type');
+    expect(await count(t.owner, `select 1 from billing.processed_events where id like 'evt_no_%'`)).toBe(0);
   });
 
   test('unset BILLING_WEBHOOK_SECRET → 503 not_configured; GET → 405', async () => {

@@ -43,11 +43,22 @@ export function parseSigned<S extends z.ZodType>(schema: S, text: string): z.out
   assertJsonDepth(json);
   // PostgreSQL text cannot hold NUL, nor jsonb a lone surrogate (\ud800 without its pair); a
   // platform payload must still be stored (a 400 would only make the platform retry the same
-  // bytes), so NULs are dropped and lone surrogates become U+FFFD.
+  // bytes), so NULs are dropped and lone surrogates become U+FFFD, in values and keys alike.
   if (text.includes('\\u0000') || /\\u[dD][89a-fA-F]/.test(text)) {
-    json = JSON.parse(text, (_key, value) => (typeof value === 'string' ? storableText(value) : value));
+    json = JSON.parse(text, (_key, value) => (typeof value === 'string' ? storableText(value) : storableKeys(value)));
   }
   return validate(schema, json);
+}
+
+/**
+ * An object whose keys PostgreSQL can store (storableText); other values as they are. Two keys
+ * that clean to the same text keep the later one's value, as JSON.parse does with duplicates.
+ */
+function storableKeys(value: unknown): unknown {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return value;
+  const keys = Object.keys(value);
+  if (keys.every((k) => storableText(k) === k)) return value;
+  return Object.fromEntries(keys.map((k) => [storableText(k), (value as Record<string, unknown>)[k]]));
 }
 
 /** zod validation as a 400 validation_error envelope. */
