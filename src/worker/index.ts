@@ -40,8 +40,9 @@ export async function loadTasks(deps: TaskDeps): Promise<TaskList> {
 
 /**
  * Recurring jobs. delivery_sweep re-queues webhook and notification attempts whose worker died
- * (lease lapsed without a result), so a crash delays a delivery by at most about 100 s, not
- * graphile-worker's four-hour lock expiry. prune_deliveries (hourly) applies DELIVERY_RETENTION_DAYS.
+ * (lease lapsed without a result), so a crash delays a delivery by at most about 100 s, and
+ * unlocks graphile-worker jobs of pools that stopped writing heartbeats, so a crash delays a job
+ * by about 4 minutes, not graphile-worker's four-hour lock expiry. prune_deliveries (hourly) applies DELIVERY_RETENTION_DAYS.
  */
 const CRONTAB = ['* * * * * delivery_sweep', '17 * * * * prune_deliveries', '* * * * * integration_sync_sweep'].join('\n');
 

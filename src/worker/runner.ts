@@ -13,6 +13,10 @@
  * runner starts (`app.worker_unlock`): that pool's workers have all exited, and every task is
  * safe to run again (graphile-worker retries them anyway). stop() stops the live runner, cancels a pending
  * restart and never waits on a dead one.
+ *
+ * A live runner writes its pool id to app_private.worker_heartbeats every HEARTBEAT_INTERVAL_MS
+ * (app.worker_heartbeat) and forgets it when stopped; the sweep unlocks the jobs of pools whose
+ * process died without a word (src/worker/sweep.ts, WORKER_GONE_SECONDS).
  */
 import { EventEmitter } from 'node:events';
 import { run, type Runner, type RunnerOptions, type WorkerEvents } from 'graphile-worker';
@@ -24,6 +28,8 @@ import { ThrottledWarning } from './outage.js';
 export const RESTART_MIN_MS = 1000;
 export const RESTART_MAX_MS = 30_000;
 const UNLOCK_RETRY_MS = 5000;
+/** How often a live runner says so (well under WORKER_GONE_SECONDS). */
+export const HEARTBEAT_INTERVAL_MS = 15_000;
 
 export class SupervisedRunner {
   /** One emitter for every runner this starts: a lane's listeners outlive a restart. */
@@ -37,9 +43,12 @@ export class SupervisedRunner {
   private stopping = false;
   private timer: NodeJS.Timeout | null = null;
   private unlockTimer: NodeJS.Timeout | null = null;
+  private heartbeat: NodeJS.Timeout | null = null;
+  private beating: Promise<void> = Promise.resolve();
   private restarting: Promise<void> | null = null;
   private lastCause: unknown = null;
   private readonly retrying: ThrottledWarning;
+  private readonly beatFailed: ThrottledWarning;
 
   constructor(
     /** The lane's name in logs and readiness (`jobs`, `syncs`). */
@@ -49,6 +58,7 @@ export class SupervisedRunner {
     private readonly log: Logger,
   ) {
     this.retrying = new ThrottledWarning(log, `${name} lane: graphile-worker runner could not be restarted; retrying`);
+    this.beatFailed = new ThrottledWarning(log, `${name} lane: heartbeat not written`);
     this.events.on('pool:create', ({ workerPool }) => {
       this.poolId = workerPool.id;
     });
@@ -85,17 +95,41 @@ export class SupervisedRunner {
     const r = this.runner;
     this.runner = null;
     if (!r) return;
+    this.stopBeating();
+    const poolId = this.poolId;
     // A runner that ended by itself between the check and here rejects "already stopped".
     await r.stop().catch(() => undefined);
     await r.promise.catch(() => undefined);
+    await this.beating;
+    // Its jobs are completed or released: forget it (the sweep would, 3 minutes on).
+    if (poolId) await callFn(this.pool, 'app.worker_heartbeat', [[], [poolId]]).catch(() => undefined);
+  }
+
+  private beat(poolId: string): void {
+    this.beating = callFn(this.pool, 'app.worker_heartbeat', [[poolId], []])
+      .then(() => this.beatFailed.ok(), (err) => this.beatFailed.failed(err));
+  }
+
+  private startBeating(poolId: string): void {
+    this.stopBeating();
+    this.beat(poolId);
+    this.heartbeat = setInterval(() => this.beat(poolId), HEARTBEAT_INTERVAL_MS);
+    this.heartbeat.unref();
+  }
+
+  private stopBeating(): void {
+    if (this.heartbeat) clearInterval(this.heartbeat);
+    this.heartbeat = null;
   }
 
   private watch(r: Runner): void {
     this.runner = r;
     const poolId = this.poolId;
+    if (poolId) this.startBeating(poolId);
     const ended = () => {
       if (this.runner !== r || this.stopping) return;
       this.runner = null;
+      this.stopBeating();
       this.isDown = true;
       if (poolId) this.deadPools.add(poolId);
       this.log.error({ lane: this.name, cause: this.lastCause ? failureCause(this.lastCause) : null },
