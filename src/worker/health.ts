@@ -5,10 +5,10 @@
  * sending (it claims again as one frees; sends have their own time-out). Idle lanes poll every
  * second, so a healthy lane is never more than about a second behind.
  */
-import type { Runner } from 'graphile-worker';
 import type { Checks } from '../metrics/admin.js';
 import { engineLastClaimAge, onCollect } from '../metrics/registry.js';
 import type { LeaseEngine } from './lease-engine.js';
+import type { SupervisedRunner } from './runner.js';
 
 /** A lane whose last successful claim or poll is older than this is not ready. */
 export const READY_CLAIM_AGE_MS = 15_000;
@@ -19,19 +19,28 @@ export interface Lane {
   lastOkAt(): number;
   /** Every slot busy: not claiming, and rightly so. */
   saturated(): boolean;
+  /** Why the lane cannot claim at all right now (its runner stopped), or null. */
+  down?(): string | null;
 }
 
 export function engineLane(name: string, engine: LeaseEngine<unknown, unknown>): Lane {
   return { name, lastOkAt: () => engine.lastClaimAt, saturated: () => engine.saturated };
 }
 
-/** The graphile-worker runner's lane: a poll that found no job or a job that started counts. */
-export function jobsLane(runner: Runner, concurrency: number): Lane {
+/**
+ * A graphile-worker runner's lane (`jobs`, `syncs`): a poll that found no job or a job that
+ * started counts; down while the runner is stopped and not yet restarted (src/worker/runner.ts).
+ */
+export function jobsLane(runner: SupervisedRunner, concurrency: number): Lane {
   let lastOk = 0;
   let running = 0;
   const ok = () => {
     lastOk = Date.now();
   };
+  // A new runner after a restart: the dead one's jobs are no longer running here.
+  runner.events.on('pool:create', () => {
+    running = 0;
+  });
   runner.events.on('worker:getJob:empty', ok);
   runner.events.on('job:start', () => {
     running += 1;
@@ -41,7 +50,7 @@ export function jobsLane(runner: Runner, concurrency: number): Lane {
     running = Math.max(0, running - 1);
     ok();
   });
-  return { name: 'jobs', lastOkAt: () => lastOk, saturated: () => running >= concurrency };
+  return { name: runner.name, lastOkAt: () => lastOk, saturated: () => running >= concurrency, down: () => runner.down() };
 }
 
 /** Every lane's check, and switchboard_engine_last_claim_age_seconds for each. */
@@ -51,6 +60,11 @@ export function laneChecks(lanes: Lane[], now = Date.now()): Checks {
     const last = lane.lastOkAt();
     const age = last ? now - last : Infinity;
     engineLastClaimAge.labels(lane.name).set(last ? age / 1000 : -1);
+    const down = lane.down?.();
+    if (down) {
+      checks[`lane_${lane.name}`] = { ok: false, detail: down };
+      continue;
+    }
     const ok = age <= READY_CLAIM_AGE_MS || lane.saturated();
     checks[`lane_${lane.name}`] = ok ? { ok } : { ok, detail: last ? `last successful claim ${Math.round(age / 1000)} s ago` : 'no successful claim yet' };
   }

@@ -6,17 +6,19 @@
  * - Notifications: the notification engine (src/notify/engine.ts), NOTIFY_CONCURRENCY sends in
  *   flight of its own, so webhook traffic never occupies them; emergencies are claimed first.
  * - Jobs: a small graphile-worker runner for everything else in tasks/ (finalize_call, the cron
- *   sweeper and pruning).
+ *   sweeper and pruning), and one of its own for field-service syncs; each is restarted when it
+ *   stops by itself (src/worker/runner.ts).
  *
  * Every file in tasks/ is a thin adapter over code in src/ (src/worker/task.ts).
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { run, Logger as WorkerLogger, type Runner, type RunnerOptions, type TaskList } from 'graphile-worker';
+import { Logger as WorkerLogger, type RunnerOptions, type TaskList } from 'graphile-worker';
 import type { Logger } from '../log.js';
 import { engineLane, jobsLane, registerLanes, type Lane } from './health.js';
 import { ThrottledWarning } from './outage.js';
+import { SupervisedRunner } from './runner.js';
 import { NotificationEngine, type NotificationEngineOptions } from '../notify/engine.js';
 import { WebhookEngine, type EngineOptions } from '../webhooks/engine.js';
 import type { TaskDeps, TaskFactory } from './task.js';
@@ -38,8 +40,9 @@ export async function loadTasks(deps: TaskDeps): Promise<TaskList> {
 
 /**
  * Recurring jobs. delivery_sweep re-queues webhook and notification attempts whose worker died
- * (lease lapsed without a result), so a crash delays a delivery by at most about 100 s, not
- * graphile-worker's four-hour lock expiry. prune_deliveries (hourly) applies DELIVERY_RETENTION_DAYS.
+ * (lease lapsed without a result), so a crash delays a delivery by at most about 100 s, and
+ * unlocks graphile-worker jobs of pools that stopped writing heartbeats, so a crash delays a job
+ * by about 4 minutes, not graphile-worker's four-hour lock expiry. prune_deliveries (hourly) applies DELIVERY_RETENTION_DAYS.
  */
 const CRONTAB = ['* * * * * delivery_sweep', '17 * * * * prune_deliveries', '* * * * * integration_sync_sweep'].join('\n');
 
@@ -66,11 +69,11 @@ export interface WorkerOptions {
 export interface Worker {
   engine: WebhookEngine;
   notify: NotificationEngine;
-  jobs: Runner;
-  /** In-flight work finishes or is released; then every lane stops. */
+  /** The graphile-worker runners: finalize_call and the crons; field-service syncs. */
+  jobs: SupervisedRunner;
+  syncs: SupervisedRunner;
+  /** In-flight work finishes or is released; then every lane stops (a stopped runner is not waited on). */
   stop(): Promise<void>;
-  /** Settles when the graphile-worker runner has exited. */
-  promise: Promise<void>;
   /** The lanes whose claims readiness checks (src/worker/health.ts). */
   lanes: Lane[];
 }
@@ -101,34 +104,36 @@ export async function startWorker(deps: TaskDeps, { jobsConcurrency = 2, pollInt
     // never takes the slots of finalize_call and the cron tasks.
     const { integration_sync: syncTask, ...otherTasks } = taskList;
     const logger = workerLogger(log);
-    const jobs = await run({
-      pgPool: deps.pool, noHandleSignals: true, pollInterval, logger, preset: GRAPHILE_PRESET,
+    const jobs = new SupervisedRunner('jobs', {
+      noHandleSignals: true, pollInterval, logger, preset: GRAPHILE_PRESET,
       concurrency: jobsConcurrency, taskList: otherTasks, ...(cron ? { crontab: CRONTAB } : { parsedCronItems: [] }),
-    });
+    }, deps.pool, log);
     started.push(jobs);
-    const syncs = await run({
-      pgPool: deps.pool, noHandleSignals: true, pollInterval, logger, preset: GRAPHILE_PRESET,
+    await jobs.start();
+    const syncs = new SupervisedRunner('syncs', {
+      noHandleSignals: true, pollInterval, logger, preset: GRAPHILE_PRESET,
       concurrency: deps.cfg.INTEGRATION_SYNC_CONCURRENCY, taskList: { integration_sync: syncTask }, parsedCronItems: [],
-    });
+    }, deps.pool, log);
     started.push(syncs);
+    await syncs.start();
     const notify = new NotificationEngine(deps, { pollIntervalMs: pollInterval, ...notifyOpts });
     started.push(notify);
     await notify.start();
     const engine = new WebhookEngine({ cfg: deps.cfg, log: deps.log, pool: deps.pool, ca: deps.ca }, engineOpts);
     started.push(engine);
     await engine.start();
-    const lanes = [engineLane('webhooks', engine), engineLane('notifications', notify), jobsLane(jobs, jobsConcurrency)];
+    const lanes = [engineLane('webhooks', engine), engineLane('notifications', notify),
+      jobsLane(jobs, jobsConcurrency), jobsLane(syncs, deps.cfg.INTEGRATION_SYNC_CONCURRENCY)];
     const unregister = registerLanes(lanes);
     let stopping: Promise<void> | null = null;
     return {
       engine,
       notify,
       jobs,
+      syncs,
       lanes,
-      promise: jobs.promise,
       stop: () =>
-        (stopping ??= Promise.all([engine.stop(), notify.stop(), jobs.stop(), syncs.stop()]).then(async () => {
-          await Promise.all([jobs.promise, syncs.promise]);
+        (stopping ??= Promise.all([engine.stop(), notify.stop(), jobs.stop(), syncs.stop()]).then(() => {
           unregister();
         })),
     };

@@ -111,6 +111,7 @@ const LOCAL: Record<string, string> = {
   'staff.members': 'staff identities (docs/staff.md): no location, looked up by token hash before any tenant is known',
   'staff.audit': 'what staff did across locations; no single location',
   'app_private.deferred_jobs': 'graphile-worker jobs parked until their transaction has committed; beside graphile_worker, which is local',
+  'app_private.worker_heartbeats': 'graphile-worker pools alive now, keyed by pool id; beside graphile_worker, which is local',
   'app_private.rate_limits': 'per-token request counters of the API processes, keyed by token hash before any tenant is known; unlogged',
 };
 

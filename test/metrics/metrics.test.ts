@@ -134,9 +134,9 @@ test('webhook attempts by outcome, event-to-receipt latency, queue gauges and en
   const ready = await fetch(`${ops.url}/readyz`);
   expect(ready.status).toBe(200);
   expect(((await ready.json()) as any).data.checks).toEqual({
-    database: { ok: true }, lane_webhooks: { ok: true }, lane_notifications: { ok: true }, lane_jobs: { ok: true },
+    database: { ok: true }, lane_webhooks: { ok: true }, lane_notifications: { ok: true }, lane_jobs: { ok: true }, lane_syncs: { ok: true },
   });
-  expect(m.all('switchboard_engine_last_claim_age_seconds').map((s) => s.labels.lane).sort()).toEqual(['jobs', 'notifications', 'webhooks']);
+  expect(m.all('switchboard_engine_last_claim_age_seconds').map((s) => s.labels.lane).sort()).toEqual(['jobs', 'notifications', 'syncs', 'webhooks']);
 
   // Without a worker, work queues up: 3 webhook attempts and an emergency SMS become due.
   await worker.stop();

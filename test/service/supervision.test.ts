@@ -94,7 +94,7 @@ test('start:api + start:worker: the worker finds the restarted cluster on its ne
     // The worker's own metrics: its lanes, and the attempts it made.
     const m = await scrape(workerAdmin);
     expect(m.sum('switchboard_webhook_attempts_total', { outcome: '2xx' })).toBeGreaterThanOrEqual(events);
-    expect(m.all('switchboard_engine_last_claim_age_seconds').length).toBe(3);
+    expect(m.all('switchboard_engine_last_claim_age_seconds').length).toBe(4);
     expect(repeated(worker.output(), outageMs)).toEqual([]);
     expect(repeated(apiProc.output(), outageMs)).toEqual([]);
   } finally {
