@@ -1,13 +1,14 @@
 /**
- * The worker process: three lanes that cannot take each other's capacity (docs/delivery-engine.md).
+ * The worker process: four lanes that cannot take each other's capacity (docs/delivery-engine.md).
  *
  * - Webhooks: the delivery engine (src/webhooks/engine.ts), WEBHOOK_CONCURRENCY requests in flight,
  *   WEBHOOK_ENDPOINT_CONCURRENCY per endpoint across all workers.
  * - Notifications: the notification engine (src/notify/engine.ts), NOTIFY_CONCURRENCY sends in
  *   flight of its own, so webhook traffic never occupies them; emergencies are claimed first.
  * - Jobs: a small graphile-worker runner for everything else in tasks/ (finalize_call, the cron
- *   sweeper and pruning), and one of its own for field-service syncs; each is restarted when it
- *   stops by itself (src/worker/runner.ts).
+ *   sweeper and pruning).
+ * - Syncs: a graphile-worker runner of its own for field-service syncs. Each runner is restarted
+ *   when it stops by itself (src/worker/runner.ts).
  *
  * Every file in tasks/ is a thin adapter over code in src/ (src/worker/task.ts).
  */
