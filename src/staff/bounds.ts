@@ -84,6 +84,16 @@ function rootFields(set: SelectionSetNode, fragments: Map<string, FragmentDefini
   return n;
 }
 
+/** Whether a field's selection lists rows (`nodes` or `edges`), directly or through fragments. */
+function listsRows(set: SelectionSetNode | undefined, fragments: Map<string, FragmentDefinitionNode>, seen = new Set<string>()): boolean {
+  return set?.selections.some((s) => {
+    if (s.kind === Kind.FIELD) return s.name.value === 'nodes' || s.name.value === 'edges';
+    if (s.kind === Kind.INLINE_FRAGMENT) return listsRows(s.selectionSet, fragments, seen);
+    const f = fragments.get(s.name.value);
+    return !!f && !seen.has(s.name.value) && listsRows(f.selectionSet, fragments, new Set([...seen, s.name.value]));
+  }) ?? false;
+}
+
 function checkParsed(document: DocumentNode, variables: Record<string, unknown> | null | undefined, b: StaffBounds): CheckedDocument {
   const fragments = new Map<string, FragmentDefinitionNode>();
   for (const d of document.definitions) if (d.kind === Kind.FRAGMENT_DEFINITION) fragments.set(d.name.value, d);
@@ -106,14 +116,14 @@ function checkParsed(document: DocumentNode, variables: Record<string, unknown> 
   visit(document, {
     Field(f: FieldNode) {
       if (f.alias) aliases += 1;
-      const listsRows = f.selectionSet?.selections.some((s) => s.kind === Kind.FIELD && (s.name.value === 'nodes' || s.name.value === 'edges')) ?? false;
+      const rows = listsRows(f.selectionSet, fragments);
       const paging = (f.arguments ?? []).filter((a) => a.name.value === 'first' || a.name.value === 'last');
       for (const a of paging) {
         const n = rowsOf(a);
-        const fine = (n === null || n === undefined) ? !listsRows : Number.isInteger(n) && (n as number) <= b.maxRows;
+        const fine = (n === null || n === undefined) ? !rows : Number.isInteger(n) && (n as number) <= b.maxRows;
         if (!fine) throw new BoundError('rows', `${f.name.value}(${a.name.value}:) asks for more than ${b.maxRows} rows, or for all of them (STAFF_MAX_ROWS)`);
       }
-      if (listsRows && paging.length === 0) unbounded = true;
+      if (rows && paging.length === 0) unbounded = true;
     },
   });
   if (aliases > b.maxAliases) throw new BoundError('aliases', `Document has ${aliases} aliases, more than the limit of ${b.maxAliases} (STAFF_MAX_ALIASES)`);
@@ -133,8 +143,7 @@ function checkParsed(document: DocumentNode, variables: Record<string, unknown> 
   const first: ArgumentNode = { kind: Kind.ARGUMENT, name: { kind: Kind.NAME, value: 'first' }, value: { kind: Kind.INT, value: String(b.maxRows) } };
   const bounded = visit(document, {
     Field(f: FieldNode) {
-      const listsRows = f.selectionSet?.selections.some((s) => s.kind === Kind.FIELD && (s.name.value === 'nodes' || s.name.value === 'edges')) ?? false;
-      if (!listsRows || (f.arguments ?? []).some((a) => a.name.value === 'first' || a.name.value === 'last')) return undefined;
+      if (!listsRows(f.selectionSet, fragments) || (f.arguments ?? []).some((a) => a.name.value === 'first' || a.name.value === 'last')) return undefined;
       return { ...f, arguments: [...(f.arguments ?? []), first] };
     },
   });

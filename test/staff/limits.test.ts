@@ -104,6 +104,18 @@ test('rows per connection: first/last past the bound is refused, inline or in a 
   expect((await env.gql(admin.token, '{ allCalls { totalCount } }')).body).toEqual({ data: { allCalls: { totalCount: 2 } } });
 });
 
+test('rows listed through an inline or named fragment get the default page too', async () => {
+  for (const q of [
+    '{ allCalls { pageInfo { hasNextPage } ... on CallConnection { nodes { rowId } } } }',
+    '{ allCalls { ...Rows } } fragment Rows on CallConnection { pageInfo { hasNextPage } edges { node { rowId } } }',
+  ]) {
+    const r = await env.gql(admin.token, q);
+    expect([r.status, r.body.errors]).toEqual([200, undefined]);
+    expect(r.body.data.allCalls.pageInfo).toEqual({ hasNextPage: true });
+    expect(r.body.data.allCalls.nodes ?? r.body.data.allCalls.edges).toHaveLength(1);
+  }
+});
+
 test('a document larger than the bound is refused before it is parsed', async () => {
   const big = `{ allLocations { totalCount } }\n# ${'x'.repeat(3000)}`;
   const r = await env.gql(admin.token, big);
