@@ -62,7 +62,7 @@ const schema = z.object({
   // Staff GraphQL (docs/staff.md): per-transaction timeout, document bounds, audit retention.
   STAFF_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(15000),
   STAFF_MAX_DEPTH: z.coerce.number().int().min(2).max(100).default(10),
-  STAFF_MAX_COST: z.coerce.number().int().min(10).max(1_000_000).default(5000),
+  STAFF_MAX_COST: z.coerce.number().int().min(10).max(1_000_000).default(50000),
   STAFF_MAX_ALIASES: z.coerce.number().int().min(0).max(1000).default(20),
   STAFF_MAX_ROWS: z.coerce.number().int().min(1).max(100_000).default(1000),
   STAFF_MAX_GROUPS: z.coerce.number().int().min(1).max(100_000).default(1000),

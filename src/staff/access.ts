@@ -33,6 +33,13 @@ export const STAFF_POOL_SIZE = 4;
 const AUDIT_BATCH_ROWS = 200;
 const AUDIT_BATCH_MS = 100;
 
+/**
+ * A request holds its turn at most STAFF_STATEMENT_TIMEOUT_MS plus this (planning, building and
+ * delivering the answer); past it its connection is closed and the turn given back (docs/staff.md
+ * "Admission"), so no request, whatever befalls it, keeps the staff GraphQL from answering.
+ */
+export const TURN_MARGIN_MS = 30_000;
+
 /** Paths of the GraphQL endpoint (and its event stream); everything else on the listener is open. */
 const GRAPHQL_PATH = /^\/graphql(\/|$)/i;
 
@@ -96,6 +103,8 @@ export interface StaffAccessOptions {
   onRefused?: (reason: 'busy') => void;
   /** The running and queued counts after each change: switchboard_staff_requests, likewise. */
   onAdmission?: (stats: AdmissionStats) => void;
+  /** How long a request may hold its turn (default: the statement timeout + TURN_MARGIN_MS); for tests. */
+  turnLimitMs?: number;
 }
 
 const busy = (retryAfter: number, limits: { maxRunning: number; maxQueued: number }) =>
@@ -123,6 +132,7 @@ const SERIAL = { max_parallel_workers_per_gather: '0' } as const;
 
 export async function startStaffAccess(connectionString: ConnectionTarget, opts: StaffAccessOptions): Promise<StaffAccess> {
   const limits = { ...DEFAULT_STAFF_LIMITS, ...opts.limits };
+  const turnLimitMs = opts.turnLimitMs ?? limits.statementTimeoutMs + TURN_MARGIN_MS;
   const log = opts.log.child({ component: 'staff-access' });
   const auditOn = opts.audit !== false;
   // Token look-ups and audit writes: a small pool of its own, so neither waits behind the API.
@@ -203,6 +213,15 @@ export async function startStaffAccess(connectionString: ConnectionTarget, opts:
       log.warn({ reason: 'missing or malformed', ip: peer(req) }, 'staff request refused');
       return sendError(res, unauthorized());
     }
+    // Listened for from the start: 'close' is emitted once, and a client that leaves while its
+    // token is looked up would otherwise never be seen to leave (it would take a turn and hold it).
+    let gone = false;
+    let onGone: (() => void) | null = null;
+    res.once('close', () => {
+      gone = true;
+      onGone?.();
+    });
+    const left = () => gone || res.closed || res.destroyed || req.socket.destroyed;
     const hash = hashToken(token);
     cache.member(hash, () => load(hash)).then(
       (member) => {
@@ -221,12 +240,16 @@ export async function startStaffAccess(connectionString: ConnectionTarget, opts:
           return (writeHead as (...a: unknown[]) => Response).call(this, refused ? 400 : code, ...rest);
         } as typeof res.writeHead;
         // One turn per request (src/staff/admission.ts), held until its response has closed
-        // (answer built, serialised and delivered); past the queue, 503 and nothing runs.
-        const ticket = admission.enter();
+        // (answer built, serialised and delivered); past the queue, 503 and nothing runs. A client
+        // already gone takes none: its row says rejected.
+        const ticket = left() ? null : admission.enter();
+        let watchdog: NodeJS.Timeout | undefined;
         // Recorded once the response's connection has closed and any execution has ended: a
         // request whose client left mid-execution is recorded with what it did.
-        res.once('close', () => {
+        const closed = () => {
+          if (s.closed) return;
           s.closed = true;
+          clearTimeout(watchdog);
           const delivered = res.writableFinished;
           // The turn is given back once the execution has ended too (a client that left does not
           // stop its query at once).
@@ -236,16 +259,31 @@ export async function startStaffAccess(connectionString: ConnectionTarget, opts:
           };
           if (s.execution) void s.execution.then(done);
           else done(null);
-        });
+        };
+        onGone = closed;
+        if (left()) return closed();
         if (!ticket) {
           onRefused('busy');
           log.warn({ reason: 'busy', member: member.id, ...admission.stats }, 'staff request refused');
           return sendError(res, busy(admission.retryAfterSeconds(), admission.limits));
         }
-        if (!ticket.queued) return next();
-        // Waiting: a client that leaves gives its place up (its row says rejected; nothing ran).
+        const run = () => {
+          // Waiting: a client that leaves gives its place up (its row says rejected; nothing ran).
+          if (left()) return closed();
+          // Whatever happens to the request, its turn comes back once its time bound has passed:
+          // its connection is closed and the turn given back, the row written when it has ended.
+          watchdog = setTimeout(() => {
+            log.warn({ member: member.id, turn_limit_ms: turnLimitMs }, 'staff request held its turn past its time bound; its connection is closed');
+            res.destroy();
+            closed();
+            ticket.leave();
+          }, turnLimitMs);
+          watchdog.unref();
+          next();
+        };
+        if (!ticket.queued) return run();
         void ticket.ready.then(() => {
-          if (!s.closed) next();
+          if (!s.closed) run();
         });
       },
       (err: unknown) => sendError(res, toApiError(err)),

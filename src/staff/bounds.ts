@@ -4,7 +4,8 @@
  * error naming the bound and nothing runs:
  * - the document's size (STAFF_MAX_DOCUMENT_BYTES) and tokens;
  * - its depth (STAFF_MAX_DEPTH) and cost (STAFF_MAX_COST): graphql-armor's max-depth and
- *   cost-limit visitors, run on the document alone (they read nothing but its fragments);
+ *   cost-limit visitors, run on the document alone (they read nothing but its fragments); the cost
+ *   is the document's as it runs: with the `first` added below, and `first`/`last` variables;
  * - its aliases (STAFF_MAX_ALIASES): each alias repeats a field, and so its whole answer;
  * - rows per connection (STAFF_MAX_ROWS): `first`/`last` above it, inline or in a variable, is
  *   refused; a connection that lists `nodes` or `edges` without either gets `first: STAFF_MAX_ROWS`
@@ -84,15 +85,34 @@ function rootFields(set: SelectionSetNode, fragments: Map<string, FragmentDefini
   return n;
 }
 
-function checkParsed(document: DocumentNode, variables: Record<string, unknown> | null | undefined, b: StaffBounds): CheckedDocument {
+/** Whether a field's selection lists rows (`nodes` or `edges`), directly or through fragments. */
+function listsRows(set: SelectionSetNode | undefined, fragments: Map<string, FragmentDefinitionNode>, seen = new Set<string>()): boolean {
+  return set?.selections.some((s) => {
+    if (s.kind === Kind.FIELD) return s.name.value === 'nodes' || s.name.value === 'edges';
+    if (s.kind === Kind.INLINE_FRAGMENT) return listsRows(s.selectionSet, fragments, seen);
+    const f = fragments.get(s.name.value);
+    return !!f && !seen.has(s.name.value) && listsRows(f.selectionSet, fragments, new Set([...seen, s.name.value]));
+  }) ?? false;
+}
+
+const isPaging = (a: ArgumentNode) => a.name.value === 'first' || a.name.value === 'last';
+const intArgument = (name: string, n: number): ArgumentNode =>
+  ({ kind: Kind.ARGUMENT, name: { kind: Kind.NAME, value: name }, value: { kind: Kind.INT, value: String(n) } });
+
+function fragmentsOf(document: DocumentNode): Map<string, FragmentDefinitionNode> {
   const fragments = new Map<string, FragmentDefinitionNode>();
   for (const d of document.definitions) if (d.kind === Kind.FRAGMENT_DEFINITION) fragments.set(d.name.value, d);
-  // graphql-armor's visitors need only getFragment from a validation context.
-  const context = { getFragment: (name: string) => fragments.get(name) } as unknown as ValidationContext;
+  return fragments;
+}
+
+/** graphql-armor's visitors need only getFragment from a validation context. */
+const contextOf = (fragments: Map<string, FragmentDefinitionNode>) => ({ getFragment: (name: string) => fragments.get(name) }) as unknown as ValidationContext;
+
+function checkParsed(document: DocumentNode, variables: Record<string, unknown> | null | undefined, b: StaffBounds): CheckedDocument {
+  const fragments = fragmentsOf(document);
   let refusal: string | null = null;
   const onReject = [(_: unknown, err: Error) => void (refusal ??= err.message.replace(/^Syntax Error: /, '').replace(/\.$/, ''))];
-  const depth = maxDepthRule({ n: b.maxDepth, ignoreIntrospection: true, exposeLimits: true, propagateOnRejection: false, onReject })(context) as unknown as VisitorOf;
-  const cost = costLimitRule({ maxCost: b.maxCost, ignoreIntrospection: true, exposeLimits: true, propagateOnRejection: false, onReject })(context) as unknown as VisitorOf;
+  const depth = maxDepthRule({ n: b.maxDepth, ignoreIntrospection: true, exposeLimits: true, propagateOnRejection: false, onReject })(contextOf(fragments)) as unknown as VisitorOf;
   for (const d of document.definitions) {
     if (d.kind !== Kind.OPERATION_DEFINITION) continue;
     refusal = null;
@@ -106,14 +126,14 @@ function checkParsed(document: DocumentNode, variables: Record<string, unknown> 
   visit(document, {
     Field(f: FieldNode) {
       if (f.alias) aliases += 1;
-      const listsRows = f.selectionSet?.selections.some((s) => s.kind === Kind.FIELD && (s.name.value === 'nodes' || s.name.value === 'edges')) ?? false;
-      const paging = (f.arguments ?? []).filter((a) => a.name.value === 'first' || a.name.value === 'last');
+      const rows = listsRows(f.selectionSet, fragments);
+      const paging = (f.arguments ?? []).filter(isPaging);
       for (const a of paging) {
         const n = rowsOf(a);
-        const fine = (n === null || n === undefined) ? !listsRows : Number.isInteger(n) && (n as number) <= b.maxRows;
+        const fine = (n === null || n === undefined) ? !rows : Number.isInteger(n) && (n as number) <= b.maxRows;
         if (!fine) throw new BoundError('rows', `${f.name.value}(${a.name.value}:) asks for more than ${b.maxRows} rows, or for all of them (STAFF_MAX_ROWS)`);
       }
-      if (listsRows && paging.length === 0) unbounded = true;
+      if (rows && paging.length === 0) unbounded = true;
     },
   });
   if (aliases > b.maxAliases) throw new BoundError('aliases', `Document has ${aliases} aliases, more than the limit of ${b.maxAliases} (STAFF_MAX_ALIASES)`);
@@ -125,20 +145,36 @@ function checkParsed(document: DocumentNode, variables: Record<string, unknown> 
     if (changes > 1) {
       throw new BoundError('mutation_fields', `A mutation document may make one change; this one has ${changes} top-level fields, each of which would commit on its own: send them as separate requests`);
     }
-    refusal = null;
-    cost.OperationDefinition.enter.call(cost, d);
-    if (refusal) throw new BoundError('cost', `${refusal} (STAFF_MAX_COST)`);
   }
-  if (!unbounded) return { document, rewritten: null };
-  const first: ArgumentNode = { kind: Kind.ARGUMENT, name: { kind: Kind.NAME, value: 'first' }, value: { kind: Kind.INT, value: String(b.maxRows) } };
-  const bounded = visit(document, {
-    Field(f: FieldNode) {
-      const listsRows = f.selectionSet?.selections.some((s) => s.kind === Kind.FIELD && (s.name.value === 'nodes' || s.name.value === 'edges')) ?? false;
-      if (!listsRows || (f.arguments ?? []).some((a) => a.name.value === 'first' || a.name.value === 'last')) return undefined;
-      return { ...f, arguments: [...(f.arguments ?? []), first] };
+  // The document as it will run: unbounded connections get `first: STAFF_MAX_ROWS`.
+  const bounded = unbounded
+    ? visit(document, {
+      Field(f: FieldNode) {
+        if (!listsRows(f.selectionSet, fragments) || (f.arguments ?? []).some(isPaging)) return undefined;
+        return { ...f, arguments: [...(f.arguments ?? []), intArgument('first', b.maxRows)] };
+      },
+    })
+    : document;
+  // Costed as it will run: graphql-armor multiplies by an inline `first`/`last` only, so the one
+  // added above and those given in variables are inlined for the count.
+  const costed = visit(bounded, {
+    Argument(a: ArgumentNode) {
+      if (!isPaging(a) || a.value.kind !== Kind.VARIABLE) return undefined;
+      const n = vars[a.value.name.value];
+      return typeof n === 'number' && Number.isInteger(n) ? intArgument(a.name.value, n) : undefined;
     },
   });
-  return { document, rewritten: print(bounded) };
+  const cost = costLimitRule({ maxCost: b.maxCost, ignoreIntrospection: true, exposeLimits: true, propagateOnRejection: false, onReject })(contextOf(fragmentsOf(costed))) as unknown as VisitorOf;
+  for (const d of costed.definitions) {
+    if (d.kind !== Kind.OPERATION_DEFINITION) continue;
+    refusal = null;
+    cost.OperationDefinition.enter.call(cost, d);
+    if (refusal) {
+      const implied = unbounded ? `; counted as it runs, with first: ${b.maxRows} (STAFF_MAX_ROWS) on each connection listing rows without first or last: ask for fewer rows` : '';
+      throw new BoundError('cost', `${refusal} (STAFF_MAX_COST${implied})`);
+    }
+  }
+  return { document, rewritten: unbounded ? print(bounded) : null };
 }
 
 interface VisitorOf {

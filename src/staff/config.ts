@@ -14,7 +14,7 @@ export interface StaffBounds {
 }
 
 export const DEFAULT_STAFF_BOUNDS: StaffBounds = {
-  maxDepth: 10, maxCost: 5000, maxAliases: 20, maxRows: 1000, maxGroups: 1000, maxAnswerBytes: 2_000_000, maxDocumentBytes: 100_000,
+  maxDepth: 10, maxCost: 50_000, maxAliases: 20, maxRows: 1000, maxGroups: 1000, maxAnswerBytes: 2_000_000, maxDocumentBytes: 100_000,
 };
 
 /** The bounds and the statement timeout of every staff request, and how many run at once (src/staff/admission.ts). */

@@ -5,7 +5,8 @@
  * about a location (`locationByRowId`, `updateLocationByRowId`…), and only a UUID is kept.
  * The ids are kept only when every top-level field names a location in its own arguments: one
  * that names none (`allCustomers`, `node`, `allLocations`) runs across locations, and so does the
- * request, whatever its other fields name (its row then has no ids).
+ * request, whatever its other fields name (its row then has no ids); so does one that selects a
+ * `query` field anywhere (a mutation payload's way back to every root field).
  */
 import { createHash } from 'node:crypto';
 import { Kind, type DocumentNode, type FragmentDefinitionNode, type OperationDefinitionNode, type SelectionSetNode, type ValueNode } from 'graphql';
@@ -78,6 +79,9 @@ export function summarizeOperation(doc: DocumentNode, operationName: string | nu
         for (const a of s.arguments ?? []) walkAst(a.value, a.name.value === 'locationId' || (locationField && ID_NAMES.has(a.name.value)), locationField);
         // Introspection (`__schema`, `__typename`) reads no records.
         if (root && !named && !s.name.value.startsWith('__')) across = true;
+        // A mutation payload's `query` is the whole Query type again: whatever the mutation
+        // named, what is read through it may be any location's (docs/staff.md "Audit").
+        if (!root && s.name.value === 'query') across = true;
         if (s.selectionSet) walkSet(s.selectionSet, false);
       } else if (s.kind === Kind.INLINE_FRAGMENT) {
         walkSet(s.selectionSet, root);

@@ -2,12 +2,16 @@
  * Admission of staff requests (docs/staff.md "Admission", src/staff/admission.ts): with
  * STAFF_MAX_RUNNING 1 and STAFF_MAX_QUEUED 1, a second request waits for the first to finish
  * before it runs, a third is refused at once with 503, the error envelope and Retry-After, counted
- * and audited as rejected; a waiting client that leaves gives its place up and runs nothing.
+ * and audited as rejected; a waiting client that leaves gives its place up and runs nothing, even
+ * when it left while its token was being looked up; a turn held past its time bound is given back.
  */
+import net from 'node:net';
 import type pg from 'pg';
+import { startStaffGraphql } from '../../src/admin/graphql.js';
 import { registry } from '../../src/metrics/registry.js';
 import { MAX_PAUSE_MS, StaffAdmission } from '../../src/staff/admission.js';
-import { startStaffEnv, type GqlResult, type StaffEnv } from './support.js';
+import { testLog } from '../support/harness.js';
+import { gqlAt, startStaffEnv, UNPACED, type GqlResult, type StaffEnv } from './support.js';
 
 const COUNT = 'query Count { allCalls { totalCount } }';
 let env: StaffEnv;
@@ -114,6 +118,67 @@ test('a waiting client that leaves gives its place up: nothing runs, the next on
   // It never reached the GraphQL layer: no document, no operation name, no status.
   expect(rows.filter((r) => r.outcome === 'rejected')).toEqual([expect.objectContaining({ http_status: null, root_fields: [], document_sha256: null })]);
   expect(rows.filter((r) => r.outcome === 'ok')).toHaveLength(2);
+});
+
+/** Sends a complete staff request on a socket of its own and returns the socket, not waiting for an answer. */
+async function sendRaw(url: string, token: string, query: string): Promise<net.Socket> {
+  const { hostname, port } = new URL(url);
+  const body = JSON.stringify({ query });
+  const socket = net.connect(Number(port), hostname);
+  await new Promise<void>((r, e) => socket.once('connect', r).once('error', e));
+  socket.on('error', () => undefined);
+  socket.write(`POST /graphql HTTP/1.1\r\nhost: ${hostname}\r\nauthorization: Bearer ${token}\r\ncontent-type: application/json\r\n`
+    + `accept: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+  return socket;
+}
+
+test('a client that leaves while its token is looked up takes no turn: the next request runs', async () => {
+  const auditBefore = (await env.audit()).length;
+  // A token never seen (not cached): its look-up waits behind a lock on the staff list.
+  const leaver = await env.member('viewer', 'leaver@staff.example.net');
+  const lock = await env.owner.connect();
+  try {
+    await lock.query('begin');
+    await lock.query('lock table staff.members in access exclusive mode');
+    const socket = await sendRaw(env.staff.url, leaver.token, 'query Left { allLocations { totalCount } }');
+    await until('the token look-up to wait', async () => (await env.owner.query(
+      `select 1 from pg_stat_activity where application_name = 'switchboard-staff' and wait_event_type = 'Lock'`)).rowCount === 1);
+    socket.destroy();
+    await new Promise((r) => setTimeout(r, 200)); // the server has seen the connection close
+  } finally {
+    await lock.query('commit');
+    lock.release();
+  }
+  await until('the look-up to end', async () => (await env.audit()).length > auditBefore);
+  const next = await env.gql(viewer.token, COUNT, undefined, {}, AbortSignal.timeout(5000));
+  expect(next.body).toEqual({ data: { allCalls: { totalCount: 2 } } });
+  expect(await metric('switchboard_staff_requests', { state: 'running' })).toBe(0);
+  const rows = (await env.audit()).slice(auditBefore);
+  expect(rows.map((r) => [r.member_id, r.outcome, r.http_status, r.root_fields])).toEqual([[leaver.id, 'rejected', null, []], [viewer.id, 'ok', 200, ['allCalls']]]);
+});
+
+test('a turn held past its time bound is given back: the connection is closed and the next request runs', async () => {
+  const bounded = await startStaffGraphql(env.db.url, '127.0.0.1', 0, { log: testLog, limits: { ...UNPACED, maxRunning: 1, maxQueued: 1 }, turnLimitMs: 1000 });
+  // The schema is built on the first request, which may take longer than the bound: built first.
+  await until('the schema to be built', async () => (await gqlAt(bounded.url, viewer.token, COUNT).catch(() => null))?.status === 200);
+  await bounded.flushAudit();
+  const auditBefore = (await env.audit()).length;
+  const lock = await lockCalls();
+  try {
+    const held = gqlAt(bounded.url, viewer.token, 'query Held { allCalls { totalCount } }').catch((e: Error) => e);
+    await until('the request to run', async () => (await staffActive()) === 1);
+    // Its statement still waits for the lock; its turn is given back after a second all the same.
+    expect(await held).toMatchObject({ message: 'fetch failed' });
+    const next = await gqlAt(bounded.url, viewer.token, 'query Next { allLocations { totalCount } }', undefined, {}, AbortSignal.timeout(5000));
+    expect(next.body).toEqual({ data: { allLocations: { totalCount: 2 } } });
+  } finally {
+    await lock.query('commit');
+    lock.release();
+    await bounded.flushAudit();
+    await bounded.close();
+  }
+  const rows = (await env.audit()).slice(auditBefore);
+  expect(rows.map((r) => [r.operation_name, r.outcome]).sort()).toEqual([['Held', 'client_gone'], ['Next', 'ok']]);
 });
 
 test('turns are paced (STAFF_TIME_SHARE): after a turn held d ms the next starts no sooner than d × (1/share − 1) later', async () => {

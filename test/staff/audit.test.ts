@@ -64,6 +64,20 @@ test('a request with one field across locations is audited as across locations, 
   expect(rows.map((r) => [r.operation_name, r.location_ids])).toEqual([['Fetch', [b]], ['Mixed', []], ['ById', []], ['ViaLocation', [b]]]);
 });
 
+test('a mutation whose payload reads through `query` is audited as across locations', async () => {
+  const admin = await env.member('admin');
+  const { a, b } = env.seed.locations;
+  const create = (n: number, payload: string) => `mutation Probe${n} { createFaq(input: { faq: { locationId: "${a}", question: "q${n}?", answer: "a" } }) { ${payload} } }`;
+  const probe = await env.gql(admin.token, create(7, 'query { allCalls(first: 10) { nodes { locationId } } }'));
+  // It read B's calls while naming only A.
+  expect(probe.body.data.createFaq.query.allCalls.nodes).toContainEqual({ locationId: b });
+  const viaFragment = await env.gql(admin.token, create(8, '...Back') + ' fragment Back on CreateFaqPayload { back: query { allLocations { totalCount } } }');
+  expect(viaFragment.body.errors).toBeUndefined();
+  expect((await env.gql(admin.token, create(9, 'faq { rowId }'))).body.errors).toBeUndefined();
+  const rows = await env.audit();
+  expect(rows.map((r) => [r.operation_name, r.location_ids])).toEqual([['Probe7', []], ['Probe8', []], ['Probe9', [a]]]);
+});
+
 test('failures are recorded too: permission denied is an error, past the depth bound is rejected, a mutation names its location', async () => {
   const viewer = await env.member('viewer');
   const admin = await env.member('admin');

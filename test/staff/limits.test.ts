@@ -7,7 +7,8 @@
  */
 import { pino } from 'pino';
 import { startStaffGraphql } from '../../src/admin/graphql.js';
-import { startStaffEnv, type StaffEnv } from './support.js';
+import { testLog } from '../support/harness.js';
+import { gqlAt, startStaffEnv, UNPACED, type StaffEnv } from './support.js';
 
 let env: StaffEnv;
 let admin: { id: string; token: string };
@@ -32,7 +33,7 @@ test('a document costlier than the bound is refused with a clear error', async (
   const r = await env.gql(admin.token, wide);
   expect(r.status).toBe(400);
   expect(r.body.data).toBeUndefined();
-  expect(r.body.errors).toEqual([expect.objectContaining({ message: expect.stringMatching(/^Query Cost limit of 300 exceeded, found [\d.]+ \(STAFF_MAX_COST\)$/) })]);
+  expect(r.body.errors).toEqual([expect.objectContaining({ message: expect.stringMatching(/^Query Cost limit of 300 exceeded, found [\d.]+ \(STAFF_MAX_COST; counted as it runs, with first: 1 \(STAFF_MAX_ROWS\) on each connection listing rows without first or last: ask for fewer rows\)$/) })]);
   await env.staff.flushAudit();
   const rows = await env.audit();
   expect(rows.at(-1)).toMatchObject({ outcome: 'rejected', root_fields: [], http_status: 400 });
@@ -102,6 +103,36 @@ test('rows per connection: first/last past the bound is refused, inline or in a 
   expect(capped.body.data.allCalls.nodes).toHaveLength(1);
   // A count alone lists no rows and needs no bound.
   expect((await env.gql(admin.token, '{ allCalls { totalCount } }')).body).toEqual({ data: { allCalls: { totalCount: 2 } } });
+});
+
+test('rows listed through an inline or named fragment get the default page too', async () => {
+  for (const q of [
+    '{ allCalls { pageInfo { hasNextPage } ... on CallConnection { nodes { rowId } } } }',
+    '{ allCalls { ...Rows } } fragment Rows on CallConnection { pageInfo { hasNextPage } edges { node { rowId } } }',
+  ]) {
+    const r = await env.gql(admin.token, q);
+    expect([r.status, r.body.errors]).toEqual([200, undefined]);
+    expect(r.body.data.allCalls.pageInfo).toEqual({ hasNextPage: true });
+    expect(r.body.data.allCalls.nodes ?? r.body.data.allCalls.edges).toHaveLength(1);
+  }
+});
+
+test('the cost counts a connection as it runs: without first, or with first in a variable, as with it inline', async () => {
+  const defaults = await startStaffGraphql(env.db.url, '127.0.0.1', 0, { log: testLog, limits: UNPACED });
+  try {
+    const nested = (first: string) => `{ allLocations${first} { nodes { callsByLocationId${first} { nodes { rowId } } } } }`;
+    for (const q of [nested('(first: 1000)'), nested(''), `query($n: Int) ${nested('(first: $n)')}`]) {
+      const r = await gqlAt(defaults.url, admin.token, q, q.includes('$n') ? { n: 1000 } : undefined);
+      expect([q, r.status]).toEqual([q, 400]);
+      expect(r.body.errors).toEqual([expect.objectContaining({ message: expect.stringMatching(/^Query Cost limit of 50000 exceeded, found \d+ \(STAFF_MAX_COST/),
+        extensions: expect.objectContaining({ bound: 'cost' }) })]);
+    }
+    // A single page of the default size stays within the default cost.
+    const page = await gqlAt(defaults.url, admin.token, '{ allCalls { nodes { rowId locationId outcome durationSec startedAt } } }');
+    expect([page.status, page.body.data?.allCalls.nodes.length]).toEqual([200, 2]);
+  } finally {
+    await defaults.close();
+  }
 });
 
 test('a document larger than the bound is refused before it is parsed', async () => {

@@ -106,13 +106,13 @@ export async function gqlAt(url: string, token: string | null, query: string, va
   return { status: res.status, headers: res.headers, body, text };
 }
 
-export async function startStaffEnv(opts: { limits?: Partial<StaffLimits>; db?: TestDatabase; log?: Logger } = {}): Promise<StaffEnv> {
+export async function startStaffEnv(opts: { limits?: Partial<StaffLimits>; db?: TestDatabase; log?: Logger; turnLimitMs?: number } = {}): Promise<StaffEnv> {
   const db = opts.db ?? (await createTestDatabase());
   const owner = createOwnerPool(db.url, 4, 'test-staff-owner');
   const s = await seed(owner);
   // Unpaced unless a test asks (test/staff/admission.test.ts tests the pacing): the suites send
   // requests back to back, and a quarter of the pace only makes them slower.
-  const staff = await startStaffGraphql(db.url, '127.0.0.1', 0, { log: opts.log ?? testLog, limits: { ...UNPACED, ...opts.limits } });
+  const staff = await startStaffGraphql(db.url, '127.0.0.1', 0, { log: opts.log ?? testLog, limits: { ...UNPACED, ...opts.limits }, turnLimitMs: opts.turnLimitMs });
   return {
     db,
     owner,
