@@ -145,7 +145,11 @@ try {
   await program.parseAsync(process.argv);
 } catch (err) {
   if (err instanceof CommanderError && (err.code === 'commander.helpDisplayed' || err.code === 'commander.version')) process.exit(0);
-  // Commander shows the usage (on stderr) when a command with subcommands is given none.
-  if (err instanceof CommanderError && err.code === 'commander.help') fail(missingCommand(process.argv.slice(2)));
+  // `commander.help` is both the `help [command]` command (exit code 0: the usage was asked for)
+  // and the usage Commander shows when a command with subcommands is given none (exit code 1).
+  if (err instanceof CommanderError && err.code === 'commander.help') {
+    if (err.exitCode === 0) process.exit(0);
+    fail(missingCommand(process.argv.slice(2)));
+  }
   fail(err);
 }
