@@ -11,24 +11,20 @@ import { loadConfig } from '../config.js';
 import { resolveDatabase } from '../db/connection.js';
 import { migrateDatabase } from '../db/migrate.js';
 import { callFn, createOwnerPool } from '../db/pools.js';
-import { ApiError, toApiError } from '../http/errors.js';
+import { ApiError } from '../http/errors.js';
 import { industries, memberRoles } from '../allowed-values.js';
 import { e164, timezone } from '../http/schemas.js';
 import { createLogger } from '../log.js';
 import { registerDemoCommands } from './demo-seed.js';
+import { exitWithError } from './errors.js';
 import { registerErasureCommands } from './erasure.js';
 import { registerStaffCommands } from './staff.js';
 
 const ALL = 'all';
 
 function fail(err: unknown): never {
-  const e = err instanceof CommanderError
-    ? new ApiError(400, 'validation_error', err.message.replace(/^error: /, ''), {})
-    : toApiError(err);
-  const message = e.status === 500 && err instanceof Error ? err.message : e.message;
-  // Synchronous: process.exit() must not cut a piped stdout short.
-  writeSync(1, `${JSON.stringify({ error: { code: e.code, message, details: e.details } })}\n`);
-  process.exit(1);
+  if (err instanceof CommanderError) exitWithError(err, new ApiError(400, 'validation_error', err.message.replace(/^error: /, ''), {}));
+  exitWithError(err);
 }
 
 function parseWith<T>(schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: { issues: { message: string }[] } } }, name: string, value: unknown): T {
