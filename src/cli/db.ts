@@ -11,6 +11,7 @@ import { loadConfig } from '../config.js';
 import { ensureDatabase } from '../db/embedded/index.js';
 import { resolveDatabase, type Database } from '../db/connection.js';
 import { projectRoot } from '../db/migrate.js';
+import { createOwnerPool } from '../db/pools.js';
 import { createLogger } from '../log.js';
 import { runMigrations } from 'graphile-worker';
 import { exitWithError } from './errors.js';
@@ -27,8 +28,14 @@ try {
     env.ROOT_DATABASE_URL = db.embedded.urlFor('postgres');
     await ensureDatabase(env.ROOT_DATABASE_URL, 'switchboard_shadow');
   }
-  // Our migrations grant on graphile_worker objects, so its schema must exist first (also in the shadow).
-  await runMigrations({ connectionString: db.url });
+  // Our migrations grant on graphile_worker objects, so its schema must exist first (also in the
+  // shadow). On a pool of ours: its connection is bounded (src/db/pools.ts), graphile-worker's own is not.
+  const pgPool = createOwnerPool(db.url, 1, 'switchboard-db');
+  try {
+    await runMigrations({ pgPool });
+  } finally {
+    await Promise.race([pgPool.end(), new Promise((r) => setTimeout(r, 1000).unref())]);
+  }
 } catch (err) {
   // A database that is down or refuses us: the CLI's one error line (src/cli/errors.ts), not a stack.
   await db?.stop().catch(() => undefined);

@@ -10,7 +10,7 @@ import { mintToken } from '../auth/tokens.js';
 import { loadConfig } from '../config.js';
 import { resolveDatabase } from '../db/connection.js';
 import { migrateDatabase } from '../db/migrate.js';
-import { callFn, createOwnerPool } from '../db/pools.js';
+import { callFn, createOwnerPool, type StatementBound } from '../db/pools.js';
 import { ApiError } from '../http/errors.js';
 import { industries, memberRoles } from '../allowed-values.js';
 import { e164, timezone } from '../http/schemas.js';
@@ -33,18 +33,26 @@ function parseWith<T>(schema: { safeParse(v: unknown): { success: true; data: T 
   return r.data;
 }
 
+/**
+ * How long a CLI statement may run: cancelled by the server at 60 s, given up on 5 s later
+ * (src/db/pools.ts); `demo seed` gives its batches longer (src/cli/demo-seed.ts).
+ */
+const CLI_BOUND: StatementBound = { statementTimeoutMs: 60_000 };
+
 /** `fn` on an owner pool of `connections` connections, its result printed as JSON. */
-async function withDb<T>(fn: (pool: pg.Pool) => Promise<T>, connections = 2): Promise<void> {
+async function withDb<T>(fn: (pool: pg.Pool) => Promise<T>, connections = 2, bound = CLI_BOUND): Promise<void> {
   const cfg = loadConfig();
   const log = createLogger(cfg.LOG_LEVEL === 'info' ? 'warn' : cfg.LOG_LEVEL, 2);
   const db = await resolveDatabase(cfg, log);
-  const pool = createOwnerPool(db.url, connections, 'switchboard-cli');
+  const pool = createOwnerPool(db.url, connections, 'switchboard-cli', bound);
   try {
     await migrateDatabase(db.url, log);
     const out = await fn(pool);
     writeSync(1, `${JSON.stringify(out, null, 2)}\n`);
   } finally {
-    await pool.end();
+    // An idle connection's goodbye waits for the server's: one that stopped answering must not
+    // keep the CLI from printing its error and exiting.
+    await Promise.race([pool.end(), new Promise((r) => setTimeout(r, 1000).unref())]);
     await db.stop();
   }
 }
