@@ -7,7 +7,7 @@ import type { Config } from './config.js';
 import { lowerPoolPriority } from './db/backend-priority.js';
 import { resolveDatabase, type Database } from './db/connection.js';
 import { migrateDatabase } from './db/migrate.js';
-import { createApiPool, createOwnerPool, createWorkerPool, INGESTION_POOL_SIZE } from './db/pools.js';
+import { createApiPool, createOwnerPool, createWorkerPool, INGESTION_POOL_SIZE, REQUEST_BOUND } from './db/pools.js';
 import { superviseEmbedded } from './db/supervisor.js';
 import { DeferredWakeups } from './db/wakeups.js';
 import { answerClientErrors } from './http/client-error.js';
@@ -73,7 +73,8 @@ export async function startService(cfg: Config, log: Logger, mode: Mode = 'all',
       // Voice and billing webhooks: their commits are durable and wait for the WAL flush about as
       // long as they compute, so 10 connections keep twice as many in flight (and in each flush)
       // as the default 5; +19–22 % ingestion in alternating bench runs (docs/performance.md).
-      const ownerPool = createOwnerPool(db.target, INGESTION_POOL_SIZE);
+      // Bounded like the API's: the voice platform and Stripe wait for these answers too.
+      const ownerPool = createOwnerPool(db.target, INGESTION_POOL_SIZE, 'switchboard', REQUEST_BOUND);
       pools.push(apiPool, ownerPool);
       trackPool('api', apiPool);
       trackPool('ingestion', ownerPool);

@@ -9,10 +9,13 @@ import { SingleBar, Presets } from 'cli-progress';
 import type { Command } from 'commander';
 import type pg from 'pg';
 import { z } from 'zod';
-import { callFn } from '../db/pools.js';
+import { callFn, type StatementBound } from '../db/pools.js';
 
 type Parse = <T>(schema: z.ZodType<T>, name: string, value: unknown) => T;
-type WithDb = (fn: (pool: pg.Pool) => Promise<unknown>, connections?: number) => Promise<void>;
+type WithDb = (fn: (pool: pg.Pool) => Promise<unknown>, connections?: number, bound?: StatementBound) => Promise<void>;
+
+/** A batch (up to 100,000 calls in one statement) and the finishing step may run long. */
+export const SEED_BOUND: StatementBound = { statementTimeoutMs: 30 * 60_000 };
 
 /** One transaction of the seed: `calls` calls that started from `dayTo` to `dayFrom` days ago. */
 export interface SeedBatch { calls: number; dayFrom: number; dayTo: number }
@@ -177,6 +180,6 @@ export function registerDemoCommands(program: Command, withDb: WithDb, parseWith
         }
         await pool.query('analyze app.calls, app.leads, app.bookings, app.customers');
         return summary;
-      }, jobs);
+      }, jobs, SEED_BOUND);
     });
 }

@@ -10,25 +10,21 @@ import { mintToken } from '../auth/tokens.js';
 import { loadConfig } from '../config.js';
 import { resolveDatabase } from '../db/connection.js';
 import { migrateDatabase } from '../db/migrate.js';
-import { callFn, createOwnerPool } from '../db/pools.js';
-import { ApiError, toApiError } from '../http/errors.js';
+import { callFn, createOwnerPool, type StatementBound } from '../db/pools.js';
+import { ApiError } from '../http/errors.js';
 import { industries, memberRoles } from '../allowed-values.js';
 import { e164, timezone } from '../http/schemas.js';
 import { createLogger } from '../log.js';
 import { registerDemoCommands } from './demo-seed.js';
+import { exitWithError } from './errors.js';
 import { registerErasureCommands } from './erasure.js';
 import { registerStaffCommands } from './staff.js';
 
 const ALL = 'all';
 
 function fail(err: unknown): never {
-  const e = err instanceof CommanderError
-    ? new ApiError(400, 'validation_error', err.message.replace(/^error: /, ''), {})
-    : toApiError(err);
-  const message = e.status === 500 && err instanceof Error ? err.message : e.message;
-  // Synchronous: process.exit() must not cut a piped stdout short.
-  writeSync(1, `${JSON.stringify({ error: { code: e.code, message, details: e.details } })}\n`);
-  process.exit(1);
+  if (err instanceof CommanderError) exitWithError(err, new ApiError(400, 'validation_error', err.message.replace(/^error: /, ''), {}));
+  exitWithError(err);
 }
 
 function parseWith<T>(schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: { issues: { message: string }[] } } }, name: string, value: unknown): T {
@@ -37,18 +33,26 @@ function parseWith<T>(schema: { safeParse(v: unknown): { success: true; data: T 
   return r.data;
 }
 
+/**
+ * How long a CLI statement may run: cancelled by the server at 60 s, given up on 5 s later
+ * (src/db/pools.ts); `demo seed` gives its batches longer (src/cli/demo-seed.ts).
+ */
+const CLI_BOUND: StatementBound = { statementTimeoutMs: 60_000 };
+
 /** `fn` on an owner pool of `connections` connections, its result printed as JSON. */
-async function withDb<T>(fn: (pool: pg.Pool) => Promise<T>, connections = 2): Promise<void> {
+async function withDb<T>(fn: (pool: pg.Pool) => Promise<T>, connections = 2, bound = CLI_BOUND): Promise<void> {
   const cfg = loadConfig();
   const log = createLogger(cfg.LOG_LEVEL === 'info' ? 'warn' : cfg.LOG_LEVEL, 2);
   const db = await resolveDatabase(cfg, log);
-  const pool = createOwnerPool(db.url, connections, 'switchboard-cli');
+  const pool = createOwnerPool(db.url, connections, 'switchboard-cli', bound);
   try {
     await migrateDatabase(db.url, log);
     const out = await fn(pool);
     writeSync(1, `${JSON.stringify(out, null, 2)}\n`);
   } finally {
-    await pool.end();
+    // An idle connection's goodbye waits for the server's: one that stopped answering must not
+    // keep the CLI from printing its error and exiting.
+    await Promise.race([pool.end(), new Promise((r) => setTimeout(r, 1000).unref())]);
     await db.stop();
   }
 }
@@ -145,7 +149,11 @@ try {
   await program.parseAsync(process.argv);
 } catch (err) {
   if (err instanceof CommanderError && (err.code === 'commander.helpDisplayed' || err.code === 'commander.version')) process.exit(0);
-  // Commander shows the usage (on stderr) when a command with subcommands is given none.
-  if (err instanceof CommanderError && err.code === 'commander.help') fail(missingCommand(process.argv.slice(2)));
+  // `commander.help` is both the `help [command]` command (exit code 0: the usage was asked for)
+  // and the usage Commander shows when a command with subcommands is given none (exit code 1).
+  if (err instanceof CommanderError && err.code === 'commander.help') {
+    if (err.exitCode === 0) process.exit(0);
+    fail(missingCommand(process.argv.slice(2)));
+  }
   fail(err);
 }

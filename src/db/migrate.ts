@@ -5,6 +5,7 @@ import { Logger as GraphileLogger, migrate as gmMigrate, watch as gmWatch, type 
 import { runMigrations as workerMigrations, Logger as WorkerLogger } from 'graphile-worker';
 import pg from 'pg';
 import type { Logger } from '../log.js';
+import { CONNECT_TIMEOUT_MS } from './pools.js';
 // graphile-migrate keeps its pools ~200 ms after use and exits the process if an idle one errors
 // (as when the embedded cluster stops); ending them right after migrating avoids that.
 import pgReal from 'graphile-migrate/dist/pgReal.js';
@@ -54,7 +55,9 @@ export async function migrateDatabase(
   // exclusive lock") when another process holds it, so an API and a worker starting together on
   // one database would crash one of them. This session lock makes the second wait, then find the
   // schema up to date.
-  const lock = new pg.Client({ connectionString });
+  // Bounded like the pools' connections: a database that does not answer fails start-up and the
+  // CLI as unavailable instead of hanging (docs/operations.md, "A database that does not answer").
+  const lock = new pg.Client({ connectionString, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true });
   await lock.connect();
   try {
     await lock.query('select pg_advisory_lock($1)', [MIGRATE_LOCK]);
@@ -94,7 +97,7 @@ export async function assertSameChain(connectionString: string): Promise<void> {
       // graphile-migrate records a committed file by its number only (000003-foo.sql → 000003.sql).
       .map((f) => [f.replace(/^(\d+).*$/, '$1.sql'), /^--! Hash: (\S+)$/m.exec(fs.readFileSync(path.join(dir, f), 'utf8'))?.[1]] as const),
   );
-  const client = new pg.Client({ connectionString });
+  const client = new pg.Client({ connectionString, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
   await client.connect();
   try {
     const { rows } = await client.query<{ filename: string; hash: string }>(

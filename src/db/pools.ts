@@ -23,19 +23,43 @@ export function dynamicClient(target: () => string): typeof pg.Client {
 }
 
 /**
+ * How long a pool's statements may take. The server cancels one at `statementTimeoutMs`
+ * (`statement_timeout`); the client gives up at `answerTimeoutMs` (node-postgres's
+ * `query_timeout`, default ANSWER_MARGIN_MS more), which only a server that does not answer at
+ * all reaches: frozen, or cut off without a reset. The connection is then discarded
+ * (docs/operations.md, "A database that does not answer").
+ */
+export interface StatementBound {
+  statementTimeoutMs: number;
+  answerTimeoutMs?: number;
+}
+
+/** How much longer than its statement_timeout a pool waits for the server's answer. */
+export const ANSWER_MARGIN_MS = 5000;
+
+/** The API's requests and the ingestion routes': cancelled after 15 s, given up on after 20 s. */
+export const REQUEST_BOUND: StatementBound = { statementTimeoutMs: 15_000 };
+
+/** How long making a connection may take, TCP and start-up packet both. */
+export const CONNECT_TIMEOUT_MS = 5000;
+
+/**
  * Pool of the public API. Every connection runs as `switchboard_api` from its first packet, so
  * nothing the Express layer sends can see a row RLS does not allow.
  */
-export function createApiPool(connectionString: ConnectionTarget, max = 10): pg.Pool {
-  return makePool(connectionString, max, 'switchboard-api', '-c role=switchboard_api -c statement_timeout=15000');
+export function createApiPool(connectionString: ConnectionTarget, max = 10, bound: StatementBound = REQUEST_BOUND): pg.Pool {
+  return makePool(connectionString, max, 'switchboard-api', '-c role=switchboard_api', bound);
 }
 
 /** Connections of the API process's owner pool, which serves the voice and billing webhooks. */
 export const INGESTION_POOL_SIZE = 10;
 
-/** Owner pool for ingestion routes, worker helpers and the CLI: calls SECURITY DEFINER functions. */
-export function createOwnerPool(connectionString: ConnectionTarget, max = 5, name = 'switchboard'): pg.Pool {
-  return makePool(connectionString, max, name);
+/**
+ * Owner pool for ingestion routes, worker helpers and the CLI: calls SECURITY DEFINER functions.
+ * Unbounded unless given a `bound` (the ingestion pool and the CLI give theirs).
+ */
+export function createOwnerPool(connectionString: ConnectionTarget, max = 5, name = 'switchboard', bound?: StatementBound): pg.Pool {
+  return makePool(connectionString, max, name, undefined, bound);
 }
 
 /**
@@ -45,22 +69,64 @@ export function createOwnerPool(connectionString: ConnectionTarget, max = 5, nam
  * or the re-run job sends again, which is the at-least-once the delivery rules already promise.
  * Not waiting for the WAL flush keeps these frequent small transactions from queueing on the
  * disk with the ingestion commits, which must be durable (docs/performance.md).
+ * No statement bound: its tasks' statements may run long, and a worker waiting out a database
+ * that does not answer only delays work that resumes when it answers.
  */
 export function createWorkerPool(connectionString: ConnectionTarget, max = 12, name = 'switchboard-worker'): pg.Pool {
   return makePool(connectionString, max, name, '-c synchronous_commit=off');
 }
 
 /**
+ * A pg.Client class that ends its connection when a query's answer times out: the statement may
+ * still be on the server (or in its socket), so nothing else may be queued behind it, and a
+ * `rollback` sent after it would wait out the bound again. The pool then drops the client
+ * (released or not: pg-pool keeps no client that is ending), and the server, when it reads the
+ * closed connection, rolls back a transaction left open.
+ */
+function discardOnAnswerTimeout(Base: typeof pg.Client): typeof pg.Client {
+  const Bounded = class extends Base {};
+  const query = Base.prototype.query as (...args: unknown[]) => unknown;
+  const discard = (client: pg.Client, err: unknown) => {
+    if (isAnswerTimeout(err)) void client.end().catch(() => undefined);
+  };
+  (Bounded.prototype as { query: unknown }).query = function (this: pg.Client, ...args: unknown[]): unknown {
+    const at = args.findIndex((a) => typeof a === 'function');
+    if (at >= 0) {
+      const callback = args[at] as (err: unknown, res: unknown) => void;
+      args[at] = (err: unknown, res: unknown) => {
+        discard(this, err);
+        callback(err, res);
+      };
+      return query.apply(this, args);
+    }
+    const result = query.apply(this, args);
+    // Registered before the caller's own handlers, so the client is ending when they run.
+    if (result instanceof Promise) result.catch((err: unknown) => discard(this, err));
+    return result;
+  };
+  return Bounded;
+}
+
+/** node-postgres's error when `query_timeout` passes without the server's answer. */
+export const isAnswerTimeout = (err: unknown): boolean => (err as Error | undefined)?.message === 'Query read timeout';
+
+/**
  * The settings every pool shares; `options` are session settings sent with each connection's
  * start-up packet. An idle client losing its connection (database restart) must not crash the
- * process.
+ * process. TCP keepalives find a connection whose peer is gone (host down, network cut); the
+ * `bound` also covers a server that is there but does not answer.
  */
-function makePool(target: ConnectionTarget, max: number, applicationName: string, options?: string): pg.Pool {
+function makePool(target: ConnectionTarget, max: number, applicationName: string, options?: string, bound?: StatementBound): pg.Pool {
+  const settings = [options, bound && `-c statement_timeout=${bound.statementTimeoutMs}`].filter(Boolean).join(' ');
   const pool = new pg.Pool({
-    ...(typeof target === 'string' ? { connectionString: target } : { Client: dynamicClient(target) }),
+    ...(typeof target === 'string' ? { connectionString: target } : {}),
+    Client: discardOnAnswerTimeout(typeof target === 'string' ? pg.Client : dynamicClient(target)),
     max,
-    ...(options ? { options } : {}),
-    connectionTimeoutMillis: 5000,
+    ...(settings ? { options: settings } : {}),
+    ...(bound ? { query_timeout: bound.answerTimeoutMs ?? bound.statementTimeoutMs + ANSWER_MARGIN_MS } : {}),
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000,
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
     idleTimeoutMillis: 30000,
     application_name: applicationName,
   } as pg.PoolConfig);

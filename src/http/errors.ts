@@ -127,7 +127,9 @@ export function toApiError(err: unknown): ApiError {
     const [message, details] = constraintMessage(e);
     return new ApiError(status, code, message, details);
   }
-  if ((e?.code && (UNAVAILABLE.has(e.code) || NET_CODES.has(e.code))) || /Connection terminated|timeout exceeded when trying to connect|is not queryable/i.test(e?.message ?? '')) {
+  // node-postgres's own: the connection dropped, no connection within connectionTimeoutMillis (a
+  // pool's message, a client's), or no answer within the pool's query_timeout (src/db/pools.ts).
+  if ((e?.code && (UNAVAILABLE.has(e.code) || NET_CODES.has(e.code))) || /Connection terminated|timeout exceeded when trying to connect|^timeout expired$|is not queryable|^Query read timeout$/i.test(e?.message ?? '')) {
     return new ApiError(503, 'unavailable', 'The database is unavailable; try again shortly', {}, { 'retry-after': '5' });
   }
   return new ApiError(500, 'internal_error', 'Internal server error');

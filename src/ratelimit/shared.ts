@@ -12,6 +12,7 @@
  * only shortfall (small: leases shrink as the budget runs out).
  */
 import type pg from 'pg';
+import { isAnswerTimeout } from '../db/pools.js';
 
 const WINDOW_MS = 60_000;
 
@@ -23,7 +24,8 @@ interface KeyState {
   used: number;
   /** The database granted nothing more: refuse until the minute ends. */
   exhausted: boolean;
-  pending: Promise<void> | null;
+  /** The lease being fetched; resolves to the error when the database did not answer it in time. */
+  pending: Promise<Error | undefined> | null;
   /** The database knows no active API key with this hash (nothing was written). */
   unknown: boolean;
 }
@@ -70,7 +72,10 @@ export class SharedRateLimit {
       }
       if (s.exhausted) return this.verdict(false, s, t);
       if (t < this.failOpenUntil) return this.verdict(true, s, t);
-      await (s.pending ?? this.lease(key, s));
+      const unanswered = await (s.pending ?? this.lease(key, s));
+      // The wait already spent the pool's bound: the request fails 503 now rather than wait as long
+      // again on its own call (docs/operations.md, "A database that does not answer").
+      if (unanswered) throw unanswered;
       if (s.unknown) {
         // Not remembered: random tokens take no memory here (RateLimiter counts them per address).
         if (this.keys.get(key) === s) this.keys.delete(key);
@@ -90,7 +95,7 @@ export class SharedRateLimit {
     return Math.max(1, Math.min(Math.ceil(this.limit / 20), Math.floor((this.limit - s.used) / 8)));
   }
 
-  private lease(key: string, s: KeyState): Promise<void> {
+  private lease(key: string, s: KeyState): Promise<Error | undefined> {
     const want = this.chunk(s);
     s.pending = this.pool
       .query<{ granted: number | null; used: number | null }>({
@@ -98,7 +103,7 @@ export class SharedRateLimit {
         text: 'select granted, used from app.rate_limit_take($1, $2, $3, $4)',
         values: [key, s.window, want, this.limit],
       })
-      .then(({ rows: [r] }) => {
+      .then(({ rows: [r] }): undefined => {
         if (r.granted === null || r.used === null) {
           s.unknown = true;
           return;
@@ -108,8 +113,9 @@ export class SharedRateLimit {
         s.used = r.used;
         if (r.granted === 0) s.exhausted = true;
       })
-      .catch(() => {
+      .catch((err: Error) => {
         this.failOpenUntil = this.now() + 1000;
+        return isAnswerTimeout(err) ? err : undefined;
       })
       .finally(() => {
         s.pending = null;

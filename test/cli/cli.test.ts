@@ -69,6 +69,18 @@ test('no command, or a command that needs a subcommand without one: a missing-co
   expect([help.code, help.stdout]).toEqual([0, '']);
 });
 
+test('the help command prints the usage on stderr and exits 0, for the program and for a subcommand', async () => {
+  // Setup: the usage lists `help [command]` (docs/api-contract.md §4: help exits 0).
+  // Action
+  const top = await runCli(['help'], env);
+  const sub = await runCli(['staff', 'help', 'create'], env);
+  // Assertions
+  expect([top.code, top.stdout]).toEqual([0, '']);
+  expect(top.stderr).toMatch(/^Usage: switchboard \[options\] \[command\]/);
+  expect([sub.code, sub.stdout]).toEqual([0, '']);
+  expect(sub.stderr).toMatch(/^Usage: switchboard staff create \[options\]/);
+});
+
 test('errors print the envelope on stdout and exit non-zero', async () => {
   const dup = await runCli(['location', 'create', '--name', 'Again', '--slug', 'bay-plumbing'], env);
   expect(dup.code).not.toBe(0);

@@ -1,7 +1,7 @@
 /**
  * `npm run migrate` (README: apply the committed migrations, what start-up does) runs against an
  * empty database and leaves every committed migration applied. It once pointed at a CLI command
- * that does not exist.
+ * that does not exist. `npm run db` against a database that is down ends like a CLI error.
  */
 import { execFile } from 'node:child_process';
 import { readdirSync } from 'node:fs';
@@ -10,7 +10,7 @@ import { promisify } from 'node:util';
 import pg from 'pg';
 import { projectRoot } from '../../src/db/migrate.js';
 import { createEmptyDatabase, type TestDatabase } from '../support/db.js';
-import { childEnv } from '../support/spawn.js';
+import { childEnv, freePort, tsxBin } from '../support/spawn.js';
 
 const run = promisify(execFile);
 let db: TestDatabase;
@@ -32,3 +32,20 @@ test('npm run migrate applies every committed migration to an empty database', a
     await client.end();
   }
 }, 120_000);
+
+
+test('npm run db against a database that is down prints one unavailable error line (no password, no stack) and exits 1', async () => {
+  // Setup: nothing listens on the port.
+  const url = `postgres://operator:s3cret-pw@127.0.0.1:${await freePort()}/switchboard`;
+  // Action: what `npm run -s db -- status` runs.
+  const failed = await run(tsxBin, ['src/cli/db.ts', 'status'], { cwd: projectRoot, env: childEnv({ DATABASE_URL: url }), timeout: 60_000 })
+    .then(() => ({ code: 0, stdout: '', stderr: '' }), (err: { code: number; stdout: string; stderr: string }) => err);
+  // Assertions
+  expect(failed.code).toBe(1);
+  expect(failed.stdout.trim().split('\n')).toHaveLength(1);
+  expect(JSON.parse(failed.stdout)).toEqual({
+    error: { code: 'unavailable', message: expect.stringMatching(/^The database is unavailable; try again shortly \(connect ECONNREFUSED 127\.0\.0\.1:\d+\)$/), details: {} },
+  });
+  expect(failed.stderr).not.toMatch(/^\s+at /m);
+  expect(failed.stdout + failed.stderr).not.toContain('s3cret-pw');
+}, 90_000);

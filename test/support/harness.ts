@@ -13,7 +13,7 @@ import { pino } from 'pino';
 import { scopes } from '../../src/allowed-values.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { answerClientErrors } from '../../src/http/client-error.js';
-import { callFn, createApiPool, createOwnerPool } from '../../src/db/pools.js';
+import { callFn, createApiPool, createOwnerPool, type StatementBound } from '../../src/db/pools.js';
 import { createApp } from '../../src/http/app.js';
 import { hashToken } from '../../src/auth/tokens.js';
 import { createLogger, redactPaths, type Logger } from '../../src/log.js';
@@ -43,14 +43,20 @@ export interface TestApiOptions {
   ca?: ExtraCa;
   /** The app's logger (testLog unless given; see memoryLog). */
   log?: Logger;
+  /**
+   * The app's pools connect to `url` (a proxy in front of the database, test/support/freezable-proxy.ts)
+   * with this statement bound; `owner` still connects directly, for the test's set-up and checks.
+   */
+  through?: { url: string; bound: StatementBound };
 }
 
 export async function startTestApi(env: Record<string, string> = {}, db?: TestDatabase, opts: TestApiOptions = {}): Promise<TestApi> {
   db ??= await createTestDatabase();
   const cfg = testConfig({ ...env, DATABASE_URL: db.url });
   const owner = createOwnerPool(db.url, 5, 'test-owner');
-  const apiPool = createApiPool(db.url, 5);
-  const { server, baseUrl, close } = await listen(createApp({ cfg, log: opts.log ?? testLog, apiPool, ownerPool: owner, ca: opts.ca }));
+  const apiPool = opts.through ? createApiPool(opts.through.url, 5, opts.through.bound) : createApiPool(db.url, 5);
+  const ownerPool = opts.through ? createOwnerPool(opts.through.url, 5, 'test-ingestion', opts.through.bound) : owner;
+  const { server, baseUrl, close } = await listen(createApp({ cfg, log: opts.log ?? testLog, apiPool, ownerPool, ca: opts.ca }));
   return {
     baseUrl,
     db,
@@ -61,6 +67,7 @@ export async function startTestApi(env: Record<string, string> = {}, db?: TestDa
     close: async () => {
       await close();
       await apiPool.end();
+      if (ownerPool !== owner) await ownerPool.end();
       await owner.end();
       await db!.drop();
     },

@@ -32,10 +32,13 @@ export interface CliResult {
   json: any;
 }
 
-/** Runs the CLI as an operator would, returning exit code and parsed stdout. */
-export function runCli(args: string[], env: Record<string, string>): Promise<CliResult> {
+/**
+ * Runs the CLI as an operator would, returning exit code and parsed stdout; one still running
+ * after `timeoutMs` gets SIGTERM (tsx passes it on; code null), so a CLI that hangs fails its test instead of hanging it.
+ */
+export function runCli(args: string[], env: Record<string, string>, timeoutMs?: number): Promise<CliResult> {
   return new Promise((resolve) => {
-    const child = spawn(tsxBin, ['src/cli/index.ts', ...args], { cwd: projectRoot, env: childEnv(env) });
+    const child = spawn(tsxBin, ['src/cli/index.ts', ...args], { cwd: projectRoot, env: childEnv(env), timeout: timeoutMs });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));

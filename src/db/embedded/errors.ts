@@ -5,6 +5,8 @@ export class EmbeddedPostgresError extends Error {
   constructor(
     readonly problem: string,
     readonly fix: string,
+    /** A Node error code when the failure is the database being unreachable (ETIMEDOUT): callers answer `unavailable`. */
+    readonly code?: string,
   ) {
     super(`embedded PostgreSQL: ${problem}. Fix: ${fix}`);
     this.name = 'EmbeddedPostgresError';

@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import pg from 'pg';
 import type { Logger } from '../../log.js';
+import { CONNECT_TIMEOUT_MS } from '../pools.js';
 import type { Binaries } from './binaries.js';
 import { EmbeddedPostgresError, errText } from './errors.js';
 import { explain, keyLine, spawnFailure, spawnPg, Tail } from './programs.js';
@@ -62,12 +63,25 @@ export function readState(file: string): State {
   }
 }
 
+/** How long connects() waits for a connection and PostgreSQL's answer to its start-up packet. */
+export const CONNECT_PROBE_MS = 2000;
+
+/** Whether the server at `url` takes a connection; see probe() for the three answers. */
 export async function connects(url: string): Promise<boolean> {
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
+  return (await probe(url)) === 'accepts';
+}
+
+/**
+ * Tries one connection: 'accepts', 'refuses' (nothing listens, or the server refuses: starting
+ * up, shutting down), or 'silent' (the connection was taken but nothing answered within
+ * CONNECT_PROBE_MS: a server whose processes are stopped, or one too busy to fork).
+ */
+export async function probe(url: string): Promise<'accepts' | 'refuses' | 'silent'> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: CONNECT_PROBE_MS });
   client.on('error', () => undefined);
   try {
     await client.connect();
-    return true;
+    return 'accepts';
   } catch (err) {
     if ((err as { code?: string }).code === '28P01') {
       throw new EmbeddedPostgresError(
@@ -75,7 +89,7 @@ export async function connects(url: string): Promise<boolean> {
         'restore embedded.json from the backup that matches DATA_DIR/pg, or move DATA_DIR aside to start afresh',
       );
     }
-    return false;
+    return (err as Error).message === 'timeout expired' ? 'silent' : 'refuses';
   } finally {
     await client.end().catch(() => undefined);
   }
@@ -153,7 +167,7 @@ export async function ensureDatabaseOrExplain(adminUrl: string): Promise<void> {
 }
 
 export async function ensureDatabase(adminUrl: string, name: string, template?: string): Promise<void> {
-  const client = new pg.Client({ connectionString: adminUrl });
+  const client = new pg.Client({ connectionString: adminUrl, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
   await client.connect();
   try {
     const { rowCount } = await client.query('select 1 from pg_database where datname = $1', [name]);
