@@ -7,7 +7,7 @@
 import { createApiPool, createOwnerPool, type StatementBound } from '../../src/db/pools.js';
 import { toApiError } from '../../src/http/errors.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
-import { startFreezableProxy, type FreezableProxy } from '../support/freezable-proxy.js';
+import { startDbProxy, type DbProxy } from '../support/db-proxy.js';
 import { request, startTestApi, tenant, waitFor, type TestApi } from '../support/harness.js';
 
 /** Small, so the test waits little: the server cancels at 2 s, the client gives up at 2.5 s. */
@@ -27,12 +27,12 @@ async function timed<T>(p: Promise<T>, ms = 8000): Promise<{ outcome: T | Error 
 
 describe('API requests while the database does not answer', () => {
   let db: TestDatabase;
-  let proxy: FreezableProxy;
+  let proxy: DbProxy;
   let api: TestApi;
   beforeAll(async () => {
     db = await createTestDatabase();
-    proxy = await startFreezableProxy(db.url);
-    api = await startTestApi({}, db, { through: { url: proxy.url(db.url), bound: BOUND } });
+    proxy = await startDbProxy(db.url);
+    api = await startTestApi({}, db, { through: { url: proxy.url, bound: BOUND } });
   });
   afterAll(async () => {
     proxy?.thaw();

@@ -44,7 +44,7 @@ export interface TestApiOptions {
   /** The app's logger (testLog unless given; see memoryLog). */
   log?: Logger;
   /**
-   * The app's pools connect to `url` (a proxy in front of the database, test/support/freezable-proxy.ts)
+   * The app's pools connect to `url` (a proxy in front of the database, test/support/db-proxy.ts)
    * with this statement bound; `owner` still connects directly, for the test's set-up and checks.
    */
   through?: { url: string; bound: StatementBound };
