@@ -11,7 +11,7 @@ import { loadConfig } from '../config.js';
 import { ensureDatabase } from '../db/embedded/index.js';
 import { resolveDatabase, type Database } from '../db/connection.js';
 import { projectRoot } from '../db/migrate.js';
-import { createOwnerPool } from '../db/pools.js';
+import { createOwnerPool, endPool } from '../db/pools.js';
 import { createLogger } from '../log.js';
 import { runMigrations } from 'graphile-worker';
 import { exitWithError } from './errors.js';
@@ -34,7 +34,7 @@ try {
   try {
     await runMigrations({ pgPool });
   } finally {
-    await Promise.race([pgPool.end(), new Promise((r) => setTimeout(r, 1000).unref())]);
+    await endPool(pgPool);
   }
 } catch (err) {
   // A database that is down or refuses us: the CLI's one error line (src/cli/errors.ts), not a stack.

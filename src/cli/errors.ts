@@ -3,7 +3,7 @@
  * API's error envelope `{ "error": { code, message, details } }`, and exit status 1.
  */
 import { writeSync } from 'node:fs';
-import { CONNECT_TIMEOUT_MS } from '../db/pools.js';
+import { CONNECT_TIMEOUT_MS, PG_TIMEOUT_MESSAGES } from '../db/pools.js';
 import { toApiError, type ApiError } from '../http/errors.js';
 
 /** `scheme://user:password@`: a connection string's password never reaches the output. */
@@ -11,9 +11,9 @@ const CREDENTIALS = /(\/\/[^\s:/@]*:)[^\s@]*@/g;
 
 /** node-postgres's time-outs, said plainly (src/db/pools.ts sets them). */
 const TIMEOUTS: Record<string, string> = {
-  'timeout expired': `no answer within ${CONNECT_TIMEOUT_MS / 1000} s of connecting`,
+  [PG_TIMEOUT_MESSAGES.connect]: `no answer within ${CONNECT_TIMEOUT_MS / 1000} s of connecting`,
   'Connection terminated due to connection timeout': `no answer within ${CONNECT_TIMEOUT_MS / 1000} s of connecting`,
-  'Query read timeout': 'no answer to a statement within its bound',
+  [PG_TIMEOUT_MESSAGES.answer]: 'no answer to a statement within its bound',
 };
 
 /** The envelope printed for `err`: an operator gets the cause an API client is not shown. */

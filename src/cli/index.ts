@@ -10,7 +10,7 @@ import { mintToken } from '../auth/tokens.js';
 import { loadConfig } from '../config.js';
 import { resolveDatabase } from '../db/connection.js';
 import { migrateDatabase } from '../db/migrate.js';
-import { callFn, createOwnerPool, type StatementBound } from '../db/pools.js';
+import { callFn, createOwnerPool, endPool, type StatementBound } from '../db/pools.js';
 import { ApiError } from '../http/errors.js';
 import { industries, memberRoles } from '../allowed-values.js';
 import { e164, timezone } from '../http/schemas.js';
@@ -50,9 +50,7 @@ async function withDb<T>(fn: (pool: pg.Pool) => Promise<T>, connections = 2, bou
     const out = await fn(pool);
     writeSync(1, `${JSON.stringify(out, null, 2)}\n`);
   } finally {
-    // An idle connection's goodbye waits for the server's: one that stopped answering must not
-    // keep the CLI from printing its error and exiting.
-    await Promise.race([pool.end(), new Promise((r) => setTimeout(r, 1000).unref())]);
+    await endPool(pool);
     await db.stop();
   }
 }

@@ -107,8 +107,22 @@ function discardOnAnswerTimeout(Base: typeof pg.Client): typeof pg.Client {
   return Bounded;
 }
 
+/**
+ * node-postgres's messages for its two time-outs: a client's connection not made within
+ * `connectionTimeoutMillis` (`connect`), a query not answered within `query_timeout` (`answer`).
+ */
+export const PG_TIMEOUT_MESSAGES = { connect: 'timeout expired', answer: 'Query read timeout' } as const;
+
 /** node-postgres's error when `query_timeout` passes without the server's answer. */
-export const isAnswerTimeout = (err: unknown): boolean => (err as Error | undefined)?.message === 'Query read timeout';
+export const isAnswerTimeout = (err: unknown): boolean => (err as Error | undefined)?.message === PG_TIMEOUT_MESSAGES.answer;
+
+/**
+ * Ends `pool`, waiting at most `ms`: an idle connection's goodbye waits for the server's, and one
+ * that stopped answering must not keep a script from printing its outcome and exiting.
+ */
+export async function endPool(pool: pg.Pool, ms = 1000): Promise<void> {
+  await Promise.race([pool.end(), new Promise((r) => setTimeout(r, ms).unref())]);
+}
 
 /**
  * The settings every pool shares; `options` are session settings sent with each connection's

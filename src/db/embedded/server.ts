@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import pg from 'pg';
 import type { Logger } from '../../log.js';
-import { CONNECT_TIMEOUT_MS } from '../pools.js';
+import { CONNECT_TIMEOUT_MS, PG_TIMEOUT_MESSAGES } from '../pools.js';
 import type { Binaries } from './binaries.js';
 import { EmbeddedPostgresError, errText } from './errors.js';
 import { explain, keyLine, spawnFailure, spawnPg, Tail } from './programs.js';
@@ -89,7 +89,7 @@ export async function probe(url: string): Promise<'accepts' | 'refuses' | 'silen
         'restore embedded.json from the backup that matches DATA_DIR/pg, or move DATA_DIR aside to start afresh',
       );
     }
-    return (err as Error).message === 'timeout expired' ? 'silent' : 'refuses';
+    return (err as Error).message === PG_TIMEOUT_MESSAGES.connect ? 'silent' : 'refuses';
   } finally {
     await client.end().catch(() => undefined);
   }
