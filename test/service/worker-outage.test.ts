@@ -84,7 +84,9 @@ test('runners stopped by an outage are restarted: not ready meanwhile, their job
     const deaths = worker.output().split('\n').filter((l) => /runner stopped; restarting it/.test(l)).map((l) => JSON.parse(l));
     expect(deaths.map((d) => [d.level, d.lane]).sort()).toEqual([[50, 'jobs'], [50, 'syncs']]);
     for (const d of deaths) expect([typeof d.cause, d.job, d.meta, d.payload]).toEqual(['string', undefined, undefined, undefined]);
-    expect(worker.output()).toMatch(/syncs lane: graphile-worker runner restarted/);
+    // Its restart is logged too; the service's stdout is flushed every 200 ms (src/log.ts), so the
+    // line may reach us just after the jobs it made possible have run.
+    await waitFor(async () => /syncs lane: graphile-worker runner restarted/.test(worker.output()), 'the syncs runner\'s restart logged', 5000);
 
     const sigterm = Date.now();
     worker.child.kill('SIGTERM');
