@@ -59,6 +59,13 @@ const SQLSTATES: Record<string, [number, string]> = {
   '22021': [400, 'validation_error'], // NUL byte in text
 };
 
+/**
+ * The database answered, but could not finish the statement now: cancelled at its
+ * statement_timeout (57014), or chosen as a deadlock's or a serialisation's victim (40P01, 40001).
+ * The transaction was rolled back whole, so the client may send the request again.
+ */
+const TRANSIENT = new Set(['57014', '40P01', '40001']);
+
 /** Connection-level failures: the database is down or going away. */
 const UNAVAILABLE = new Set(['57P01', '57P02', '57P03', '53300', '08000', '08003', '08006', '08001', '08004']);
 const NET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH']);
@@ -127,6 +134,9 @@ export function toApiError(err: unknown): ApiError {
     const [message, details] = constraintMessage(e);
     return new ApiError(status, code, message, details);
   }
+  if (e?.code && TRANSIENT.has(e.code)) {
+    return new ApiError(503, 'unavailable', 'The database could not finish the request in time; try again shortly', {}, { 'retry-after': '5' });
+  }
   // node-postgres's own: the connection dropped, no connection within connectionTimeoutMillis (a
   // pool's message, a client's), or no answer within the pool's query_timeout (src/db/pools.ts).
   if ((e?.code && (UNAVAILABLE.has(e.code) || NET_CODES.has(e.code))) || /Connection terminated|timeout exceeded when trying to connect|^timeout expired$|is not queryable|^Query read timeout$/i.test(e?.message ?? '')) {
@@ -178,7 +188,12 @@ export class OutageLog {
 /** The one error mapper: everything thrown in a handler ends here. */
 export function errorHandler(err: unknown, req: Request, res: Response, _next: NextFunction): void {
   const apiErr = toApiError(err);
-  if (apiErr.status === 503 && apiErr.code === 'unavailable') {
+  const sqlstate = (err as { code?: unknown } | undefined)?.code;
+  if (typeof sqlstate === 'string' && TRANSIENT.has(sqlstate)) {
+    // Not an outage: this one statement was cancelled or chosen as a victim; the rest are served.
+    (res as unknown as { err?: unknown }).err = { code: apiErr.code, cause: sqlstate };
+    req.log?.warn({ cause: sqlstate }, 'the database rolled the request back (statement timeout, deadlock or serialisation)');
+  } else if (apiErr.status === 503 && apiErr.code === 'unavailable') {
     const cause = failureCause(err);
     // The access-log line (src/http/request-log.ts) carries `res.err`: the code and cause, no stack.
     (res as unknown as { err?: unknown }).err = { code: apiErr.code, cause };
