@@ -24,13 +24,13 @@ export interface StaffServer {
 export async function startStaffGraphql(
   connectionString: ConnectionTarget, host: string, port: number,
   opts: { log?: Logger; limits?: Partial<StaffLimits>; audit?: boolean; lowerPriority?: StaffAccessOptions['lowerPriority']; operations?: Router; forwarded?: boolean;
-    onRefused?: StaffAccessOptions['onRefused']; onAdmission?: StaffAccessOptions['onAdmission']; turnLimitMs?: number } = {},
+    onRefused?: StaffAccessOptions['onRefused']; onAdmission?: StaffAccessOptions['onAdmission']; turnLimitMs?: number; lookupBound?: StaffAccessOptions['lookupBound'] } = {},
 ): Promise<StaffServer> {
   const log = opts.log ?? createLogger('silent');
   warnIfExposed(host, log);
   // Staff tokens, roles and audit (src/staff/, docs/staff.md): /graphql answers 401 without a token.
   const staff = await startStaffAccess(connectionString, { log, limits: opts.limits, audit: opts.audit, lowerPriority: opts.lowerPriority, forwarded: opts.forwarded,
-    onRefused: opts.onRefused, onAdmission: opts.onAdmission, turnLimitMs: opts.turnLimitMs });
+    onRefused: opts.onRefused, onAdmission: opts.onAdmission, turnLimitMs: opts.turnLimitMs, lookupBound: opts.lookupBound });
   const app = express();
   const server = createServer(app);
   // /healthz, /readyz, /metrics (src/metrics/admin.ts) answer ahead of GraphQL, without its auth.

@@ -14,7 +14,7 @@ import type { DocumentNode } from 'graphql';
 import pg from 'pg';
 import { bearerToken, hashToken } from '../auth/tokens.js';
 import { lowerPoolPriority } from '../db/backend-priority.js';
-import { createOwnerPool, dynamicClient, type ConnectionTarget } from '../db/pools.js';
+import { createOwnerPool, REQUEST_BOUND, type ConnectionTarget, type StatementBound } from '../db/pools.js';
 import { ApiError, sendError, toApiError } from '../http/errors.js';
 import type { Logger } from '../log.js';
 import { DEFAULT_ADMISSION, showAdmission, StaffAdmission, staffRefusals, type AdmissionStats } from './admission.js';
@@ -105,6 +105,8 @@ export interface StaffAccessOptions {
   onAdmission?: (stats: AdmissionStats) => void;
   /** How long a request may hold its turn (default: the statement timeout + TURN_MARGIN_MS); for tests. */
   turnLimitMs?: number;
+  /** Bound of the token look-ups and audit writes (REQUEST_BOUND unless a test gives a shorter one). */
+  lookupBound?: StatementBound;
 }
 
 const busy = (retryAfter: number, limits: { maxRunning: number; maxQueued: number }) =>
@@ -135,14 +137,13 @@ export async function startStaffAccess(connectionString: ConnectionTarget, opts:
   const turnLimitMs = opts.turnLimitMs ?? limits.statementTimeoutMs + TURN_MARGIN_MS;
   const log = opts.log.child({ component: 'staff-access' });
   const auditOn = opts.audit !== false;
-  // Token look-ups and audit writes: a small pool of its own, so neither waits behind the API.
-  const pool: pg.Pool = createOwnerPool(connectionString, 2, 'switchboard-staff');
+  // Token look-ups and audit writes: a small pool of its own, so neither waits behind the API. Both
+  // pools give up on a database that does not answer (src/db/pools.ts, StatementBound): the
+  // look-ups at the API's bound, the staff statements ANSWER_MARGIN_MS past their own timeout.
+  const pool: pg.Pool = createOwnerPool(connectionString, 2, 'switchboard-staff', opts.lookupBound ?? REQUEST_BOUND);
   // PostGraphile's pool, owned here: bounded, named, and on our own cluster at a lower CPU priority
   // than the API's connections, so a heavy staff aggregate gives way to API requests.
-  const graphqlPool = new pg.Pool({
-    ...(typeof connectionString === 'string' ? { connectionString } : { Client: dynamicClient(connectionString) }),
-    max: STAFF_POOL_SIZE, application_name: 'switchboard-staff-graphql', connectionTimeoutMillis: 15000, idleTimeoutMillis: 30000 });
-  graphqlPool.on('error', () => undefined);
+  const graphqlPool = createOwnerPool(connectionString, STAFF_POOL_SIZE, 'switchboard-staff-graphql', { statementTimeoutMs: limits.statementTimeoutMs });
   if (opts.lowerPriority) lowerPoolPriority(graphqlPool, opts.lowerPriority.postmasterPid, opts.lowerPriority.nice, log);
   const admission = new StaffAdmission({ maxRunning: limits.maxRunning, maxQueued: limits.maxQueued, timeShare: limits.timeShare }, opts.onAdmission ?? showAdmission);
   const onRefused = opts.onRefused ?? ((reason: 'busy') => staffRefusals.inc({ reason }));

@@ -10,6 +10,7 @@ import { isSafeError } from 'postgraphile/grafast';
 import { defaultMaskError } from 'postgraphile/grafserv';
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
+import { toApiError } from '../http/errors.js';
 import type { Logger } from '../log.js';
 import { checkAnswer, checkDocument, introspectionOnly, isBoundError, type StaffBounds } from './bounds.js';
 
@@ -101,7 +102,8 @@ export function staffPlugin(hooks: StaffPluginHooks): GraphileConfig.Plugin {
 
 /**
  * Errors staff should read as they are: a permission the role lacks (42501), the staff statement
- * timeout (57014), and a value the database refused (class 23, our SB codes). Anything else is
+ * timeout (57014), a value the database refused (class 23, our SB codes), and a database that is
+ * unavailable or did not answer within the pool's bound (UNAVAILABLE). Anything else is
  * masked with a reference id, and `log` gets that id with the error's kind, SQLSTATE, PostgreSQL
  * routine and field path: never its message, stack or the document, which can hold caller data
  * (`invalid input syntax for type timestamp: "+1312…"`; docs/staff.md, "Decisions"). grafserv's own
@@ -117,6 +119,11 @@ export function staffMaskError(error: GraphQLError, log?: Pick<Logger, 'error'>)
   const original = error.originalError;
   // GraphQL's own errors and grafast's safe ones are the client's to read; grafserv passes them on.
   if (!original || original instanceof GraphQLError || isSafeError(original)) return defaultMaskError(error);
+  // The database is down, did not answer within the pool's bound, or rolled the statement back as
+  // a deadlock's victim: nothing of the request's doing, and worth trying again.
+  if (toApiError(original).code === 'unavailable') {
+    return clear('The database is unavailable or did not answer in time; try again shortly', 'UNAVAILABLE');
+  }
   const errorId = randomBytes(6).toString('hex');
   const routine = (original as { routine?: unknown }).routine;
   log?.error({ error_id: errorId, kind: original.name, sqlstate: typeof code === 'string' ? code : null,

@@ -7,7 +7,7 @@
 import pg from 'pg';
 import { mintToken } from '../../src/auth/tokens.js';
 import { startStaffGraphql, type StaffServer } from '../../src/admin/graphql.js';
-import { callFn, createOwnerPool } from '../../src/db/pools.js';
+import { callFn, createOwnerPool, type StatementBound } from '../../src/db/pools.js';
 import type { StaffLimits } from '../../src/staff/access.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
 import type { Logger } from '../../src/log.js';
@@ -106,13 +106,14 @@ export async function gqlAt(url: string, token: string | null, query: string, va
   return { status: res.status, headers: res.headers, body, text };
 }
 
-export async function startStaffEnv(opts: { limits?: Partial<StaffLimits>; db?: TestDatabase; log?: Logger; turnLimitMs?: number } = {}): Promise<StaffEnv> {
+/** `through`: the staff server connects to this URL (a relay, test/support/db-proxy.ts); the test's pool directly. */
+export async function startStaffEnv(opts: { limits?: Partial<StaffLimits>; db?: TestDatabase; log?: Logger; turnLimitMs?: number; through?: string; lookupBound?: StatementBound } = {}): Promise<StaffEnv> {
   const db = opts.db ?? (await createTestDatabase());
   const owner = createOwnerPool(db.url, 4, 'test-staff-owner');
   const s = await seed(owner);
   // Unpaced unless a test asks (test/staff/admission.test.ts tests the pacing): the suites send
   // requests back to back, and a quarter of the pace only makes them slower.
-  const staff = await startStaffGraphql(db.url, '127.0.0.1', 0, { log: opts.log ?? testLog, limits: { ...UNPACED, ...opts.limits }, turnLimitMs: opts.turnLimitMs });
+  const staff = await startStaffGraphql(opts.through ?? db.url, '127.0.0.1', 0, { log: opts.log ?? testLog, limits: { ...UNPACED, ...opts.limits }, turnLimitMs: opts.turnLimitMs, lookupBound: opts.lookupBound });
   return {
     db,
     owner,

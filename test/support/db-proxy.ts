@@ -6,7 +6,8 @@
  * - `freeze()` keeps accepting connections and reading what each side sends but forwards nothing,
  *   as a PostgreSQL whose processes are stopped (SIGSTOP) looks to its clients; `thaw()` delivers
  *   what was held, in order, and a side that closed meanwhile closes the other after that, as the
- *   kernel would deliver its FIN after the bytes already sent.
+ *   kernel would deliver its FIN after the bytes already sent. `freeze(name)` freezes only the
+ *   connections whose start-up packet names that `application_name` (one pool of a process).
  */
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
@@ -16,14 +17,15 @@ export interface DbProxy {
   url: string;
   refuse(): Promise<void>;
   restore(): Promise<void>;
-  freeze(): void;
+  freeze(applicationName?: string): void;
   thaw(): void;
   close(): Promise<void>;
 }
 
 export async function startDbProxy(url: string): Promise<DbProxy> {
   const target = new URL(url);
-  let frozen = false;
+  // Everything, or only the connections whose start-up packet carries this name.
+  let frozen: boolean | string = false;
   // Held writes (and ends) in arrival order, replayed on thaw.
   let held: (() => void)[] = [];
   const sockets = new Set<net.Socket>();
@@ -32,18 +34,26 @@ export async function startDbProxy(url: string): Promise<DbProxy> {
     s.on('error', () => undefined);
     s.on('close', () => sockets.delete(s));
   };
-  const relay = (from: net.Socket, to: net.Socket) => {
+  const relay = (from: net.Socket, to: net.Socket, isFrozen: () => boolean) => {
     const send = (d: Buffer) => !to.destroyed && to.write(d);
     const end = () => !to.destroyed && to.end();
-    from.on('data', (d: Buffer) => (frozen ? held.push(() => send(d)) : send(d)));
-    from.on('close', () => (frozen ? held.push(end) : end()));
+    from.on('data', (d: Buffer) => (isFrozen() ? held.push(() => send(d)) : send(d)));
+    from.on('close', () => (isFrozen() ? held.push(end) : end()));
   };
   const server = net.createServer((client) => {
     const upstream = net.connect(Number(target.port || 5432), target.hostname);
     track(client);
     track(upstream);
-    relay(client, upstream);
-    relay(upstream, client);
+    // What the client sent before the first answer: its start-up packet, with its application_name.
+    let opening = '';
+    const readOpening = (d: Buffer) => {
+      opening += d.toString('latin1');
+      if (opening.length > 4096) client.off('data', readOpening);
+    };
+    client.on('data', readOpening);
+    const isFrozen = () => frozen === true || (typeof frozen === 'string' && opening.includes(`application_name\0${frozen}\0`));
+    relay(client, upstream, isFrozen);
+    relay(upstream, client, isFrozen);
   });
   const listen = (port: number) => new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -66,7 +76,7 @@ export async function startDbProxy(url: string): Promise<DbProxy> {
     url: relayed.toString(),
     refuse,
     restore: () => listen(port),
-    freeze: () => void (frozen = true),
+    freeze: (applicationName?: string) => void (frozen = applicationName ?? true),
     thaw() {
       frozen = false;
       const replay = held;
