@@ -2,10 +2,11 @@
  * A booking's update after its connection was disconnected and connected again
  * (docs/integrations.md "Disconnect", "Order"): a reconnection is a new integration record, and
  * the booking's create synced through the old one. The same account: the update uses the remote
- * ids the create recorded there.
+ * ids the create recorded there. Another account: the booking's create is added through the new
+ * connection, and the update waits for it.
  */
 import { request } from '../support/harness.js';
-import { connect, insertBooking, setup, syncRows, syncRunner, tenant, type Setup } from './support.js';
+import { connect, insertBooking, makeDue, setup, syncRows, syncRunner, tenant, type Setup } from './support.js';
 
 const V = '/api/v1';
 let s: Setup;
@@ -91,4 +92,30 @@ test('the same account reconnected, the old record\'s create failed: the update 
   expect((await retry(t.loc.id, t.token, 'servicetitan', update.id)).status).toBe(202);
   expect(await runner().run(update.id)).toBe('synced');
   expect(s.world.st.records.bookings.filter((b) => b.externalId === bookingId)).toHaveLength(1);
+});
+
+test('another account connected: the retried update adds the booking\'s create through the new connection, waits for it, then writes', async () => {
+  const { loc, token, bookingId, create } = await bookedAndSynced('servicetitan', '+15125550743');
+  const update = await updateFailedByDisconnect(loc.id, token, 'servicetitan', bookingId);
+  expect((await stCredentials(loc.id, token, '4033')).status).toBe(200);
+  expect((await retry(loc.id, token, 'servicetitan', update.id)).status).toBe(202);
+
+  expect(await runner().run(update.id)).toBe('defer');
+  const added = (await syncs(loc.id)).filter((x) => x.record_id === bookingId && x.action === 'create' && x.id !== create.id);
+  expect(added).toHaveLength(1);
+  expect(added[0]).toMatchObject({ status: 'pending', integration_id: expect.not.stringMatching(create.integration_id) });
+  expect((await syncs(loc.id)).find((x) => x.id === update.id)).toMatchObject({ status: 'pending', attempts: 0, last_error: expect.stringMatching(/Waiting for the booking's create sync/) });
+  const { rows } = await s.api.owner.query('select count(*)::int as n from graphile_worker.jobs where key = $1', [`integration_sync:${added[0].id}`]);
+  expect(rows).toEqual([{ n: 1 }]);
+
+  expect(await runner().run(added[0].id)).toBe('synced');
+  await makeDue(s, update.id);
+  expect(await runner().run(update.id)).toBe('synced');
+  const inNew = s.world.st.records.bookings.filter((b) => b.externalId === bookingId && b.tenant === '4033');
+  expect(inNew).toHaveLength(1);
+  expect(inNew[0].start).toBe('2026-12-10T20:00:00.000Z');
+  // The old account's booking is left as it was (no longer ours to write).
+  expect(s.world.st.records.bookings.filter((b) => b.externalId === bookingId && b.tenant === '4031').map((b) => b.start)).toEqual(['2026-12-10T15:00:00.000Z']);
+  // The old record's create stays synced; a retry of it has nothing to do.
+  expect((await retry(loc.id, token, 'servicetitan', create.id)).status).toBe(409);
 });
