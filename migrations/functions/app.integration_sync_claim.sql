@@ -53,6 +53,30 @@ begin
     select * into cs from app.integration_syncs x
      where x.location_id = s.location_id and x.integration_id = s.integration_id and x.record_type = s.record_type
        and x.record_id = s.record_id and x.action = 'create';
+    -- A reconnection is a new integration record (docs/integrations.md "Disconnect"): the record's
+    -- create may have gone through an earlier one. The same account: that create stands for this
+    -- connection's (its remote ids are this account's). Another account has no remote record: the
+    -- create is added through this connection, and the update waits for it ("Order").
+    if cs.id is null then
+      select x.* into cs from app.integration_syncs x
+        join app.integrations i on i.id = x.integration_id and i.location_id = x.location_id
+        join app.integrations cur on cur.id = s.integration_id and cur.location_id = s.location_id
+       where x.location_id = s.location_id and x.provider = s.provider and x.record_type = s.record_type
+         and x.record_id = s.record_id and x.action = 'create' and i.external_id = cur.external_id
+       order by (x.status = 'synced') desc, x.created_at desc limit 1;
+    end if;
+    if cs.id is null and rec is not null and not coalesce(erased, false) and exists (
+         select 1 from app.integration_syncs x
+          where x.location_id = s.location_id and x.provider = s.provider and x.record_type = s.record_type
+            and x.record_id = s.record_id and x.action = 'create') then
+      insert into app.integration_syncs (location_id, integration_id, provider, record_type, record_id, action)
+      values (s.location_id, s.integration_id, s.provider, s.record_type, s.record_id, 'create')
+      on conflict (location_id, integration_id, record_type, record_id, action) where action = 'create' do nothing
+      returning * into cs;
+      if cs.id is not null then
+        perform app.enqueue('integration_sync', jsonb_build_object('sync_id', cs.id, 'integration_id', cs.integration_id), null, 'integration_sync:' || cs.id);
+      end if;
+    end if;
   end if;
   return jsonb_build_object('id', s.id, 'location_id', s.location_id, 'integration_id', s.integration_id, 'provider', s.provider,
     'record_type', s.record_type, 'record_id', s.record_id, 'action', s.action, 'attempts', s.attempts,
@@ -63,5 +87,5 @@ begin
 end
 $function$;
 alter function app.integration_sync_claim(uuid,integer) owner to switchboard_system;
-comment on function app.integration_sync_claim(uuid,integer) is E'Worker: claims a due pending sync of a connected integration for lease_seconds (counting the attempt) and returns it with the record to write (booking with its customer), whether its personal data was erased, whether it was attempted before (tried_before, also across a manual retry), the location''s time zone, and for an update the record''s create sync (remote ids, status, last error, next attempt). {busy, id, integration_id} when another sync of the same connection holds a lease (one in flight per connection). Null when not due, leased elsewhere, finished or its connection is not connected. Definer: worker-side read across locations.';
+comment on function app.integration_sync_claim(uuid,integer) is E'Worker: claims a due pending sync of a connected integration for lease_seconds (counting the attempt) and returns it with the record to write (booking with its customer), whether its personal data was erased, whether it was attempted before (tried_before, also across a manual retry), the location''s time zone, and for an update the record''s create sync (remote ids, status, last error, next attempt): this connection''s, else one of an earlier connection of the same account, else (the create went through another account) a create added through this connection and queued (docs/integrations.md "Order"). {busy, id, integration_id} when another sync of the same connection holds a lease (one in flight per connection). Null when not due, leased elsewhere, finished or its connection is not connected. Definer: worker-side read across locations, and writes to the sync log and the queue the API role has no right on.';
 revoke execute on function app.integration_sync_claim(uuid,integer) from public;

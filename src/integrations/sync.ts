@@ -9,7 +9,8 @@
  *   …/syncs/{id}/retry).
  * - An expired connection: the sync waits (pending) until re-authorisation.
  * - An update whose create has not synced yet waits (pending, attempt not counted) until it has;
- *   one whose create failed fails, saying so.
+ *   one whose create failed fails, saying so. After a reconnection, the create of an earlier
+ *   connection of the same account counts; for another account the claim adds the create.
  * - A record whose personal data was erased (docs/privacy.md) is never written: the sync fails.
  * - One sync in flight per connection, across worker processes (app.integration_sync_claim
  *   answers busy while another holds a lease): two at once would each look for the same client
