@@ -40,10 +40,20 @@ export function resetQueueSources(): void {
   source = null;
 }
 
+/**
+ * How long a scrape waits for the queue query: within Prometheus's default scrape timeout (10 s),
+ * so a database that does not answer reads as `switchboard_database_up 0` rather than a scrape
+ * that never ends. The source may be the worker's pool, which has no bound of its own
+ * (src/db/pools.ts); the query's connection is then dropped, as a bounded pool's would be.
+ */
+export const SCRAPE_ANSWER_MS = 5000;
+
 async function query(): Promise<Snapshot | null> {
   if (!source) return null;
   try {
-    const { rows } = await source.query<{ q: Snapshot }>({ name: 'sb:metrics_queues', text: 'select app.metrics_queues() as q' });
+    const { rows } = await source.query<{ q: Snapshot }>({
+      name: 'sb:metrics_queues', text: 'select app.metrics_queues() as q', query_timeout: SCRAPE_ANSWER_MS,
+    } as pg.QueryConfig);
     return rows[0].q;
   } catch {
     return null; // database down: switchboard_database_up says so; the queue gauges show nothing stale

@@ -160,7 +160,11 @@ export async function startStaffAccess(connectionString: ConnectionTarget, opts:
     open -= 1;
     if (open === 0) for (const f of idle.splice(0)) f();
   };
-  /** Writes what is queued, after the write in progress: one INSERT per batch. */
+  /**
+   * Writes what is queued, after the write in progress: one INSERT per batch. A batch the database
+   * refuses or does not answer within the pool's bound is logged with its rows, not tried again
+   * (docs/staff.md "Decisions"): the server may still run an INSERT it had received.
+   */
   const write = (): Promise<void> => {
     clearTimeout(timer);
     timer = undefined;
@@ -169,7 +173,7 @@ export async function startStaffAccess(connectionString: ConnectionTarget, opts:
     queue = [];
     writing = writing.then(() => pool.query({ name: 'sb:staff.audit', text: INSERT_AUDIT, values: [JSON.stringify(rows)] })).then(
       () => undefined,
-      (err: unknown) => log.error({ err, rows: rows.length }, 'staff audit rows not written'),
+      (err: unknown) => log.error({ err, rows: rows.length, audit_rows: rows }, 'staff audit rows not written'),
     );
     return writing;
   };

@@ -7,7 +7,7 @@
 import type { StatementBound } from '../../src/db/pools.js';
 import { createTestDatabase } from '../support/db.js';
 import { startDbProxy, type DbProxy } from '../support/db-proxy.js';
-import { waitFor } from '../support/harness.js';
+import { memoryLog, waitFor } from '../support/harness.js';
 import { startStaffEnv, type StaffEnv } from './support.js';
 
 /** The staff statement timeout of this test: the client gives up 5 s (ANSWER_MARGIN_MS) later. */
@@ -17,10 +17,12 @@ const LOOKUP_BOUND: StatementBound = { statementTimeoutMs: 1000, answerTimeoutMs
 
 let env: StaffEnv;
 let proxy: DbProxy;
+const logged = memoryLog();
 beforeAll(async () => {
   const db = await createTestDatabase();
   proxy = await startDbProxy(db.url);
-  env = await startStaffEnv({ db, through: proxy.url, limits: { statementTimeoutMs: STATEMENT_TIMEOUT_MS, maxRunning: 1, maxQueued: 1 }, lookupBound: LOOKUP_BOUND });
+  env = await startStaffEnv({ db, through: proxy.url, limits: { statementTimeoutMs: STATEMENT_TIMEOUT_MS, maxRunning: 1, maxQueued: 1 }, lookupBound: LOOKUP_BOUND,
+    log: logged.log });
 });
 afterAll(async () => {
   proxy?.thaw();
@@ -43,11 +45,14 @@ test('a staff query answers UNAVAILABLE within its bound, gives its turn back, a
     new Promise<'no answer'>((r) => setTimeout(r, 15_000, 'no answer')),
   ]);
   const ms = Date.now() - started;
+  // The audit pool still answers: the request's row is written before the thaw.
+  const rows = await env.audit();
   proxy.thaw();
 
   // Assertions
   expect(frozen).not.toBe('no answer');
   const answer = frozen as Exclude<typeof frozen, 'no answer'>;
+  expect(rows.at(-1)).toMatchObject({ member_id: admin.id, outcome: 'error', error_count: 1, root_fields: ['allCalls'] });
   expect(answer.body.errors.map((e: { extensions: { code: string } }) => e.extensions.code)).toEqual(['UNAVAILABLE']);
   expect(answer.text).not.toMatch(/Query read timeout/);
   expect(ms).toBeGreaterThanOrEqual(STATEMENT_TIMEOUT_MS + 5000 - 200);
@@ -86,4 +91,38 @@ test('a token not yet cached answers 503 unavailable once the look-up\'s bound h
     return r.status === 200 && r;
   }, 'the viewer to be served');
   expect(served.body.data.allCalls.totalCount).toBe(2);
+}, 40_000);
+
+test('an audit batch the database does not answer is given up at its bound and logged with its rows; the answer does not wait', async () => {
+  // Setup: an operator whose token was looked up just now (staff tokens are cached for a second),
+  // the rows so far written; then only the look-up and audit pool stops answering.
+  const operator = await env.member('operator', 'audit-frozen@staff.example.net');
+  const count = async (name: string) => (await env.audit()).filter((r) => r.member_id === operator.id && r.operation_name === name).length;
+  expect((await env.gql(operator.token, 'query Warm { allCalls { totalCount } }')).body.data.allCalls.totalCount).toBe(2);
+  expect((await env.gql(operator.token, 'query Warm { allCalls { totalCount } }')).status).toBe(200);
+  await env.audit();
+  proxy.freeze('switchboard-staff');
+
+  // Action
+  const started = Date.now();
+  const answer = await env.gql(operator.token, 'query FrozenAudit { allCalls { totalCount } }');
+  const answeredMs = Date.now() - started;
+  const line = await waitFor(async () => logged.records().find((r) => r.msg === 'staff audit rows not written'),
+    'the audit batch to be given up', LOOKUP_BOUND.answerTimeoutMs! + 5000);
+  const givenUpMs = Date.now() - started;
+  proxy.thaw();
+
+  // Assertions
+  expect(answer.body.data.allCalls.totalCount).toBe(2);
+  expect(answeredMs).toBeLessThan(LOOKUP_BOUND.answerTimeoutMs!);
+  expect(givenUpMs).toBeGreaterThanOrEqual(LOOKUP_BOUND.answerTimeoutMs! - 200);
+  expect(line.level).toBe(50);
+  expect(line.rows).toBe(1);
+  expect(line.audit_rows).toEqual([expect.objectContaining({
+    member_id: operator.id, role: 'operator', operation_name: 'FrozenAudit', outcome: 'ok', root_fields: ['allCalls'] })]);
+  // Not tried again: the INSERT the relay held reaches the server on the thaw and lands once.
+  await waitFor(async () => (await count('FrozenAudit')) === 1, 'the held INSERT to land');
+  expect((await env.gql(operator.token, 'query AfterThaw { allCalls { totalCount } }')).body.data.allCalls.totalCount).toBe(2);
+  expect(await count('AfterThaw')).toBe(1);
+  expect(await count('FrozenAudit')).toBe(1);
 }, 40_000);
