@@ -42,11 +42,17 @@ test('one sync in flight per connection: a lead and a booking of one caller at o
   await booking(loc.id, l.body.data.id);
   const [a, b] = await syncs(loc.id);
   const outcomes = await Promise.all([runner().run(a.id), runner().run(b.id)]);
-  expect(outcomes.sort()).toEqual(['busy', 'synced']);
-  const waiting = (await syncs(loc.id)).find((x) => x.status === 'pending')!;
-  expect(waiting.attempts).toBe(0);
-  await due(waiting.id);
-  expect(await runner().run(waiting.id)).toBe('synced');
+  // Overlapping, the second claim answers busy; on a loaded machine the first sync may have ended
+  // before the second claimed, and both sync one after the other. One client either way (the
+  // claim's refusal itself is checked deterministically below).
+  expect([['busy', 'synced'], ['synced', 'synced']]).toContainEqual(outcomes.sort());
+  const waiting = (await syncs(loc.id)).find((x) => x.status === 'pending');
+  if (waiting) {
+    expect(waiting.attempts).toBe(0);
+    await due(waiting.id);
+    expect(await runner().run(waiting.id)).toBe('synced');
+  }
+  expect((await syncs(loc.id)).map((x) => x.status)).toEqual(['synced', 'synced']);
   expect(s.world.jobber.records.clients.filter((c) => c.phones?.[0]?.number === '+15125550701')).toHaveLength(1);
 
   // Across processes: the claim itself refuses a second sync of a connection with one leased.
