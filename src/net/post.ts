@@ -93,10 +93,15 @@ function agentFor(allowPrivate: boolean, ca?: ExtraCa, resolve: Resolver = syste
   return agent;
 }
 
+/** `s` with any lone surrogate replaced by U+FFFD (ES2024's String.prototype.toWellFormed; Node ≥ 20). */
+export const wellFormed = (s: string): string => (s as string & { toWellFormed(): string }).toWellFormed();
+
 /** First 16 KiB of a response as text that also fits 16 KiB once UTF-8 encoded (no NULs: Postgres text). */
 function clip(chunks: Buffer[]): string {
   let s = Buffer.concat(chunks).subarray(0, MAX_RESPONSE_BYTES).toString('utf8').replace(/\u0000/g, '');
   while (Buffer.byteLength(s) > MAX_RESPONSE_BYTES) s = s.slice(0, -1);
+  // A pair split by the cut above leaves a lone surrogate, which PostgreSQL cannot store.
+  s = wellFormed(s);
   return s;
 }
 

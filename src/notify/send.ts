@@ -9,6 +9,7 @@ import type { TaskDeps } from '../worker/task.js';
 import { emailContent, renderMessage, slackPayload, type EventBody } from './messages.js';
 import type { Mailer } from './mailer.js';
 import { AbortedError, BlockedTargetError, postOutbound, type OutboundResponse } from './outbound.js';
+import { wellFormed } from '../net/post.js';
 
 /** One claimed notification, as app.notification_claim_batch() returns it (app.notification_for_send()). */
 export interface NotificationToSend {
@@ -42,7 +43,12 @@ export class SendFailure extends Error {
 /** The worker's deps; `ca` (extra trusted CA, tests) reaches every outbound HTTPS call. */
 export type SenderDeps = TaskDeps;
 
-const snippet = (s: string) => s.replace(/\s+/g, ' ').trim().slice(0, 300);
+/**
+ * The first 300 characters of a provider's reply, whitespace folded. Cut by UTF-16 units, a pair
+ * split at the end would leave a lone surrogate that PostgreSQL's json refuses: the outcome could
+ * never be recorded and the message would be sent again every time its lease lapsed.
+ */
+export const snippet = (s: string) => wellFormed(s.replace(/\s+/g, ' ').trim().slice(0, 300));
 
 function httpOutcome(res: OutboundResponse, what: string): Outcome {
   if (res.status >= 200 && res.status < 300) {

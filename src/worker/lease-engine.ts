@@ -291,7 +291,8 @@ export abstract class LeaseEngine<C, R> {
           try {
             await this.recordOne(r);
           } catch (e) {
-            this.log.error({ err: e, result: r }, 'could not record an outcome');
+            // The outcome's id only: its detail quotes the receiver, which may echo caller data.
+            this.log.error({ err: e, id: (r as { id?: unknown; delivery_id?: unknown }).id ?? (r as { delivery_id?: unknown }).delivery_id }, 'could not record an outcome');
           }
         }
       }
