@@ -6,6 +6,7 @@
  * four; Stripe events about ten), so deeper bodies are refused as 400 invalid_json.
  */
 import express, { type Request, type Response } from 'express';
+import { UNSTORABLE } from '../db/storable-text.js';
 import { ApiError, toApiError } from './errors.js';
 
 export const MAX_JSON_DEPTH = 32;
@@ -34,15 +35,6 @@ export function assertJsonDepth(value: unknown): void {
   }
 }
 
-/** A high surrogate without its low one after it, or a low one without its high one before it. */
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
-/** A NUL, or a surrogate without its pair: PostgreSQL text and jsonb cannot hold either. */
-const UNSTORABLE = new RegExp(`\\u0000|${LONE_SURROGATE.source}`);
-
-/** `text` as PostgreSQL can store it: NULs dropped, unpaired surrogates replaced by U+FFFD. */
-export function storableText(text: string): string {
-  return text.replaceAll('\u0000', '').replace(LONE_SURROGATE, '\uFFFD');
-}
 
 /**
  * 400 validation_error naming the first field (keys included) whose text PostgreSQL cannot store,

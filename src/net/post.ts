@@ -15,6 +15,7 @@ import tls from 'node:tls';
 import { Agent } from 'undici';
 import { trustedCa, type ExtraCa } from './ca.js';
 import { assertTarget, guardedLookup, SsrfError, systemResolver, type Resolver } from './ssrf.js';
+import { storableText } from '../db/storable-text.js';
 
 export const MAX_RESPONSE_BYTES = 16 * 1024;
 
@@ -93,16 +94,12 @@ function agentFor(allowPrivate: boolean, ca?: ExtraCa, resolve: Resolver = syste
   return agent;
 }
 
-/** `s` with any lone surrogate replaced by U+FFFD (ES2024's String.prototype.toWellFormed; Node ≥ 20). */
-export const wellFormed = (s: string): string => (s as string & { toWellFormed(): string }).toWellFormed();
-
-/** First 16 KiB of a response as text that also fits 16 KiB once UTF-8 encoded (no NULs: Postgres text). */
+/** First 16 KiB of a response as text that also fits 16 KiB once UTF-8 encoded, as PostgreSQL can store it. */
 function clip(chunks: Buffer[]): string {
-  let s = Buffer.concat(chunks).subarray(0, MAX_RESPONSE_BYTES).toString('utf8').replace(/\u0000/g, '');
+  let s = storableText(Buffer.concat(chunks).subarray(0, MAX_RESPONSE_BYTES).toString('utf8'));
   while (Buffer.byteLength(s) > MAX_RESPONSE_BYTES) s = s.slice(0, -1);
-  // A pair split by the cut above leaves a lone surrogate, which PostgreSQL cannot store.
-  s = wellFormed(s);
-  return s;
+  // The cut may split a pair; its lone half becomes U+FFFD, the same three bytes in UTF-8.
+  return storableText(s);
 }
 
 function keptHeaders(h: Record<string, string | string[] | undefined>): Record<string, string> {

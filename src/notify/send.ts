@@ -5,11 +5,11 @@
  * (`permanent` for a refused target); a send cut short by shutdown throws AbortedError.
  */
 import { notificationChannels, notificationStatuses } from '../allowed-values.js';
+import { storableText } from '../db/storable-text.js';
 import type { TaskDeps } from '../worker/task.js';
 import { emailContent, renderMessage, slackPayload, type EventBody } from './messages.js';
 import type { Mailer } from './mailer.js';
 import { AbortedError, BlockedTargetError, postOutbound, type OutboundResponse } from './outbound.js';
-import { wellFormed } from '../net/post.js';
 
 /** One claimed notification, as app.notification_claim_batch() returns it (app.notification_for_send()). */
 export interface NotificationToSend {
@@ -44,11 +44,11 @@ export class SendFailure extends Error {
 export type SenderDeps = TaskDeps;
 
 /**
- * The first 300 characters of a provider's reply, whitespace folded. Cut by UTF-16 units, a pair
- * split at the end would leave a lone surrogate that PostgreSQL's json refuses: the outcome could
- * never be recorded and the message would be sent again every time its lease lapsed.
+ * The first 300 characters of a provider's reply, whitespace folded, as PostgreSQL can store it: cut
+ * by UTF-16 units, a pair split at the end would leave a lone surrogate its json refuses, the
+ * outcome could never be recorded and the message would be sent again every time its lease lapsed.
  */
-export const snippet = (s: string) => wellFormed(s.replace(/\s+/g, ' ').trim().slice(0, 300));
+export const snippet = (s: string) => storableText(s.replace(/\s+/g, ' ').trim().slice(0, 300));
 
 function httpOutcome(res: OutboundResponse, what: string): Outcome {
   if (res.status >= 200 && res.status < 300) {

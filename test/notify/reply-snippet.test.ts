@@ -30,3 +30,8 @@ test('a reply cut through an emoji is still text PostgreSQL stores as json', asy
   const { rows } = await client.query('select ($1::json ->> $2) as detail', [JSON.stringify({ detail }), 'detail']).finally(() => client.end());
   expect(rows[0].detail).toBe(detail);
 });
+
+test('a NUL in a reply is dropped: jsonb cannot hold it either', () => {
+  // Setup / Action / Assertions
+  expect(snippet('250 OK\u0000 queued')).toBe('250 OK queued');
+});

@@ -1,6 +1,7 @@
 import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import type { z } from 'zod';
-import { assertJsonDepth, storableText } from '../body.js';
+import { storableText } from '../../db/storable-text.js';
+import { assertJsonDepth } from '../body.js';
 import { ApiError, fromZod } from '../errors.js';
 
 /**
