@@ -73,6 +73,10 @@ export class NotificationEngine extends LeaseEngine<NotificationToSend, TryOutco
     return n.id;
   }
 
+  protected resultKey(r: TryOutcome): string {
+    return r.id;
+  }
+
   protected async send(n: NotificationToSend, signal: AbortSignal): Promise<TryOutcome | null> {
     try {
       const o = await deliver(this.deps, n, this.mailer, signal);

@@ -86,6 +86,10 @@ export class WebhookEngine extends LeaseEngine<Claim, Result> {
     return claim.delivery_id;
   }
 
+  protected resultKey(r: Result): string {
+    return r.delivery_id;
+  }
+
   protected onStart(claim: Claim): void {
     if (claim.degraded) this.degradedInFlight += 1;
   }

@@ -117,6 +117,8 @@ export abstract class LeaseEngine<C, R> {
   protected abstract claimBatch(free: number): Promise<ClaimBatch<C>>;
   /** The claimed row's id (the key of its lease). */
   protected abstract keyOf(claim: C): string;
+  /** The id of the row an outcome is for (its claim's keyOf). */
+  protected abstract resultKey(result: R): string;
   /** Sends one claimed row; null when the send was abandoned (shutdown) and the row is to be released. */
   protected abstract send(claim: C, signal: AbortSignal): Promise<R | null>;
   /** Records outcomes in one transaction. */
@@ -292,7 +294,7 @@ export abstract class LeaseEngine<C, R> {
             await this.recordOne(r);
           } catch (e) {
             // The outcome's id only: its detail quotes the receiver, which may echo caller data.
-            this.log.error({ err: e, id: (r as { id?: unknown; delivery_id?: unknown }).id ?? (r as { delivery_id?: unknown }).delivery_id }, 'could not record an outcome');
+            this.log.error({ err: e, id: this.resultKey(r) }, 'could not record an outcome');
           }
         }
       }

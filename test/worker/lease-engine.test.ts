@@ -23,6 +23,9 @@ class ThrowingEngine extends LeaseEngine<{ id: string }, { id: string }> {
   protected keyOf(c: { id: string }) {
     return c.id;
   }
+  protected resultKey(r: { id: string }) {
+    return r.id;
+  }
   protected async send(c: { id: string }) {
     if (c.id === 'a') throw new Error('bug in a sender');
     return c;
