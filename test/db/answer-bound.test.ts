@@ -8,22 +8,10 @@ import { createApiPool, createOwnerPool, type StatementBound } from '../../src/d
 import { toApiError } from '../../src/http/errors.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
 import { startDbProxy, type DbProxy } from '../support/db-proxy.js';
-import { request, startTestApi, tenant, waitFor, type TestApi } from '../support/harness.js';
+import { request, startTestApi, tenant, timed, waitFor, type TestApi } from '../support/harness.js';
 
 /** Small, so the test waits little: the server cancels at 2 s, the client gives up at 2.5 s. */
 const BOUND: StatementBound = { statementTimeoutMs: 2000, answerTimeoutMs: 2500 };
-
-/** `p`'s outcome and how long it took, or 'no answer' after `ms` (a failing test must not hang). */
-async function timed<T>(p: Promise<T>, ms = 8000): Promise<{ outcome: T | Error | 'no answer'; ms: number }> {
-  const started = Date.now();
-  let timer: NodeJS.Timeout | undefined;
-  const outcome = await Promise.race([
-    p.catch((err: Error) => err),
-    new Promise<'no answer'>((r) => (timer = setTimeout(r, ms, 'no answer'))),
-  ]);
-  clearTimeout(timer);
-  return { outcome, ms: Date.now() - started };
-}
 
 describe('API requests while the database does not answer', () => {
   let db: TestDatabase;

@@ -7,7 +7,7 @@
 import type { StatementBound } from '../../src/db/pools.js';
 import { createTestDatabase } from '../support/db.js';
 import { startDbProxy, type DbProxy } from '../support/db-proxy.js';
-import { memoryLog, waitFor } from '../support/harness.js';
+import { memoryLog, timed, waitFor } from '../support/harness.js';
 import { startStaffEnv, type StaffEnv } from './support.js';
 
 /** The staff statement timeout of this test: the client gives up 5 s (ANSWER_MARGIN_MS) later. */
@@ -39,19 +39,14 @@ test('a staff query answers UNAVAILABLE within its bound, gives its turn back, a
   proxy.freeze('switchboard-staff-graphql');
 
   // Action
-  const started = Date.now();
-  const frozen = await Promise.race([
-    env.gql(admin.token, query),
-    new Promise<'no answer'>((r) => setTimeout(r, 15_000, 'no answer')),
-  ]);
-  const ms = Date.now() - started;
+  const { outcome: frozen, ms } = await timed(env.gql(admin.token, query), 15_000);
   // The audit pool still answers: the request's row is written before the thaw.
   const rows = await env.audit();
   proxy.thaw();
 
   // Assertions
   expect(frozen).not.toBe('no answer');
-  const answer = frozen as Exclude<typeof frozen, 'no answer'>;
+  const answer = frozen as Exclude<typeof frozen, 'no answer' | Error>;
   expect(rows.at(-1)).toMatchObject({ member_id: admin.id, outcome: 'error', error_count: 1, root_fields: ['allCalls'] });
   expect(answer.body.errors.map((e: { extensions: { code: string } }) => e.extensions.code)).toEqual(['UNAVAILABLE']);
   expect(answer.text).not.toMatch(/Query read timeout/);
@@ -71,17 +66,12 @@ test('a token not yet cached answers 503 unavailable once the look-up\'s bound h
   proxy.freeze();
 
   // Action
-  const started = Date.now();
-  const frozen = await Promise.race([
-    env.gql(viewer.token, '{ allCalls { totalCount } }'),
-    new Promise<'no answer'>((r) => setTimeout(r, 15_000, 'no answer')),
-  ]);
-  const ms = Date.now() - started;
+  const { outcome: frozen, ms } = await timed(env.gql(viewer.token, '{ allCalls { totalCount } }'), 15_000);
   proxy.thaw();
 
   // Assertions
   expect(frozen).not.toBe('no answer');
-  const answer = frozen as Exclude<typeof frozen, 'no answer'>;
+  const answer = frozen as Exclude<typeof frozen, 'no answer' | Error>;
   expect(answer.status).toBe(503);
   expect(answer.body.error.code).toBe('unavailable');
   expect(answer.headers.get('retry-after')).toBe('5');

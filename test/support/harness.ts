@@ -114,6 +114,21 @@ export function useApiWithDatabaseDown(log: Logger = testLog): { baseUrl: string
  * A logger with the service's redaction writing into memory: `lines` holds each line as written,
  * `records()` them parsed. Errors keep pino's standard serializer, so a test sees all they carry.
  */
+/**
+ * `p`'s outcome (its value, or the error it rejected with) and how long it took, or 'no answer'
+ * after `ms`: a test of a database that does not answer must fail, not hang.
+ */
+export async function timed<T>(p: Promise<T>, ms = 8000): Promise<{ outcome: T | Error | 'no answer'; ms: number }> {
+  const started = Date.now();
+  let timer: NodeJS.Timeout | undefined;
+  const outcome = await Promise.race([
+    p.catch((err: Error) => err),
+    new Promise<'no answer'>((r) => (timer = setTimeout(r, ms, 'no answer'))),
+  ]);
+  clearTimeout(timer);
+  return { outcome, ms: Date.now() - started };
+}
+
 export function memoryLog(level = 'info'): { log: Logger; lines: string[]; records(): Record<string, any>[] } {
   const lines: string[] = [];
   const sink = new Writable({
