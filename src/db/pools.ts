@@ -32,6 +32,12 @@ export function dynamicClient(target: () => string): typeof pg.Client {
 export interface StatementBound {
   statementTimeoutMs: number;
   answerTimeoutMs?: number;
+  /**
+   * Each transaction sets its own `statement_timeout` (the staff's pgSettings), so the connection
+   * keeps the server's: statements outside those transactions, such as PostGraphile's catalogue
+   * introspection, are not cut at a bound meant for one staff query. The client's bound stays.
+   */
+  setPerTransaction?: boolean;
 }
 
 /** How much longer than its statement_timeout a pool waits for the server's answer. */
@@ -131,7 +137,7 @@ export async function endPool(pool: pg.Pool, ms = 1000): Promise<void> {
  * `bound` also covers a server that is there but does not answer.
  */
 function makePool(target: ConnectionTarget, max: number, applicationName: string, options?: string, bound?: StatementBound): pg.Pool {
-  const settings = [options, bound && `-c statement_timeout=${bound.statementTimeoutMs}`].filter(Boolean).join(' ');
+  const settings = [options, bound && !bound.setPerTransaction && `-c statement_timeout=${bound.statementTimeoutMs}`].filter(Boolean).join(' ');
   const pool = new pg.Pool({
     ...(typeof target === 'string' ? { connectionString: target } : {}),
     Client: discardOnAnswerTimeout(typeof target === 'string' ? pg.Client : dynamicClient(target)),

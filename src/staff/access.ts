@@ -143,7 +143,10 @@ export async function startStaffAccess(connectionString: ConnectionTarget, opts:
   const pool: pg.Pool = createOwnerPool(connectionString, 2, 'switchboard-staff', opts.lookupBound ?? REQUEST_BOUND);
   // PostGraphile's pool, owned here: bounded, named, and on our own cluster at a lower CPU priority
   // than the API's connections, so a heavy staff aggregate gives way to API requests.
-  const graphqlPool = createOwnerPool(connectionString, STAFF_POOL_SIZE, 'switchboard-staff-graphql', { statementTimeoutMs: limits.statementTimeoutMs });
+  // Its statement_timeout is set per request (pgSettings below), not on the connection, where it
+  // would also cut PostGraphile's introspection and leave the schema unbuilt.
+  const graphqlPool = createOwnerPool(connectionString, STAFF_POOL_SIZE, 'switchboard-staff-graphql',
+    { statementTimeoutMs: limits.statementTimeoutMs, setPerTransaction: true });
   if (opts.lowerPriority) lowerPoolPriority(graphqlPool, opts.lowerPriority.postmasterPid, opts.lowerPriority.nice, log);
   const admission = new StaffAdmission({ maxRunning: limits.maxRunning, maxQueued: limits.maxQueued, timeShare: limits.timeShare }, opts.onAdmission ?? showAdmission);
   const onRefused = opts.onRefused ?? ((reason: 'busy') => staffRefusals.inc({ reason }));

@@ -179,6 +179,18 @@ test('staff statements run under the staff statement_timeout', async () => {
   expect(after.body).toEqual({ data: { allCalls: { totalCount: 2 } } });
 });
 
+test('the staff statement timeout bounds staff queries, not the schema build: a timeout shorter than the introspection still serves', async () => {
+  // On the connection, 1 ms would cancel PostGraphile's catalogue introspection and leave every
+  // request unanswerable ("Unknown error occurred"); per request it cancels only the staff query.
+  const short = await startStaffGraphql(env.db.url, '127.0.0.1', 0, { log: testLog, limits: { ...UNPACED, statementTimeoutMs: 1 } });
+  try {
+    const r = await gqlAt(short.url, admin.token, '{ __typename }');
+    expect(r.body).toEqual({ data: { __typename: 'Query' } });
+  } finally {
+    await short.close();
+  }
+});
+
 test('binding the admin listener beyond loopback logs a warning naming what is exposed; loopback does not', async () => {
   const lines: string[] = [];
   const log = pino({ level: 'info' }, { write: (s: string) => void lines.push(s) });
