@@ -3,8 +3,9 @@
  * API's error envelope `{ "error": { code, message, details } }`, and exit status 1.
  */
 import { writeSync } from 'node:fs';
+import { ConfigError } from '../config.js';
 import { CONNECT_TIMEOUT_MS, PG_TIMEOUT_MESSAGES } from '../db/pools.js';
-import { toApiError, type ApiError } from '../http/errors.js';
+import { ApiError, toApiError } from '../http/errors.js';
 
 /** `scheme://user:password@`: a connection string's password never reaches the output. */
 const CREDENTIALS = /(\/\/[^\s:/@]*:)[^\s@]*@/g;
@@ -16,8 +17,12 @@ const TIMEOUTS: Record<string, string> = {
   [PG_TIMEOUT_MESSAGES.answer]: 'no answer to a statement within its bound',
 };
 
+/** A setting the start-up check refused is the operator's to fix: a validation error naming it. */
+const mapError = (err: unknown): ApiError =>
+  err instanceof ConfigError ? new ApiError(400, 'validation_error', err.message, {}) : toApiError(err);
+
 /** The envelope printed for `err`: an operator gets the cause an API client is not shown. */
-export function cliError(err: unknown, mapped: ApiError = toApiError(err)): { code: string; message: string; details: Record<string, unknown> } {
+export function cliError(err: unknown, mapped: ApiError = mapError(err)): { code: string; message: string; details: Record<string, unknown> } {
   const first = err instanceof Error ? err.message.split('\n')[0] : '';
   const cause = TIMEOUTS[first] ?? first;
   const message = mapped.status === 500 && cause ? cause

@@ -14,7 +14,7 @@ export class IntegrationKeyMissing extends Error {}
 
 const keys = new WeakMap<Config, Buffer>();
 
-function parseKey(text: string): Buffer {
+export function parseKey(text: string): Buffer {
   const t = text.trim();
   const k = /^[0-9a-f]{64}$/i.test(t) ? Buffer.from(t, 'hex') : Buffer.from(t, 'base64');
   if (k.length !== 32) throw new Error('INTEGRATION_ENCRYPTION_KEY must be 32 bytes, as base64 or 64 hex digits');

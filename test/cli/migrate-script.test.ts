@@ -1,7 +1,8 @@
 /**
  * `npm run migrate` (README: apply the committed migrations, what start-up does) runs against an
  * empty database and leaves every committed migration applied. It once pointed at a CLI command
- * that does not exist. `npm run db` against a database that is down ends like a CLI error.
+ * that does not exist. `npm run db` against a database that is down, or with a setting refused,
+ * ends like a CLI error.
  */
 import { execFile } from 'node:child_process';
 import { readdirSync } from 'node:fs';
@@ -48,4 +49,20 @@ test('npm run db against a database that is down prints one unavailable error li
   });
   expect(failed.stderr).not.toMatch(/^\s+at /m);
   expect(failed.stdout + failed.stderr).not.toContain('s3cret-pw');
+}, 90_000);
+
+test.each([
+  ['npm run db', 'src/cli/db.ts', ['status']],
+  ['npm run cli', 'src/cli/index.ts', ['location', 'list']],
+])('%s with a setting the start-up check refuses prints one validation_error line naming it (no stack) and exits 1', async (_name, script, args) => {
+  // Action: a retry delay past 30 days, which the service would also refuse to start with.
+  const failed = await run(tsxBin, [script, ...args], { cwd: projectRoot, env: childEnv({ DATABASE_URL: db.url, WEBHOOK_RETRY_DELAYS: '60,3000000000' }), timeout: 60_000 })
+    .then(() => ({ code: 0, stdout: '', stderr: '' }), (err: { code: number; stdout: string; stderr: string }) => err);
+  // Assertions
+  expect(failed.code).toBe(1);
+  expect(failed.stdout.trim().split('\n')).toHaveLength(1);
+  expect(JSON.parse(failed.stdout)).toEqual({
+    error: { code: 'validation_error', message: expect.stringMatching(/^Invalid configuration: WEBHOOK_RETRY_DELAYS: at most 100 delays/), details: {} },
+  });
+  expect(failed.stderr).not.toMatch(/^\s+at /m);
 }, 90_000);

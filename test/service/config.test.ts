@@ -47,3 +47,39 @@ test('operations settings: defaults, and a value out of range is refused naming 
     expect(load({ [name]: value })).toThrow(new RegExp(`^Invalid configuration: ${name}: `));
   }
 });
+
+test.each([
+  // Would overflow the SQL integer the retry schedule is computed in: one delivery re-sent every minute for ever.
+  ['WEBHOOK_RETRY_DELAYS', '60,3000000000', /at most 100 delays of at most 2592000 seconds \(30 days\) each/],
+  // Would make every lease overflow, so every claim fails and nothing is delivered.
+  ['WEBHOOK_TIMEOUT_MS', '3000000000', /must be at most 600000/],
+  // Would make every integration route a 500 on its first use.
+  ['INTEGRATION_ENCRYPTION_KEY', 'not-a-key', /must be 32 bytes, as base64 or 64 hex digits/],
+  ['INTEGRATION_ENCRYPTION_KEY', 'abcd'.repeat(15), /must be 32 bytes/],
+  ['DATABASE_URL', 'localhost:5432/switchboard', /must be a postgres:\/\/ or postgresql:\/\/ URL/],
+  ['DATABASE_URL', 'mysql://db.internal/switchboard', /must be a postgres:\/\/ or postgresql:\/\/ URL/],
+  ['HOST', '0.0.0.0 ', /must be an IP address or a host name/],
+  ['ADMIN_HOST', 'http://127.0.0.1', /must be an IP address or a host name/],
+  ['WORKER_ADMIN_HOST', '127.0.0.1:5679', /must be an IP address or a host name/],
+  // Number() would read these as 0, 16, 1000 and 3000: a setting must mean what it says.
+  ['PORT', ' ', /must be a whole number in decimal digits/],
+  ['PORT', '0x10', /must be a whole number in decimal digits/],
+  ['WEBHOOK_CONCURRENCY', '1e3', /must be a whole number in decimal digits/],
+  ['PORT', '3000.0', /must be a whole number in decimal digits/],
+  ['RATE_LIMIT_PER_MINUTE', '0', /must be at least 1/],
+  ['STAFF_TIME_SHARE', '0x1', /must be a decimal number/],
+  ['STAFF_TIME_SHARE', '0', /must be more than 0/],
+])('%s=%j is refused at start-up with a message naming it and why', (name, value, why) => {
+  expect(load({ [name]: value })).toThrow(new RegExp(`^Invalid configuration: ${name}: ${why.source}`));
+});
+
+test('the valid forms of those settings are read as written', () => {
+  const cfg = loadConfig({
+    WEBHOOK_RETRY_DELAYS: ' 60, 2592000 ', WEBHOOK_TIMEOUT_MS: '600000', INTEGRATION_ENCRYPTION_KEY: 'ab'.repeat(32),
+    DATABASE_URL: 'postgresql://sb:pw@db.internal:5432/switchboard', HOST: '::', ADMIN_HOST: 'localhost', WORKER_ADMIN_HOST: '10.0.0.7',
+    PORT: '8080', STAFF_TIME_SHARE: '.5', RATE_LIMIT_PER_MINUTE: '1200',
+  });
+  expect([cfg.WEBHOOK_RETRY_DELAYS, cfg.WEBHOOK_TIMEOUT_MS, cfg.HOST, cfg.ADMIN_HOST, cfg.WORKER_ADMIN_HOST, cfg.PORT, cfg.STAFF_TIME_SHARE, cfg.RATE_LIMIT_PER_MINUTE])
+    .toEqual([[60, 2592000], 600000, '::', 'localhost', '10.0.0.7', 8080, 0.5, 1200]);
+  expect(loadConfig({ INTEGRATION_ENCRYPTION_KEY: Buffer.alloc(32, 7).toString('base64') }).INTEGRATION_ENCRYPTION_KEY).toHaveLength(44);
+});
