@@ -43,8 +43,15 @@ function stop(code = 0): void {
 // in-flight requests and jobs finish before svc.stop() stops the embedded cluster last (the
 // cluster adds its own stop-on-signal handlers only when a program has none). Other listeners
 // stay: tsx's relays the signal to its parent, which otherwise SIGKILLs this process after 60 ms.
+// A repeated signal is noted and changes nothing: Ctrl-C on `npm start` reaches this process twice
+// (from the terminal and relayed by npm), and must not cut the shutdown short; the 20 s timer in
+// stop() bounds it.
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-  process.once(signal, () => {
+  process.on(signal, () => {
+    if (stopRequested) {
+      log.info({ signal }, 'signal received again; already stopping');
+      return;
+    }
     log.info({ signal }, 'signal received');
     stopRequested = true;
     stop();

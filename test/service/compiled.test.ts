@@ -90,10 +90,23 @@ test('npm start runs the compiled service: API and staff GraphQL up, migrations 
     await until(async () => /finalize_call done/.test(out), 'finalize_call');
     expect(out).toMatch(/"reason":"missing"/);
 
-    // SIGTERM to the service: it stops cleanly and npm exits with its status.
+    // SIGTERM to npm and to the service at once, as a supervisor or Ctrl-C on the process group
+    // does: npm relays its signal to the service (the script execs node: no shell in between to
+    // die and leave node running), the repeat does not cut the shutdown short, it stops cleanly and
+    // npm exits with its status.
+    process.kill(child.pid!, 'SIGTERM');
     process.kill(main!.pid, 'SIGTERM');
     expect(await exited).toBe(0);
     expect(out).toMatch(/"msg":"stopped"/);
+    expect(out.match(/"msg":"signal received[^"]*"/g)).toEqual(['"msg":"signal received"', '"msg":"signal received again; already stopping"']);
+    const state = (() => {
+      try {
+        return fs.readFileSync(`/proc/${main!.pid}/stat`, 'utf8').replace(/^.*\) /, '')[0];
+      } catch {
+        return 'gone';
+      }
+    })();
+    expect(['gone', 'Z']).toContain(state);
   } finally {
     if (child.exitCode === null) {
       try {
