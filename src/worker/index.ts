@@ -82,6 +82,15 @@ export interface Worker {
 /** graphile-worker's complaints that the database is away: one line per interval while it lasts. */
 const DATABASE_AWAY = /ECONNREFUSED|ECONNRESET|Connection terminated|terminating connection|the database system is|timeout exceeded when trying to connect|connect ETIMEDOUT|is not queryable/i;
 
+/**
+ * graphile-worker's start-up warning that the pool has fewer connections than a runner has jobs in
+ * flight. It assumes each job holds a connection while it runs; ours take one only for each short
+ * statement (a sync claims, calls the provider with no connection held, then records), so the
+ * worker pool's 12 serve the syncs runner's INTEGRATION_SYNC_CONCURRENCY (16) and the alarm would
+ * be false on every start. It stays at debug.
+ */
+const POOL_SMALLER_THAN_CONCURRENCY = /^WARNING: having maxPoolSize \(\d+\) smaller than concurrency/;
+
 /** One logger for both runners: their complaints during one outage share one throttle. */
 export function workerLogger(log: Logger): WorkerLogger {
   const away = new ThrottledWarning(log, 'jobs lane: database unavailable; graphile-worker retries');
@@ -90,7 +99,8 @@ export function workerLogger(log: Logger): WorkerLogger {
       away.failed(new Error(message));
       return;
     }
-    const fn = level === 'error' ? log.error : level === 'warning' ? log.warn : log.debug;
+    const quiet = level === 'warning' && POOL_SMALLER_THAN_CONCURRENCY.test(message);
+    const fn = level === 'error' ? log.error : level === 'warning' && !quiet ? log.warn : log.debug;
     fn.call(log, { scope, meta }, message);
   });
 }

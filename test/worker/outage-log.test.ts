@@ -26,3 +26,18 @@ test("the runners' database-away errors (UNLISTEN on a broken client included) g
     'Task "finalize_call" failed: something else',
   ]);
 });
+
+test("graphile-worker's pool-smaller-than-concurrency warning stays at debug: no job holds a connection while it runs", () => {
+  const lines: { level: number; msg: string }[] = [];
+  const sink = new Writable({
+    write(chunk, _enc, done) {
+      lines.push(...String(chunk).split('\n').filter(Boolean).map((l) => JSON.parse(l)));
+      done();
+    },
+  });
+  const logger = workerLogger(pino({ level: 'debug' }, sink)).scope({ label: 'runner' });
+  // Its text as graphile-worker 0.18 words it (src/lib.ts), at the syncs runner's defaults.
+  logger.warn('WARNING: having maxPoolSize (12) smaller than concurrency (16) may lead to non-optimal performance.', { max: 12, concurrency: 16 });
+  logger.warn('WARNING: something else');
+  expect(lines.map((l) => [l.level, l.msg.slice(0, 30)])).toEqual([[20, 'WARNING: having maxPoolSize (1'], [40, 'WARNING: something else']]);
+});
