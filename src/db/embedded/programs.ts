@@ -12,7 +12,17 @@ import { SYSTEM_USER, type RunAs } from './system-user.js';
 
 export const EMBEDDED_USER = 'postgres';
 
-/** The last 200 lines a PostgreSQL program wrote (stdout and stderr), kept to explain a failure. */
+/**
+ * A statement's error as the server logs it can quote what a client sent: `ERROR:  invalid input
+ * syntax for type timestamp: "+1312…"`, a duplicate key's `DETAIL`, the `STATEMENT` itself. Those
+ * lines keep their prefix and severity only, so LOG_LEVEL=trace copies no caller data into the
+ * service's log (docs/privacy.md); the client got the error, and the service logs its SQLSTATE.
+ */
+const STATEMENT_LINE = /^(.*?)\b(ERROR|DETAIL|STATEMENT|CONTEXT|HINT|QUERY|LOCATION):\s.*$/;
+export const withoutClientValues = (line: string): string =>
+  line.replace(STATEMENT_LINE, "$1$2:  (not copied: a statement's error can quote values a client sent)");
+
+/** The last 200 lines a PostgreSQL program wrote (stdout and stderr), kept to explain a failure; statements' errors masked. */
 export class Tail {
   private lines: string[] = [];
   /** Each stream's unfinished last line: a chunk may end mid-line, and the other stream's output may come between. */
@@ -21,14 +31,14 @@ export class Tail {
   push(stream: string, chunk: string): string[] {
     const parts = ((this.partial.get(stream) ?? '') + chunk).split('\n');
     this.partial.set(stream, parts.pop()!);
-    const fresh = parts.map((l) => l.trim()).filter(Boolean);
+    const fresh = parts.map((l) => withoutClientValues(l.trim())).filter(Boolean);
     this.lines.push(...fresh);
     if (this.lines.length > 200) this.lines.splice(0, this.lines.length - 200);
     return fresh;
   }
   /** Every complete line, then each stream's unfinished one. */
   get text(): string {
-    return [...this.lines, ...[...this.partial.values()].map((l) => l.trim()).filter(Boolean)].join('\n');
+    return [...this.lines, ...[...this.partial.values()].map((l) => withoutClientValues(l.trim())).filter(Boolean)].join('\n');
   }
 }
 
