@@ -147,6 +147,19 @@ function parseIp(ip: string): ipaddr.IPv4 | ipaddr.IPv6 | null {
 }
 
 /**
+ * `addressProblem`'s range without the address itself ("private-use, 10.0.0.0/8"): all a refusal
+ * of a host name shows, so a tenant cannot learn what internal names resolve to by registering
+ * them (an IP literal's refusal names the literal the tenant gave).
+ */
+export function rangeProblem(ip: string): string | null {
+  const why = addressProblem(ip);
+  if (!why) return null;
+  const open = why.indexOf('(');
+  if (open < 0) return 'not an IP address';
+  return why.slice(open + 1, -1).replace(/, embeds [^:,)]+: /, ': ').replace(/, embeds [^:,)]+$/, '');
+}
+
+/**
  * Why `ip` may not be dialled (null when it is a public unicast address). The single rule behind
  * every check of this module; see the header for what it refuses and why.
  */
@@ -251,8 +264,8 @@ export async function assertTarget(raw: string, { allowPrivate, resolve = system
   }
   if (addrs.length === 0) throw new SsrfError(`Host ${host} does not resolve`, { unresolved: true });
   for (const a of addrs) {
-    const why = addressProblem(a.address);
-    if (why) throw new SsrfError(`Host ${host} resolves to a non-public address: ${why}`);
+    const range = rangeProblem(a.address);
+    if (range) throw new SsrfError(`Host ${host} resolves to a non-public address (${range})`);
   }
   return url;
 }
@@ -268,9 +281,9 @@ export function guardedLookup(allowPrivate: boolean, resolve: Resolver = systemR
   return (hostname: string, options: dns.LookupOptions, callback: LookupCb): void => {
     resolve(hostname, { ...options, all: true }, (err, list) => {
       if (err) return callback(err, '');
-      const why = allowPrivate ? null : list.map((a) => addressProblem(a.address)).find((p) => p !== null) ?? null;
-      if (why || list.length === 0) {
-        const e = new SsrfError(`Refused to connect: ${hostname} ${why ? `resolves to a non-public address: ${why}` : 'has no address'}`);
+      const range = allowPrivate ? null : list.map((a) => rangeProblem(a.address)).find((p) => p !== null) ?? null;
+      if (range || list.length === 0) {
+        const e = new SsrfError(`Refused to connect: ${hostname} ${range ? `resolves to a non-public address (${range})` : 'has no address'}`);
         return callback(e as NodeJS.ErrnoException, '');
       }
       if (options.all) return callback(null, list);
