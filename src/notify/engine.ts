@@ -104,6 +104,10 @@ export class NotificationEngine extends LeaseEngine<NotificationToSend, TryOutco
     return this.recordBatch([r]);
   }
 
+  protected withoutReply(r: TryOutcome): TryOutcome {
+    return { ...r, detail: `${r.status} (the provider's reply could not be stored)` };
+  }
+
   protected async release(ids: string[]): Promise<void> {
     await callFn(this.pool, 'app.notification_release', [this.id, ids]);
   }

@@ -120,6 +120,10 @@ export class WebhookEngine extends LeaseEngine<Claim, Result> {
     await callFn(this.pool, 'app.webhook_record', [r.delivery_id, r.result, ...this.rules]);
   }
 
+  protected withoutReply(r: Result): Result {
+    return { ...r, result: { ...r.result, response_body: null, response_headers: {}, error: r.result.error === null ? null : 'the outcome\'s text could not be stored' } };
+  }
+
   protected async release(ids: string[]): Promise<void> {
     await callFn(this.pool, 'app.webhook_release', [this.id, ids]);
   }

@@ -125,6 +125,12 @@ export abstract class LeaseEngine<C, R> {
   protected abstract recordBatch(results: R[]): Promise<void>;
   /** Records one outcome (after a batch failed, so one bad outcome does not lose the others). */
   protected abstract recordOne(result: R): Promise<void>;
+  /**
+   * The outcome without the text a receiver sent back (its body, its reply), which is the part the
+   * database may refuse to store: recorded instead when the whole outcome cannot be, so the try
+   * still counts and is not sent again every time its lease lapses.
+   */
+  protected abstract withoutReply(result: R): R;
   /** Gives back rows abandoned unsent: due again at once, for this or another engine. */
   protected abstract release(ids: string[]): Promise<void>;
   /** Called as a claimed row starts and as it ends (a subclass's own accounting). */
@@ -294,7 +300,16 @@ export abstract class LeaseEngine<C, R> {
             await this.recordOne(r);
           } catch (e) {
             // The outcome's id only: its detail quotes the receiver, which may echo caller data.
-            this.log.error({ err: e, id: this.resultKey(r) }, 'could not record an outcome');
+            if (isConnectionError(e)) {
+              this.recordWarning.failed(e);
+              continue;
+            }
+            try {
+              await this.recordOne(this.withoutReply(r));
+              this.log.warn({ err: e, id: this.resultKey(r) }, 'outcome recorded without the reply the database refused');
+            } catch (bare) {
+              this.log.error({ err: bare, id: this.resultKey(r) }, 'could not record an outcome; its lease lapses and it is sent again');
+            }
           }
         }
       }

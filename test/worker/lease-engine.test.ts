@@ -1,6 +1,7 @@
 /**
  * The shared engine machinery (src/worker/lease-engine.ts) without a queue table: a send that
- * throws instead of returning an outcome gives its row back and frees its slot; an engine that
+ * throws instead of returning an outcome gives its row back and frees its slot; an outcome the
+ * database refuses is recorded without the receiver's reply; an engine that
  * stops leaves nothing of itself on the LISTEN connection it gives back to the pool.
  */
 import pg from 'pg';
@@ -36,10 +37,62 @@ class ThrowingEngine extends LeaseEngine<{ id: string }, { id: string }> {
   protected async recordOne(r: { id: string }) {
     this.recorded.push(r.id);
   }
+  protected withoutReply(r: { id: string }) {
+    return r;
+  }
   protected async release(ids: string[]) {
     this.released.push(...ids);
   }
 }
+
+type Reply = { id: string; reply: string | null };
+
+/** Records in memory, and refuses (as jsonb refuses a NUL) any outcome whose reply holds "\u0000". */
+class RefusingEngine extends LeaseEngine<{ id: string }, Reply> {
+  claims = [[{ id: 'fine' }, { id: 'refused' }]];
+  recorded: Reply[] = [];
+  tries = 0;
+  constructor() {
+    super({} as pg.Pool, testLog, { ownerPrefix: 'test', channel: 'test_channel', concurrency: 4, pollIntervalMs: 60_000, shutdownGraceMs: 100, sendTimeoutMs: 1000, leaseGraceMs: 30_000 });
+  }
+  protected async claimBatch(): Promise<ClaimBatch<{ id: string }>> {
+    return { claims: this.claims.shift() ?? [], next_due_at: null };
+  }
+  protected keyOf(c: { id: string }) {
+    return c.id;
+  }
+  protected resultKey(r: Reply) {
+    return r.id;
+  }
+  protected async send(c: { id: string }) {
+    return { id: c.id, reply: c.id === 'refused' ? 'ok \u0000' : 'ok' };
+  }
+  private store(rs: Reply[]) {
+    this.tries += 1;
+    if (rs.some((r) => r.reply?.includes('\u0000'))) throw Object.assign(new Error('unsupported Unicode escape sequence'), { code: '22P05' });
+    this.recorded.push(...rs);
+  }
+  protected async recordBatch(rs: Reply[]) {
+    this.store(rs);
+  }
+  protected async recordOne(r: Reply) {
+    this.store([r]);
+  }
+  protected withoutReply(r: Reply) {
+    return { ...r, reply: null };
+  }
+  protected async release() {}
+}
+
+test('an outcome the database refuses is recorded without its reply: the try counts, and is not sent again when its lease lapses', async () => {
+  const engine = new RefusingEngine();
+  engine.kick();
+  await waitFor(async () => engine.recorded.length === 2 && engine.inFlightCount === 0, 'both outcomes recorded');
+  await engine.stop();
+  expect(engine.recorded.sort((a, b) => a.id.localeCompare(b.id))).toEqual([{ id: 'fine', reply: 'ok' }, { id: 'refused', reply: null }]);
+  // The batch, then each alone (the fine one, the refused one), then the refused one without its reply.
+  expect(engine.tries).toBe(4);
+});
 
 test('a send that throws releases its row and frees its slot; the others are recorded', async () => {
   const engine = new ThrowingEngine();
