@@ -12,8 +12,10 @@ declare
 begin
   perform set_config('app.location_id', loc::text, true);
   perform set_config('app.seeding', 'on', true);
-  -- Seeded customers have numbers +1 202 …; a rerun continues after the highest one.
-  select coalesce(max(substr(phone, 3)::bigint), 2019999999) + 1 into first_number
+  -- Seeded customers have numbers +1 202 200 0000 on, valid and dialable in form (an exchange
+  -- starts with 2-9), so the erasure runbook can erase one by its phone; a rerun continues after
+  -- the highest one (numbers seeded before this change, +1 202 000 …, are skipped past).
+  select greatest(coalesce(max(substr(phone, 3)::bigint), 0), 2021999999) + 1 into first_number
     from app.customers where location_id = loc and phone like '+1202%';
 
   if not exists (select 1 from app.faqs where location_id = loc) then

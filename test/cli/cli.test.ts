@@ -136,10 +136,13 @@ test('demo seed --jobs runs its batches side by side: every day covered, numbers
          from app.locations l join app.customers cu on cu.location_id = l.id
         where l.slug = 'jobs-hvac' group by l.id`);
     // 840 customers with 840 consecutive numbers, each with calls, the calls within the last 10 days.
-    expect(r).toMatchObject({ phones: 840, lo: '+12020000000', hi: '+12020000839', older: 0, days: 10, idle: 0 });
+    expect(r).toMatchObject({ phones: 840, lo: '+12022000000', hi: '+12022000839', older: 0, days: 10, idle: 0 });
   } finally {
     await c.end();
   }
+  // The numbers are valid ones (an exchange starts with 2-9): the erasure runbook works on a demo caller.
+  const erased = await runCli(['erasure', 'create', '--location', 'jobs-hvac', '--phone', '+12022000839'], env);
+  expect([erased.code, erased.json?.matched?.customers]).toEqual([0, 1]);
 });
 
 test('demo seed as a role that may not set session_replication_role checks each row and says so; granted SET on it, per batch', async () => {
