@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 import path from 'node:path';
 import { z } from 'zod';
-import { parseKey } from './integrations/crypto.js';
+import { parseKey } from './integrations/key-format.js';
 
 const bool = z
   .enum(['true', 'false', '1', '0', ''])

@@ -9,17 +9,11 @@ import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Config } from '../config.js';
+import { parseKey } from './key-format.js';
 
 export class IntegrationKeyMissing extends Error {}
 
 const keys = new WeakMap<Config, Buffer>();
-
-export function parseKey(text: string): Buffer {
-  const t = text.trim();
-  const k = /^[0-9a-f]{64}$/i.test(t) ? Buffer.from(t, 'hex') : Buffer.from(t, 'base64');
-  if (k.length !== 32) throw new Error('INTEGRATION_ENCRYPTION_KEY must be 32 bytes, as base64 or 64 hex digits');
-  return k;
-}
 
 /** The key: from the environment, else (embedded cluster only) from DATA_DIR, generated on first use. */
 export function integrationKey(cfg: Config): Buffer {

@@ -125,11 +125,7 @@ export abstract class LeaseEngine<C, R> {
   protected abstract recordBatch(results: R[]): Promise<void>;
   /** Records one outcome (after a batch failed, so one bad outcome does not lose the others). */
   protected abstract recordOne(result: R): Promise<void>;
-  /**
-   * The outcome without the text a receiver sent back (its body, its reply), which is the part the
-   * database may refuse to store: recorded instead when the whole outcome cannot be, so the try
-   * still counts and is not sent again every time its lease lapses.
-   */
+  /** The outcome without the receiver's text (what a database may refuse): recorded when the whole cannot be. */
   protected abstract withoutReply(result: R): R;
   /** Gives back rows abandoned unsent: due again at once, for this or another engine. */
   protected abstract release(ids: string[]): Promise<void>;
