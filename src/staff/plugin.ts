@@ -102,7 +102,8 @@ export function staffPlugin(hooks: StaffPluginHooks): GraphileConfig.Plugin {
 
 /**
  * Errors staff should read as they are: a permission the role lacks (42501), the staff statement
- * timeout (57014), a value the database refused (class 23, our SB codes), and a database that is
+ * timeout (57014), a value the database refused (class 23, our SB codes) or could not read
+ * (class 22, its quoted value cut), and a database that is
  * unavailable or did not answer within the pool's bound (UNAVAILABLE). Anything else is
  * masked with a reference id, and `log` gets that id with the error's kind, SQLSTATE, PostgreSQL
  * routine and field path: never its message, stack or the document, which can hold caller data
@@ -116,6 +117,11 @@ export function staffMaskError(error: GraphQLError, log?: Pick<Logger, 'error'>)
   if (code === '42501') return clear(`Permission denied: ${error.message} (your staff role does not allow this; docs/staff.md)`, 'FORBIDDEN');
   if (code === '57014') return clear('Canceled: the query ran past the staff statement timeout (STAFF_STATEMENT_TIMEOUT_MS)', 'STATEMENT_TIMEOUT');
   if (typeof code === 'string' && (/^23/.test(code) || /^SB/.test(code))) return clear(error.message, 'INVALID_VALUE');
+  // A value of the request the database cannot read (class 22: a Datetime that is no date, a
+  // negative offset): the client's to fix, said without the value, which can be caller data.
+  if (typeof code === 'string' && /^22/.test(code)) {
+    return clear(`A value in the request is not valid: ${error.message.split('\n')[0].replace(/:\s*"[^"]*"\s*$/, '').replace(/"[^"]*"/g, '"…"')} (SQLSTATE ${code})`, 'INVALID_VALUE');
+  }
   const original = error.originalError;
   // GraphQL's own errors and grafast's safe ones are the client's to read; grafserv passes them on.
   if (!original || original instanceof GraphQLError || isSafeError(original)) return defaultMaskError(error);
