@@ -6,7 +6,8 @@ import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { workerLogger } from '../../src/worker/index.js';
 
-test("the runners' database-away errors (UNLISTEN on a broken client included) give one line; others pass through", () => {
+/** A runner's scope of workerLogger over a pino logger at `level`, and the lines it wrote. */
+function captured(level: string) {
   const lines: { level: number; msg: string }[] = [];
   const sink = new Writable({
     write(chunk, _enc, done) {
@@ -14,7 +15,11 @@ test("the runners' database-away errors (UNLISTEN on a broken client included) g
       done();
     },
   });
-  const logger = workerLogger(pino({ level: 'info' }, sink)).scope({ label: 'runner' });
+  return { lines, logger: workerLogger(pino({ level }, sink)).scope({ label: 'runner' }) };
+}
+
+test("the runners' database-away errors (UNLISTEN on a broken client included) give one line; others pass through", () => {
+  const { lines, logger } = captured('info');
   for (let i = 0; i < 3; i++) {
     logger.error('Error occurred attempting to UNLISTEN: Error: Client has encountered a connection error and is not queryable');
     logger.error('Error with notify listener (trying again in 127ms): terminating connection due to unexpected postmaster exit');
@@ -28,14 +33,7 @@ test("the runners' database-away errors (UNLISTEN on a broken client included) g
 });
 
 test("graphile-worker's pool-smaller-than-concurrency warning stays at debug: no job holds a connection while it runs", () => {
-  const lines: { level: number; msg: string }[] = [];
-  const sink = new Writable({
-    write(chunk, _enc, done) {
-      lines.push(...String(chunk).split('\n').filter(Boolean).map((l) => JSON.parse(l)));
-      done();
-    },
-  });
-  const logger = workerLogger(pino({ level: 'debug' }, sink)).scope({ label: 'runner' });
+  const { lines, logger } = captured('debug');
   // Its text as graphile-worker 0.18 words it (src/lib.ts), at the syncs runner's defaults.
   logger.warn('WARNING: having maxPoolSize (12) smaller than concurrency (16) may lead to non-optimal performance.', { max: 12, concurrency: 16 });
   logger.warn('WARNING: something else');
