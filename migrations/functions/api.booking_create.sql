@@ -7,6 +7,10 @@ AS $function$
 declare
   a app.auth := app.authorize(token_hash, location_ref, 'bookings:write');
 begin
+  -- Writers of caller data take the erasure's per-location lock (class 7303) shared, before any row
+  -- lock: an erasure waits for those in flight and then matches what they wrote; those that come
+  -- after it wait for it (docs/privacy.md, "Erasure").
+  perform pg_advisory_xact_lock_shared(7303, hashtext(a.location_id::text));
   return app.booking_json(app.booking_place(a.location_id, body, 'api', null));
 end
 $function$;

@@ -8,6 +8,10 @@ declare
   a app.auth := app.authorize(token_hash, location_ref, 'leads:write');
   l app.leads;
 begin
+  -- Writers of caller data take the erasure's per-location lock (class 7303) shared, before any row
+  -- lock: an erasure waits for those in flight and then matches what they wrote; those that come
+  -- after it wait for it (docs/privacy.md, "Erasure").
+  perform pg_advisory_xact_lock_shared(7303, hashtext(a.location_id::text));
   perform app.check_member((body ->> 'assigned_to')::uuid);
   insert into app.leads (location_id, name, phone, email, address, service_type, urgency_level,
                          estimated_value, notes, assigned_to, status)

@@ -8,7 +8,14 @@ CREATE OR REPLACE FUNCTION app.voice_finalize_overdue(call_id uuid)
 AS $function$
 declare
   c app.calls;
+  loc uuid;
 begin
+  select location_id into loc from app.calls where id = call_id;
+  if not found then return jsonb_build_object('finalized', false, 'reason', 'missing'); end if;
+  -- Writers of caller data take the erasure's per-location lock (class 7303) shared, before any row
+  -- lock: an erasure waits for those in flight and then matches what they wrote; those that come
+  -- after it wait for it (docs/privacy.md, "Erasure").
+  perform pg_advisory_xact_lock_shared(7303, hashtext(loc::text));
   select * into c from app.calls where id = call_id for update;
   if not found then return jsonb_build_object('finalized', false, 'reason', 'missing'); end if;
   perform set_config('app.location_id', c.location_id::text, true);

@@ -19,6 +19,10 @@ begin
     perform app.raise('SB404', 'No location answers this number', jsonb_build_object('to_number', inb ->> 'to_number'));
   end if;
   perform set_config('app.location_id', l.id::text, true);
+  -- Writers of caller data take the erasure's per-location lock (class 7303) shared, before any row
+  -- lock: an erasure waits for those in flight and then matches what they wrote; those that come
+  -- after it wait for it (docs/privacy.md, "Erasure").
+  perform pg_advisory_xact_lock_shared(7303, hashtext(l.id::text));
   select * into s from app.agent_settings where location_id = l.id;
 
   if caller is not null and exists (

@@ -56,6 +56,10 @@ begin
     perform app.raise('SB404', 'No location matches this call', jsonb_build_object('call_id', pc ->> 'call_id'));
   end if;
   perform set_config('app.location_id', loc::text, true);
+  -- Writers of caller data take the erasure's per-location lock (class 7303) shared, before any row
+  -- lock: an erasure waits for those in flight and then matches what they wrote; those that come
+  -- after it wait for it (docs/privacy.md, "Erasure").
+  perform pg_advisory_xact_lock_shared(7303, hashtext(loc::text));
   -- Redaction at ingestion (docs/privacy.md): the route sends the call a second time, with card
   -- numbers, security codes, expiry dates and SSNs replaced, whenever it found any; the location's
   -- setting decides which of the two is kept, before anything is stored or evented. Only text

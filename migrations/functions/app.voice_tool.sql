@@ -26,6 +26,10 @@ begin
     perform app.raise('SB404', 'No location answers this number', jsonb_build_object('to_number', payload -> 'call' ->> 'to_number'));
   end if;
   perform set_config('app.location_id', l.id::text, true);
+  -- Writers of caller data take the erasure's per-location lock (class 7303) shared, before any row
+  -- lock: an erasure waits for those in flight and then matches what they wrote; those that come
+  -- after it wait for it (docs/privacy.md, "Erasure").
+  perform pg_advisory_xact_lock_shared(7303, hashtext(l.id::text));
   s := app.scheduling_settings_of(l.id);
 
   if tool = 'check_availability' then

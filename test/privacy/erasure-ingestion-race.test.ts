@@ -1,0 +1,130 @@
+/**
+ * An erasure and an ingestion of the same caller at once (docs/privacy.md, "Erasure"): the writers
+ * of caller data take the erasure's per-location lock shared, so an erasure waits for a post-call
+ * in flight and then matches what it wrote, and a post-call that comes during an erasure waits for
+ * it and finds the call erased. Before, the erasure matched in one snapshot and updated only those
+ * ids: a returning caller's new call, or a first-time caller's customer, lead and booking, kept
+ * the data; and the two locked call and customer in opposite orders (a deadlock, 503).
+ * The interleavings are made deterministic: the ingestion is app.voice_post_call, the one SQL call
+ * the post-call route makes, in a transaction the test commits; the erasure is the real POST.
+ */
+import { randomBytes } from 'node:crypto';
+import { postVoice, VOICE_SECRET, voiceFixture, voiceLocation, type VoiceLocation } from '../platform/support.js';
+import { mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
+import { bookedCall, hits, needlesOf, type Caller } from './support.js';
+
+let t: TestApi;
+let A: VoiceLocation;
+let token: string;
+
+beforeAll(async () => {
+  t = await startTestApi({ VOICE_WEBHOOK_SECRET: VOICE_SECRET, RATE_LIMIT_PER_MINUTE: '1000000' });
+  A = await voiceLocation(t.owner);
+  token = (await mintKey(t.owner, A.id)).token;
+}, 60_000);
+afterAll(() => t.close());
+
+let seq = 0;
+function newCaller(): Caller {
+  seq += 1;
+  // Letters only in the tag, so no needle is a substring of an id or a number.
+  const tag = randomBytes(5).toString('hex').replace(/[0-9]/g, (d) => 'ghijklmnop'[Number(d)]);
+  return { phone: `+1737558${String(2000 + seq).padStart(4, '0')}`, name: `Vale ${tag}`, address: `${seq} Sorrel ${tag} Rd, Austin, TX 78745`, email: `v.${tag}@example.com` };
+}
+
+/** A booked call_analyzed from `caller` (for `callId` when given). */
+function analyzedBody(caller: Caller, callId?: string) {
+  const body = voiceFixture('booked', A, { callId });
+  body.call.from_number = caller.phone;
+  Object.assign(body.call.call_analysis.custom_analysis_data, {
+    caller_name: caller.name, caller_address: caller.address, caller_email: caller.email, issue_summary: `Furnace rattles at ${caller.address}`,
+  });
+  body.call.transcript = `User: ${caller.name}, ${caller.address}.`;
+  body.call.transcript_object = [{ role: 'user', content: `${caller.name}, ${caller.address}`, words: [] }];
+  body.call.call_analysis.call_summary = `Caller ${caller.name} booked a visit.`;
+  return body;
+}
+
+async function callStarted(caller: Caller): Promise<string> {
+  const body = voiceFixture('call-started', A);
+  body.call.from_number = caller.phone;
+  expect((await postVoice(t.baseUrl, 'post-call', body)).status).toBe(200);
+  return body.call.call_id;
+}
+
+/** Waits until a backend running a statement containing `like` waits for a lock (a row's or an advisory one). */
+async function blocked(like: string): Promise<void> {
+  for (let i = 0; i < 400; i++) {
+    const { rows } = await t.owner.query(
+      `select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like $1`, [`%${like}%`]);
+    if (rows[0].n > 0) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error(`no backend running ${like} waits for a lock`);
+}
+
+const erase = (phone: string) => request(t.baseUrl, 'POST', `/api/v1/locations/${A.id}/erasures`, { token, body: { phone } });
+
+/** Runs app.voice_post_call for `body` in a transaction; `during` runs before the commit. */
+async function ingestAround(body: unknown, during: () => Promise<void>): Promise<void> {
+  const p = await t.owner.connect();
+  try {
+    await p.query('begin');
+    await p.query('select app.voice_post_call($1::jsonb, true, null)', [JSON.stringify(body)]);
+    await during();
+    await p.query('commit');
+  } finally {
+    p.release();
+  }
+}
+
+test("a returning caller's new call ingested as the erasure starts is erased with the rest", async () => {
+  const caller = newCaller();
+  await bookedCall(t.baseUrl, A, caller);
+  let erasure!: ReturnType<typeof erase>;
+  await ingestAround(analyzedBody(caller), async () => {
+    erasure = erase(caller.phone);
+    await blocked('erasure_create');
+  });
+  expect((await erasure).status).toBe(202);
+  // Both calls, leads and bookings: the one ingested meanwhile too.
+  expect((await erasure).body.data.matched).toMatchObject({ calls: 2, leads: 2, bookings: 2, customers: 1 });
+  expect(await hits(t.owner, A.id, needlesOf(caller))).toEqual({});
+});
+
+test("a first-time caller's call_analyzed ingested as the erasure starts: its new customer, lead and booking are erased too", async () => {
+  const caller = newCaller();
+  const callId = await callStarted(caller);
+  let erasure!: ReturnType<typeof erase>;
+  await ingestAround(analyzedBody(caller, callId), async () => {
+    erasure = erase(caller.phone);
+    await blocked('erasure_create');
+  });
+  expect((await erasure).status).toBe(202);
+  expect(await hits(t.owner, A.id, needlesOf(caller))).toEqual({});
+});
+
+test('a call_analyzed that comes while the erasure waits for a row waits for the erasure, adds nothing, and neither deadlocks', async () => {
+  const caller = newCaller();
+  await bookedCall(t.baseUrl, A, caller);
+  const callId = await callStarted(caller);
+  const { rows: [customer] } = await t.owner.query('select id from app.customers where location_id = $1 and phone = $2', [A.id, caller.phone]);
+  // A third transaction holds the customer a moment (as any writer of it might), so both queue.
+  const holder = await t.owner.connect();
+  let erasure!: ReturnType<typeof erase>;
+  let ingestion!: ReturnType<typeof postVoice>;
+  try {
+    await holder.query('begin');
+    await holder.query('select 1 from app.customers where id = $1 for update', [customer.id]);
+    erasure = erase(caller.phone);
+    await blocked('erasure_create');
+    ingestion = postVoice(t.baseUrl, 'post-call', analyzedBody(caller, callId));
+    await blocked('voice_post_call');
+    await holder.query('commit');
+  } finally {
+    holder.release();
+  }
+  const [e, p] = await Promise.all([erasure, ingestion]);
+  expect([e.status, p.status]).toEqual([202, 200]);
+  expect(await hits(t.owner, A.id, needlesOf(caller))).toEqual({});
+});
