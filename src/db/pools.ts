@@ -122,6 +122,9 @@ export const PG_TIMEOUT_MESSAGES = { connect: 'timeout expired', answer: 'Query 
 /** node-postgres's error when `query_timeout` passes without the server's answer. */
 export const isAnswerTimeout = (err: unknown): boolean => (err as Error | undefined)?.message === PG_TIMEOUT_MESSAGES.answer;
 
+/** pg-pool's error when every connection stayed busy for `connectionTimeoutMillis`: the database is up, the pool full. */
+export const isCheckoutTimeout = (err: unknown): boolean => (err as Error | undefined)?.message === 'timeout exceeded when trying to connect';
+
 /**
  * Ends `pool`, waiting at most `ms`: an idle connection's goodbye waits for the server's, and one
  * that stopped answering must not keep a script from printing its outcome and exiting.

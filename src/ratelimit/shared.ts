@@ -12,7 +12,7 @@
  * only shortfall (small: leases shrink as the budget runs out).
  */
 import type pg from 'pg';
-import { isAnswerTimeout } from '../db/pools.js';
+import { isAnswerTimeout, isCheckoutTimeout } from '../db/pools.js';
 
 const WINDOW_MS = 60_000;
 
@@ -114,6 +114,10 @@ export class SharedRateLimit {
         if (r.granted === 0) s.exhausted = true;
       })
       .catch((err: Error) => {
+        // Every connection busy past the pool's bound: the database is up and the load at its
+        // highest, the moment a limit is for. The request fails 503 (Retry-After), counted by no
+        // one, rather than passing uncounted with all the others for a second.
+        if (isCheckoutTimeout(err)) return err;
         this.failOpenUntil = this.now() + 1000;
         return isAnswerTimeout(err) ? err : undefined;
       })

@@ -139,3 +139,40 @@ test('three limiters on one database: thousands of requests, a few dozen databas
     await api.end();
   }
 }, 120_000);
+
+test("a lease of a past minute that arrives late is granted nothing and leaves the current minute's count as it is", async () => {
+  const loc = await createLocation(owner, { name: 'Late Lease HVAC' });
+  const key = hashToken((await mintKey(owner, loc.id)).token);
+  const take = async (window: number, want: number) =>
+    (await owner.query<{ granted: number; used: number }>('select granted, used from app.rate_limit_take($1, $2, $3, 20)', [key, window, want])).rows[0];
+  const w = Math.floor(Date.now() / 60_000);
+  // Minute w+1 spends its whole budget of 20.
+  expect(await take(w + 1, 20)).toEqual({ granted: 20, used: 20 });
+  // A lease of minute w reaches the database only now (it was held): nothing for it, nothing reset.
+  expect((await take(w, 5)).granted).toBe(0);
+  // Minute w+1 still has nothing left.
+  expect(await take(w + 1, 5)).toEqual({ granted: 0, used: 20 });
+  const { rows: [row] } = await owner.query('select window_start, used from app_private.rate_limits where token_hash = $1', [key]);
+  expect([Number(row.window_start), row.used]).toEqual([w + 1, 20]);
+});
+
+test('a lease that waits past the pool bound for a busy connection fails the request (503) instead of letting requests through uncounted', async () => {
+  const loc = await createLocation(owner, { name: 'Busy Pool HVAC' });
+  const key = hashToken((await mintKey(owner, loc.id)).token);
+  // The API pool's only connection is busy with a slow statement for longer than the bound (5 s).
+  const api = createApiPool(db.url, 1);
+  const limiter = new SharedRateLimit(10, api);
+  try {
+    const slow = api.query('select pg_sleep(7)');
+    await expect(limiter.consume(key)).rejects.toThrow('timeout exceeded when trying to connect');
+    // The next request is not let through uncounted either: it waits for a lease again.
+    const next = limiter.consume(key);
+    await slow;
+    expect((await next).allowed).toBe(true);
+    const { rows: [row] } = await owner.query('select used from app_private.rate_limits where token_hash = $1', [key]);
+    expect(row.used).toBeGreaterThan(0);
+  } finally {
+    limiter.close();
+    await api.end();
+  }
+}, 30_000);
