@@ -26,6 +26,12 @@ export interface Ctx<P, Q, B> {
    * for list routes), for the response to carry as is.
    */
   call: (fn: string, ...args: unknown[]) => Promise<unknown>;
+  /**
+   * Token, location and scope, checked now (401, 404, 403), for a handler that must do work of its
+   * own before its one call: nothing is done for a request that would be refused. Outside `call`,
+   * so an Idempotency-Key's once-only call stays the handler's one.
+   */
+  authorize: () => Promise<void>;
   /** The process's cache of `GET /me` answers (src/auth/cache.ts), when it runs one. */
   authCache?: AuthCache;
 }
@@ -200,6 +206,9 @@ export function mountRoutes(router: Router, routes: RouteSpec[], pool: pg.Pool, 
         req,
         res,
         authCache,
+        authorize: async () => {
+          await callFn(pool, 'app.authorize', [token, (params.data as { locationId?: string }).locationId ?? null, spec.scope]);
+        },
         call: idemKey !== undefined
           ? onlyOnce(async (fn, ...args) => {
               const answer = await callIdempotent(pool, {

@@ -1,6 +1,6 @@
 /**
  * Client mistakes the happy paths do not exercise: auth outranks validation (401, 404, 403
- * before 400), NUL characters and broken percent-encoding are 4xx, never 500.
+ * before 400), the outbound-URL check included (it resolves host names), NUL characters and broken percent-encoding are 4xx, never 500.
  */
 import { randomUUID } from 'node:crypto';
 import { callRow, postVoice, VOICE_SECRET, voiceFixture, voiceLocation } from '../platform/support.js';
@@ -12,7 +12,8 @@ let b: { id: string; slug: string };
 let token: string;
 
 beforeAll(async () => {
-  t = await startTestApi({ VOICE_WEBHOOK_SECRET: VOICE_SECRET });
+  // Private targets refused, as in production: the outbound-URL check below must not answer first.
+  t = await startTestApi({ VOICE_WEBHOOK_SECRET: VOICE_SECRET, WEBHOOK_ALLOW_PRIVATE_TARGETS: 'false' });
   a = await createLocation(t.owner);
   b = await createLocation(t.owner);
   ({ token } = await mintKey(t.owner, a.id));
@@ -35,6 +36,30 @@ test('an invalid body is judged only after the token, the location and the scope
 
   const mine = await request(t.baseUrl, 'PATCH', `/api/v1/locations/${a.slug}`, { token, body: bad });
   expect([mine.status, mine.body.error.code]).toEqual([400, 'validation_error']);
+});
+
+test('a webhook or integration URL is checked (and its host resolved) only after the token, the location and the scope', async () => {
+  const { token: readOnly } = await mintKey(t.owner, a.id, ['webhooks:read', 'integrations:read']);
+  const endpoint = (url: string) => ({ url, events: ['lead.created'] });
+  const cases: Array<[string, string, string | undefined, unknown, number]> = [
+    // Without a valid token nothing is resolved, so nothing is learnt about how a name resolves.
+    ['POST', `/api/v1/locations/${a.id}/webhook-endpoints`, randomUUID(), endpoint('https://127.0.0.1/hook'), 401],
+    ['POST', `/api/v1/locations/${a.id}/webhook-endpoints`, randomUUID(), endpoint('https://example.invalid/hook'), 401],
+    ['PATCH', `/api/v1/webhook-endpoints/${randomUUID()}`, randomUUID(), { url: 'https://127.0.0.1/x' }, 401],
+    ['POST', `/api/v1/locations/${b.id}/webhook-endpoints`, token, endpoint('https://127.0.0.1/hook'), 404],
+    ['POST', `/api/v1/locations/${b.id}/integrations`, token, { provider: 'zapier', webhook_url: 'https://10.0.0.1/x' }, 404],
+    ['POST', `/api/v1/locations/${a.id}/webhook-endpoints`, readOnly, endpoint('https://127.0.0.1/hook'), 403],
+    ['POST', `/api/v1/locations/${a.id}/integrations`, readOnly, { provider: 'zapier', webhook_url: 'https://10.0.0.1/x' }, 403],
+    // Allowed to register: now the target is judged.
+    ['POST', `/api/v1/locations/${a.id}/webhook-endpoints`, token, endpoint('https://127.0.0.1/hook'), 400],
+    ['POST', `/api/v1/locations/${a.id}/integrations`, token, { provider: 'zapier', webhook_url: 'https://10.0.0.1/x' }, 400],
+  ];
+  for (const [method, path, key, body, status] of cases) {
+    const res = await request(t.baseUrl, method, path, { token: key, body });
+    expect([method, path, res.status]).toEqual([method, path, status]);
+  }
+  const { rows } = await t.owner.query('select count(*)::int as n from app.webhook_endpoints where location_id = any($1)', [[a.id, b.id]]);
+  expect(rows[0].n).toBe(0);
 });
 
 test('a malformed id with a bad token is 401, not 404', async () => {

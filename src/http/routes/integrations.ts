@@ -89,9 +89,9 @@ export const integrationRoutes: RouteSpec[] = [
     operationId: 'createIntegration', method: 'post', path: '/locations/:locationId/integrations', tag: 'Integrations', scope: 'integrations:write', status: 201,
     summary: 'Connect a webhook-style integration (slack, zapier, make, n8n, calcom)',
     params: LocationParams, body: IntegrationCreate, response: Integration, conflict: true, rules: ['ipv6_literal', 'public_target'],
-    handler: async ({ call, token, params, body, req }) => {
+    handler: async ({ call, authorize, token, params, body, req }) => {
       // The same registration-time SSRF check as webhook endpoints (send time checks again).
-      await assertTargetField(req, 'webhook_url', body.webhook_url);
+      await assertTargetField(req, authorize, 'webhook_url', body.webhook_url);
       return call('api.integration_create', token, params.locationId, body);
     },
   }),
@@ -108,9 +108,9 @@ export const integrationRoutes: RouteSpec[] = [
     operationId: 'connectServiceTitan', method: 'put', path: '/locations/:locationId/integrations/servicetitan/credentials', tag: 'Integrations', scope: 'integrations:write',
     summary: 'Connect ServiceTitan with the tenant\'s client credentials (checked by minting a token first)',
     params: LocationParams, body: ServiceTitanCredentials, response: Integration, errors: [422, 503],
-    handler: async ({ call, token, params, body, req }) => {
+    handler: async ({ call, authorize, token, params, body, req }) => {
       // Token, location and scope first: nothing is sent to ServiceTitan for a request we would refuse.
-      await call('app.authorize', token, params.locationId, 'integrations:write');
+      await authorize();
       const checked = await service(req).checkServiceTitan(body);
       return call('api.integration_credentials_put', token, params.locationId, 'servicetitan', body.tenant_id, checked.expiresAt, checked.ciphertext);
     },

@@ -21,9 +21,12 @@ export const tsNull = timestamp.nullable();
  * Registration-time SSRF check of a URL a tenant gives us to call (webhook endpoint `url`,
  * integration `webhook_url`): the shared assertion of src/net/ssrf.ts, resolving the host now, and
  * a refusal becomes 400 validation_error naming the field. Sending checks again (src/net/post.ts).
+ * Token, location and scope are checked first (`authorize`): the check resolves host names, and
+ * only a caller allowed to register one may learn how it resolves (401, 404, 403 before 400).
  */
-export async function assertTargetField(req: Request, field: string, url: string | undefined): Promise<void> {
+export async function assertTargetField(req: Request, authorize: () => Promise<void>, field: string, url: string | undefined): Promise<void> {
   if (url === undefined) return;
+  await authorize();
   const cfg = req.app.locals.cfg as Config;
   try {
     await assertTarget(url, { allowPrivate: cfg.WEBHOOK_ALLOW_PRIVATE_TARGETS });

@@ -116,8 +116,8 @@ export const webhookRoutes: RouteSpec[] = [
     operationId: 'createWebhookEndpoint', method: 'post', path: '/locations/:locationId/webhook-endpoints', tag: 'Webhooks', scope: 'webhooks:write', status: 201,
     summary: 'Register a webhook endpoint (the response is the only one that shows its secret)',
     params: LocationParams, body: EndpointCreate, response: WebhookEndpointWithSecret, rules: ['ipv6_literal', 'public_target'],
-    handler: async ({ call, token, params, body, req }) => {
-      await assertTargetField(req, 'url', body.url);
+    handler: async ({ call, authorize, token, params, body, req }) => {
+      await assertTargetField(req, authorize, 'url', body.url);
       return call('api.webhook_endpoints_create', token, params.locationId, body);
     },
   }),
@@ -135,8 +135,8 @@ export const webhookRoutes: RouteSpec[] = [
     operationId: 'updateWebhookEndpoint', method: 'patch', tag: 'Webhooks', scope: 'webhooks:write',
     summary: 'Update an endpoint; active=false pauses it (pending retries held), active=true resumes or re-enables it (clears disabled_at, disabled_reason, failure_count)',
     body: EndpointPatch, response: WebhookEndpoint, rules: ['ipv6_literal', 'public_target'],
-    handler: async ({ call, token, params, body, req }) => {
-      await assertTargetField(req, 'url', (body as z.infer<typeof EndpointPatch>).url);
+    handler: async ({ call, authorize, token, params, body, req }) => {
+      await assertTargetField(req, authorize, 'url', (body as z.infer<typeof EndpointPatch>).url);
       return call('api.webhook_endpoint_patch', token, params.locationId ?? null, params.id, body);
     },
   }),
