@@ -3,7 +3,8 @@
  * does not know, a malformed request line or header) get the JSON error envelope too
  * (docs/api-contract.md §5, "Every response is JSON"), not Node's bare status line.
  */
-import { STATUS_CODES, type Server } from 'node:http';
+import { STATUS_CODES, type Server, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 
 export function answerClientErrors(server: Server): void {
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
@@ -12,14 +13,39 @@ export function answerClientErrors(server: Server): void {
       socket.destroy();
       return;
     }
-    // The statuses Node itself would send, each with the envelope.
-    const [status, code, message] = err.code === 'HPE_HEADER_OVERFLOW'
-      ? [431, 'headers_too_large', 'Request headers are larger than the server accepts (16 KB)']
-      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-        ? [408, 'request_timeout', 'The request did not arrive in full in time']
-        : [400, 'bad_request', 'The request is not valid HTTP/1.1'];
-    const body = JSON.stringify({ error: { code, message, details: {} } });
-    socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json; charset=utf-8\r\n`
-      + `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+    // Bytes after a complete request on the same connection (a body longer than its
+    // Content-Length, a DELETE's unframed body) are refused while that request still runs: its
+    // answer goes first, as HTTP/1.1 answers in order, then this refusal if the connection is
+    // still open (Node closes it after that answer). Written at once, the 400 closed the
+    // connection ahead of it, and a client that read "not valid" and retried made the write twice.
+    const inFlight = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
+    if (inFlight && !inFlight.writableFinished) {
+      let once = false;
+      const after = () => {
+        if (!once) answer(err, socket);
+        once = true;
+      };
+      inFlight.once('finish', after);
+      inFlight.once('close', after);
+      return;
+    }
+    answer(err, socket);
   });
+}
+
+/** The refusal in the envelope, then the connection closes. */
+function answer(err: NodeJS.ErrnoException, socket: Duplex): void {
+  if (!socket.writable) {
+    socket.destroy();
+    return;
+  }
+  // The statuses Node itself would send, each with the envelope.
+  const [status, code, message] = err.code === 'HPE_HEADER_OVERFLOW'
+    ? [431, 'headers_too_large', 'Request headers are larger than the server accepts (16 KB)']
+    : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? [408, 'request_timeout', 'The request did not arrive in full in time']
+      : [400, 'bad_request', 'The request is not valid HTTP/1.1'];
+  const body = JSON.stringify({ error: { code, message, details: {} } });
+  socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json; charset=utf-8\r\n`
+    + `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
 }
