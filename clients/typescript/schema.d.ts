@@ -4031,7 +4031,7 @@ export interface operations {
             path: {
                 /** @description The location's UUID or slug */
                 locationId: components["parameters"]["LocationId"];
-                provider: string;
+                provider: "slack" | "zapier" | "make" | "n8n" | "calcom" | "google_calendar" | "outlook" | "jobber" | "housecall_pro" | "servicetitan" | "hubspot";
             };
             cookie?: never;
         };

@@ -62,6 +62,12 @@ test('a webhook or integration URL is checked (and its host resolved) only after
   expect(rows[0].n).toBe(0);
 });
 
+test('an unknown provider in the authorize path names nothing: 404, as on the other provider routes', async () => {
+  const res = await request(t.baseUrl, 'POST', `/api/v1/locations/${a.id}/integrations/no_such/authorize`, { token });
+  expect([res.status, res.body.error.code]).toEqual([404, 'not_found']);
+  expect(JSON.stringify(res.body)).not.toContain('no_such');
+});
+
 test('a malformed id with a bad token is 401, not 404', async () => {
   const res = await request(t.baseUrl, 'GET', `/api/v1/locations/${a.id}/api-keys?limit=0`, { token: randomUUID() });
   expect(res.status).toBe(401);

@@ -48,7 +48,8 @@ export const IntegrationCreate = z.strictObject({
 
 const service = (req: Request) => req.app.locals.integrations as IntegrationService;
 
-const ProviderParams = z.object({ locationId: locationParam, provider: z.string().min(1).max(40).regex(/^[a-z_]+$/) });
+// An unknown provider names nothing: 404, as on the other provider routes.
+const ProviderParams = z.object({ locationId: locationParam, provider: z.enum(integrationProviders) });
 
 export const AuthorizeAnswer = z.object({
   authorize_url: z.string().url(),
