@@ -9,7 +9,7 @@ import { openApiRouter } from './openapi.js';
 import { platformRouter } from './platform/index.js';
 import { RateLimiter } from './rate-limit.js';
 import { requestLog } from './request-log.js';
-import { mountRoutes } from './route.js';
+import { getOnly, mountRoutes } from './route.js';
 import { routes } from './routes/index.js';
 
 export function createApp(deps: AppDeps): express.Express {
@@ -41,6 +41,8 @@ export function createApp(deps: AppDeps): express.Express {
     }
     sendError(res, new ApiError(503, 'unavailable', 'Database unreachable or not migrated', {}, { 'retry-after': '5' }));
   });
+  getOnly(app, '/healthz');
+  getOnly(app, '/readyz');
 
   app.use('/api', platformRouter(deps));
 

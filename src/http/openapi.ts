@@ -10,6 +10,7 @@ import type { ZodType } from 'zod';
 import { publishedEvents } from '../webhooks/events.js';
 import { mountDocsPage } from './docs-page.js';
 import { ErrorEnvelope } from './errors.js';
+import { getOnly } from './route.js';
 import { Components, jsonSchemaOf, nameOf, SCHEMAS } from './openapi-components.js';
 import { INFO, SECURITY_SCHEMES, TAGS } from './openapi-info.js';
 import { voiceOperations } from './platform/voice-payloads.js';
@@ -348,6 +349,8 @@ export function openApiRouter(routes: RouteSpec[]): Router {
     doc ??= buildOpenApi(routes);
     res.json(doc);
   });
+  getOnly(router, '/openapi.json');
   mountDocsPage(router, '/api/v1');
+  getOnly(router, '/docs');
   return router;
 }

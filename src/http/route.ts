@@ -245,6 +245,13 @@ export function mountRoutes(router: Router, routes: RouteSpec[], pool: pg.Pool, 
   }
 }
 
+/** A known path that answers GET (and HEAD) only: any other method is 405 with Allow, as on the API's routes. */
+export function getOnly(router: Pick<Router, 'all'>, path: string): void {
+  router.all(path, () => {
+    throw new ApiError(405, 'method_not_allowed', 'Method not allowed; use GET, HEAD', { allow: ['GET', 'HEAD'] }, { allow: 'GET, HEAD' });
+  });
+}
+
 /** An operation under an Idempotency-Key is one SQL call: a second would run outside the key's transaction. */
 function onlyOnce(call: (fn: string, ...args: unknown[]) => Promise<unknown>): (fn: string, ...args: unknown[]) => Promise<unknown> {
   let used = false;

@@ -3,6 +3,7 @@
  * answers a small HTML page, never JSON: a person reads it in the window the app opened.
  */
 import { Router } from 'express';
+import { getOnly } from '../http/route.js';
 import type { CallbackPage, IntegrationService } from './service.js';
 
 const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
@@ -34,5 +35,6 @@ export function oauthCallbackRouter(service: () => IntegrationService): Router {
       next(err);
     }
   });
+  getOnly(router, '/oauth/callback');
   return router;
 }

@@ -68,6 +68,14 @@ test('an unknown provider in the authorize path names nothing: 404, as on the ot
   expect(JSON.stringify(res.body)).not.toContain('no_such');
 });
 
+test('the paths outside the token API that answer GET refuse other methods with 405 and Allow, not 404', async () => {
+  for (const [method, path] of [['POST', '/api/v1/openapi.json'], ['DELETE', '/api/v1/docs'], ['POST', '/healthz'], ['PUT', '/readyz'], ['POST', '/api/oauth/callback']]) {
+    const res = await request(t.baseUrl, method, path);
+    expect([method, path, res.status, res.body.error?.code, res.headers.get('allow')]).toEqual([method, path, 405, 'method_not_allowed', 'GET, HEAD']);
+  }
+  for (const path of ['/api/v1/openapi.json', '/api/v1/docs', '/healthz']) expect([path, (await request(t.baseUrl, 'GET', path)).status]).toEqual([path, 200]);
+});
+
 test('a malformed id with a bad token is 401, not 404', async () => {
   const res = await request(t.baseUrl, 'GET', `/api/v1/locations/${a.id}/api-keys?limit=0`, { token: randomUUID() });
   expect(res.status).toBe(401);
