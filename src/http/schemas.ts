@@ -138,7 +138,8 @@ const ZONES = new Set<string>(TIME_ZONES);
  */
 export const timezone = z
   .string()
-  .regex(new RegExp(TIME_ZONE_PATTERN), 'Unknown IANA time zone')
+  // One issue for an unknown zone: the name check runs only on what has the shape (abort).
+  .regex(new RegExp(TIME_ZONE_PATTERN), { message: 'Unknown IANA time zone', abort: true })
   .refine((v) => ZONES.has(v), 'Unknown IANA time zone')
   .meta({ id: 'TimeZone', pattern: TIME_ZONE_PATTERN, description: 'IANA time-zone name (Area/Location, e.g. America/Chicago, or UTC); rule timezone_known' });
 

@@ -76,6 +76,13 @@ test('the paths outside the token API that answer GET refuse other methods with 
   for (const path of ['/api/v1/openapi.json', '/api/v1/docs', '/healthz']) expect([path, (await request(t.baseUrl, 'GET', path)).status]).toEqual([path, 200]);
 });
 
+test('an unknown time zone is one issue naming the field, whether or not it has the shape of a zone name', async () => {
+  for (const timezone of ['GMT', 'Mars/Olympus']) {
+    const res = await request(t.baseUrl, 'PATCH', `/api/v1/locations/${a.id}`, { token, body: { timezone } });
+    expect([timezone, res.status, res.body.error.details.issues]).toEqual([timezone, 400, [{ path: 'timezone', message: 'Unknown IANA time zone' }]]);
+  }
+});
+
 test('a malformed id with a bad token is 401, not 404', async () => {
   const res = await request(t.baseUrl, 'GET', `/api/v1/locations/${a.id}/api-keys?limit=0`, { token: randomUUID() });
   expect(res.status).toBe(401);
