@@ -1445,7 +1445,7 @@ export interface components {
             data: components["schemas"]["AgentSettings"];
         };
         AgentSettingsUpdate: {
-            /** @description Normalised to E.164 */
+            /** @description Normalised to E.164; a number given twice (in any form) is kept once */
             blocked_numbers?: components["schemas"]["PhoneNumber"][];
             booking_enabled?: boolean;
             emergency_keywords?: string[];

@@ -277,6 +277,9 @@ describe('settings', () => {
     expect(p.status).toBe(200);
     expect(p.body.data).toMatchObject({ greeting: 'Hi!', transfer_number: '+15125550177', blocked_numbers: ['+15125550666'], emergency_keywords: ['gas leak'] });
     expectValidation(await req('PATCH', `${base()}/agent`, { blocked_numbers: ['nope'] }), 'blocked_numbers.0');
+    // One number in two forms is one blocked number.
+    const twice = await req('PATCH', `${base()}/agent`, { blocked_numbers: ['(512) 555-0666', '+15125550666', '512.555.0777'] });
+    expect(twice.body.data.blocked_numbers).toEqual(['+15125550666', '+15125550777']);
     expectValidation(await req('PATCH', `${base()}/agent`, { booking_enabled: 'yes' }), 'booking_enabled');
     await expectForbidden('GET', `${base()}/agent`, 'settings:read');
     await expectForbidden('PATCH', `${base()}/agent`, 'settings:write', { greeting: 'x' });

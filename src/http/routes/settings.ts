@@ -52,7 +52,7 @@ export const AgentPatch = patchOf({
   transfer_number: e164.nullable(),
   emergency_keywords: z.array(text(100)).max(100),
   booking_enabled: z.boolean(),
-  blocked_numbers: z.array(e164).max(1000).describe('Normalised to E.164'),
+  blocked_numbers: z.array(e164).max(1000).transform((numbers) => [...new Set(numbers)]).describe('Normalised to E.164; a number given twice (in any form) is kept once'),
 }).meta({ id: 'AgentSettingsUpdate' });
 
 export const settingsRoutes: RouteSpec[] = [
