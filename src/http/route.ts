@@ -243,7 +243,28 @@ export function mountRoutes(router: Router, routes: RouteSpec[], pool: pg.Pool, 
       throw new ApiError(405, 'method_not_allowed', `Method not allowed; use ${allow}`, { allow: allow.split(', ') }, { allow });
     });
   }
+  // A path segment that is not valid percent-encoding fails in the router, before any handler:
+  // its 404 is still a token-API answer, counted against the key and carrying its RateLimit
+  // headers (a key over its budget gets 429 here too).
+  // Without a token it is the 401 any token-API path answers first.
+  router.use(async (err: unknown, req: Request, res: Response, next: (err?: unknown) => void) => {
+    if (!isUndecodablePath(err)) {
+      next(err);
+      return;
+    }
+    try {
+      await limiter.consume(tokenHashOf(req), res, req.socket.remoteAddress ?? '');
+    } catch (refused) {
+      next(refused);
+      return;
+    }
+    next(err);
+  });
 }
+
+/** The router's failure to decode a path parameter (errors.ts answers it 404). */
+const isUndecodablePath = (err: unknown): boolean =>
+  (err as { status?: unknown } | undefined)?.status === 400 && /^Failed to decode param/.test((err as Error).message ?? '');
 
 /** A known path that answers GET (and HEAD) only: any other method is 405 with Allow, as on the API's routes. */
 export function getOnly(router: Pick<Router, 'all'>, path: string): void {

@@ -100,9 +100,16 @@ test('NUL characters in a body or a query are 400, and nothing changes', async (
   expect([cursor.status, cursor.body.error.code]).toEqual([400, 'validation_error']);
 });
 
-test('a path segment that is not valid percent-encoding names nothing: 404', async () => {
+test('a path segment that is not valid percent-encoding names nothing: 404, counted against the key with its RateLimit headers; 401 without a token', async () => {
   const res = await request(t.baseUrl, 'GET', '/api/v1/locations/%E0%A4%A/api-keys', { token });
   expect([res.status, res.body.error.code]).toEqual([404, 'not_found']);
+  for (const path of [`/api/v1/locations/${a.id}/leads/%zz`, '/api/v1/locations/%zz/leads']) {
+    const counted = await request(t.baseUrl, 'GET', path, { token });
+    expect([path, counted.status, counted.headers.get('ratelimit-policy')]).toEqual([path, 404, expect.stringMatching(/^"default";q=\d+;w=60$/)]);
+    expect(counted.headers.get('ratelimit')).toMatch(/^"default";r=\d+;t=\d+$/);
+  }
+  const anonymous = await request(t.baseUrl, 'GET', `/api/v1/locations/${a.id}/leads/%zz`);
+  expect([anonymous.status, anonymous.body.error.code]).toEqual([401, 'unauthorized']);
 });
 
 test('a voice payload carrying NUL characters is still stored (without them)', async () => {
