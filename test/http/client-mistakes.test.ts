@@ -278,22 +278,26 @@ test('a phone number written with anything but digits, a leading + and separator
   }
 });
 
-test('what Node\'s HTTP parser refuses is answered in the JSON envelope too: headers over 16 KB, an unknown method, a bad request line', async () => {
+/** Writes `text` on a new connection as is and returns all the server sent until it closed. */
+function exchange(text: string): Promise<string> {
   const { port } = new URL(t.baseUrl);
-  const send = (text: string) => new Promise<string>((resolve, reject) => {
+  return new Promise<string>((resolve, reject) => {
     const socket = net.connect(Number(port), '127.0.0.1', () => socket.write(text));
     const chunks: Buffer[] = [];
     socket.on('data', (c: Buffer) => chunks.push(c));
-    socket.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    socket.on('close', () => resolve(Buffer.concat(chunks).toString('utf8')));
     socket.on('error', reject);
   });
+}
+
+test('what Node\'s HTTP parser refuses is answered in the JSON envelope too: headers over 16 KB, an unknown method, a bad request line', async () => {
   const cases: Array<[string, number, string]> = [
     [`GET ${V}/locations/${loc.id}/faqs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${'a'.repeat(20_000)}\r\n\r\n`, 431, 'headers_too_large'],
     [`CONNECTX ${V}/locations HTTP/1.1\r\nHost: x\r\n\r\n`, 400, 'bad_request'],
     ['NONSENSE\r\n\r\n', 400, 'bad_request'],
   ];
   for (const [text, status, code] of cases) {
-    const answer = await send(text);
+    const answer = await exchange(text);
     const [head, body] = answer.split('\r\n\r\n');
     expect([code, head.split('\r\n')[0]]).toEqual([code, expect.stringMatching(new RegExp(`^HTTP/1.1 ${status} `))]);
     expect(head.toLowerCase()).toContain('content-type: application/json');
@@ -302,14 +306,6 @@ test('what Node\'s HTTP parser refuses is answered in the JSON envelope too: hea
 });
 
 test('bytes after a complete request are refused after its answer, never ahead of it: the client learns the write was made', async () => {
-  const { port } = new URL(t.baseUrl);
-  const exchange = (text: string) => new Promise<string>((resolve, reject) => {
-    const socket = net.connect(Number(port), '127.0.0.1', () => socket.write(text));
-    const chunks: Buffer[] = [];
-    socket.on('data', (c: Buffer) => chunks.push(c));
-    socket.on('close', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    socket.on('error', reject);
-  });
   const statusLines = (answer: string) => answer.match(/^HTTP\/1\.1 \d{3}/gm);
   // A body one byte longer than its Content-Length: the lead is made, and its 201 comes first.
   const lead = '{"name":"Unframed Caller","phone":"+13125550100"}';
