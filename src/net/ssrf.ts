@@ -248,8 +248,6 @@ export async function assertTarget(raw: string, { allowPrivate, resolve = system
   }
   if (url.protocol !== 'https:') throw new SsrfError('URL must start with https://');
   if (url.username || url.password) throw new SsrfError('URL must not contain credentials');
-  // Port 0 names no service: nothing could ever be delivered there.
-  if (url.port === '0') throw new SsrfError('URL port 0 cannot be connected to');
   if (allowPrivate) return url;
   const host = hostOf(url);
   if (net.isIP(host)) {
