@@ -9,6 +9,7 @@
  * the post-call route makes, in a transaction the test commits; the erasure is the real POST.
  */
 import { randomBytes } from 'node:crypto';
+import { hashToken } from '../../src/auth/tokens.js';
 import { postVoice, VOICE_SECRET, voiceFixture, voiceLocation, type VoiceLocation } from '../platform/support.js';
 import { mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
 import { bookedCall, hits, needlesOf, type Caller } from './support.js';
@@ -126,5 +127,25 @@ test('a call_analyzed that comes while the erasure waits for a row waits for the
   }
   const [e, p] = await Promise.all([erasure, ingestion]);
   expect([e.status, p.status]).toEqual([202, 200]);
+  expect(await hits(t.owner, A.id, needlesOf(caller))).toEqual({});
+});
+
+test('a lead POSTed through the API as the erasure starts is erased with the rest', async () => {
+  const caller = newCaller();
+  await bookedCall(t.baseUrl, A, caller);
+  // The one SQL call POST leads makes, in a transaction the test commits.
+  const p = await t.owner.connect();
+  let erasure!: ReturnType<typeof erase>;
+  try {
+    await p.query('begin');
+    await p.query('select api.lead_create($1, $2, $3::jsonb)', [hashToken(token), A.id, JSON.stringify({ name: caller.name, phone: caller.phone, address: caller.address })]);
+    erasure = erase(caller.phone);
+    await blocked('erasure_create');
+    await p.query('commit');
+  } finally {
+    p.release();
+  }
+  expect((await erasure).status).toBe(202);
+  expect((await erasure).body.data.matched).toMatchObject({ leads: 2 });
   expect(await hits(t.owner, A.id, needlesOf(caller))).toEqual({});
 });
