@@ -147,16 +147,40 @@ function parseIp(ip: string): ipaddr.IPv4 | ipaddr.IPv6 | null {
 }
 
 /**
- * `addressProblem`'s range without the address itself ("private-use, 10.0.0.0/8"): all a refusal
- * of a host name shows, so a tenant cannot learn what internal names resolve to by registering
- * them (an IP literal's refusal names the literal the tenant gave).
+ * Why an address may not be dialled, in parts: the ranges it falls in (`ranges`), the IPv4 it
+ * embeds (`embeds`, an address) and, for forms whose embedded IPv4 is what gets dialled, that
+ * IPv4's own range (`of`). 'invalid' when it is no IP address; null when it is public unicast.
  */
-export function rangeProblem(ip: string): string | null {
-  const why = addressProblem(ip);
-  if (!why) return null;
-  const open = why.indexOf('(');
-  if (open < 0) return 'not an IP address';
-  return why.slice(open + 1, -1).replace(/, embeds [^:,)]+: /, ': ').replace(/, embeds [^:,)]+$/, '');
+interface Problem { ranges: string; embeds?: string | null; of?: string }
+
+function classify(ip: string): Problem | 'invalid' | null {
+  const addr = parseIp(ip);
+  if (!addr) return 'invalid';
+  if (addr.kind() === 'ipv4') {
+    const why = v4Problem(addr as ipaddr.IPv4);
+    return why ? { ranges: why } : null;
+  }
+  const a = addr as ipaddr.IPv6;
+  // Forms whose IPv4 is what actually gets dialled: judge that IPv4.
+  if (a.match(MAPPED) || a.match(NAT64)) {
+    const v4 = embeddedV4(a)!;
+    const why = v4Problem(ipaddr.IPv4.parse(v4));
+    return why ? { ranges: a.match(MAPPED) ? 'IPv4-mapped, ::ffff:0:0/96' : 'NAT64, 64:ff9b::/96', embeds: v4, of: why } : null;
+  }
+  if (a.match(UNSPEC_OR_LOOPBACK)) {
+    const hit = V6_OUTSIDE.find((r) => a.match(r.range))!;
+    return { ranges: `${hit.name}, ${hit.cidr}` };
+  }
+  const embeds = embeddedV4(a);
+  if (a.match(COMPAT)) return { ranges: 'IPv4-compatible IPv6, ::/96', embeds };
+  if (!a.match(GLOBAL_UNICAST)) {
+    const hit = V6_OUTSIDE.find((r) => a.match(r.range));
+    return { ranges: hit ? `${hit.name}, ${hit.cidr}` : 'outside global unicast 2000::/3', embeds };
+  }
+  // The most specific registry entry names the refusal (Teredo inside 2001::/23, etc.).
+  if (a.match(TEREDO)) return { ranges: 'Teredo, 2001::/32', embeds };
+  const hit = V6_IN_GLOBAL.filter((r) => a.match(r.range)).sort((x, y) => y.range[1] - x.range[1])[0];
+  return hit ? { ranges: `${hit.name}, ${hit.cidr}`, embeds } : null;
 }
 
 /**
@@ -164,35 +188,21 @@ export function rangeProblem(ip: string): string | null {
  * every check of this module; see the header for what it refuses and why.
  */
 export function addressProblem(ip: string): string | null {
-  const addr = parseIp(ip);
-  if (!addr) return `${ip} is not an IP address`;
-  if (addr.kind() === 'ipv4') {
-    const why = v4Problem(addr as ipaddr.IPv4);
-    return why ? `${ip} is not public (${why})` : null;
-  }
-  const a = addr as ipaddr.IPv6;
-  // Forms whose IPv4 is what actually gets dialled: judge that IPv4.
-  if (a.match(MAPPED) || a.match(NAT64)) {
-    const v4 = embeddedV4(a)!;
-    const why = v4Problem(ipaddr.IPv4.parse(v4));
-    const form = a.match(MAPPED) ? 'IPv4-mapped, ::ffff:0:0/96' : 'NAT64, 64:ff9b::/96';
-    return why ? `${ip} is not public (${form}, embeds ${v4}: ${why})` : null;
-  }
-  if (a.match(UNSPEC_OR_LOOPBACK)) {
-    const hit = V6_OUTSIDE.find((r) => a.match(r.range))!;
-    return `${ip} is not public (${hit.name}, ${hit.cidr})`;
-  }
-  const embeds = embeddedV4(a);
-  const suffix = embeds ? `, embeds ${embeds}` : '';
-  if (a.match(COMPAT)) return `${ip} is not public (IPv4-compatible IPv6, ::/96${suffix})`;
-  if (!a.match(GLOBAL_UNICAST)) {
-    const hit = V6_OUTSIDE.find((r) => a.match(r.range));
-    return `${ip} is not public (${hit ? `${hit.name}, ${hit.cidr}` : 'outside global unicast 2000::/3'}${suffix})`;
-  }
-  // The most specific registry entry names the refusal (Teredo inside 2001::/23, etc.).
-  if (a.match(TEREDO)) return `${ip} is not public (Teredo, 2001::/32${suffix})`;
-  const hit = V6_IN_GLOBAL.filter((r) => a.match(r.range)).sort((x, y) => y.range[1] - x.range[1])[0];
-  return hit ? `${ip} is not public (${hit.name}, ${hit.cidr}${suffix})` : null;
+  const p = classify(ip);
+  if (p === 'invalid') return `${ip} is not an IP address`;
+  if (!p) return null;
+  return `${ip} is not public (${p.ranges}${p.embeds ? `, embeds ${p.embeds}` : ''}${p.of ? `: ${p.of}` : ''})`;
+}
+
+/**
+ * The same rule's range without the address itself ("private-use, 10.0.0.0/8"): all a refusal of
+ * a host name shows, so a tenant cannot learn what internal names resolve to by registering them
+ * (an IP literal's refusal names the literal the tenant gave).
+ */
+export function rangeProblem(ip: string): string | null {
+  const p = classify(ip);
+  if (p === 'invalid') return 'not an IP address';
+  return p && `${p.ranges}${p.of ? `: ${p.of}` : ''}`;
 }
 
 /** True when `ip` is a public unicast address we may connect to. */
