@@ -114,16 +114,17 @@ function discardOnAnswerTimeout(Base: typeof pg.Client): typeof pg.Client {
 }
 
 /**
- * node-postgres's messages for its two time-outs: a client's connection not made within
- * `connectionTimeoutMillis` (`connect`), a query not answered within `query_timeout` (`answer`).
+ * node-postgres's messages for its time-outs: a client's connection not made within
+ * `connectionTimeoutMillis` (`connect`), a query not answered within `query_timeout` (`answer`),
+ * and pg-pool's when no connection came free within `connectionTimeoutMillis` (`checkout`).
  */
-export const PG_TIMEOUT_MESSAGES = { connect: 'timeout expired', answer: 'Query read timeout' } as const;
+export const PG_TIMEOUT_MESSAGES = { connect: 'timeout expired', answer: 'Query read timeout', checkout: 'timeout exceeded when trying to connect' } as const;
 
 /** node-postgres's error when `query_timeout` passes without the server's answer. */
 export const isAnswerTimeout = (err: unknown): boolean => (err as Error | undefined)?.message === PG_TIMEOUT_MESSAGES.answer;
 
 /** pg-pool's error when every connection stayed busy for `connectionTimeoutMillis`: the database is up, the pool full. */
-export const isCheckoutTimeout = (err: unknown): boolean => (err as Error | undefined)?.message === 'timeout exceeded when trying to connect';
+export const isCheckoutTimeout = (err: unknown): boolean => (err as Error | undefined)?.message === PG_TIMEOUT_MESSAGES.checkout;
 
 /**
  * Ends `pool`, waiting at most `ms`: an idle connection's goodbye waits for the server's, and one

@@ -20,13 +20,8 @@ export function answerClientErrors(server: Server): void {
     // connection ahead of it, and a client that read "not valid" and retried made the write twice.
     const inFlight = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
     if (inFlight && !inFlight.writableFinished) {
-      let once = false;
-      const after = () => {
-        if (!once) answer(err, socket);
-        once = true;
-      };
-      inFlight.once('finish', after);
-      inFlight.once('close', after);
+      // 'close' comes once the answer is out, or its connection is gone.
+      inFlight.once('close', () => answer(err, socket));
       return;
     }
     answer(err, socket);
