@@ -4,19 +4,13 @@
  * one file per SQL function with its current definition (src/db/function-files.ts).
  */
 import pg from 'pg';
-import { loadConfig, type Config } from '../config.js';
 import { resolveDatabase } from '../db/connection.js';
 import { functionFiles, functionsFolder, writeFunctionFiles } from '../db/function-files.js';
 import { migrateDatabase } from '../db/migrate.js';
 import { createLogger } from '../log.js';
-import { exitWithError } from './errors.js';
+import { loadConfigOrExit } from './errors.js';
 
-let cfg: Config;
-try {
-  cfg = loadConfig();
-} catch (err) {
-  exitWithError(err);
-}
+const cfg = loadConfigOrExit();
 const log = createLogger(cfg.LOG_LEVEL, 2);
 const db = await resolveDatabase(cfg, log);
 try {

@@ -7,22 +7,15 @@
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import { loadConfig, type Config } from '../config.js';
 import { ensureDatabase } from '../db/embedded/index.js';
 import { resolveDatabase, type Database } from '../db/connection.js';
 import { projectRoot } from '../db/migrate.js';
 import { createOwnerPool, endPool } from '../db/pools.js';
 import { createLogger } from '../log.js';
 import { runMigrations } from 'graphile-worker';
-import { exitWithError } from './errors.js';
+import { exitWithError, loadConfigOrExit } from './errors.js';
 
-let cfg: Config;
-try {
-  cfg = loadConfig();
-} catch (err) {
-  // A setting refused: the CLI's one error line naming it (validation_error), not a stack.
-  exitWithError(err);
-}
+const cfg = loadConfigOrExit();
 const log = createLogger(cfg.LOG_LEVEL, 2);
 let db: Database | undefined;
 const env: NodeJS.ProcessEnv = { ...process.env };

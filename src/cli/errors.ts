@@ -3,7 +3,7 @@
  * API's error envelope `{ "error": { code, message, details } }`, and exit status 1.
  */
 import { writeSync } from 'node:fs';
-import { ConfigError } from '../config.js';
+import { ConfigError, loadConfig, type Config } from '../config.js';
 import { CONNECT_TIMEOUT_MS, PG_TIMEOUT_MESSAGES } from '../db/pools.js';
 import { ApiError, toApiError } from '../http/errors.js';
 
@@ -36,4 +36,13 @@ export function exitWithError(err: unknown, mapped?: ApiError): never {
   // Synchronous: process.exit() must not cut a piped stdout short.
   writeSync(1, `${JSON.stringify({ error: cliError(err, mapped) })}\n`);
   process.exit(1);
+}
+
+/** The settings of a script that runs before anything else: a refused one ends it with the error line. */
+export function loadConfigOrExit(): Config {
+  try {
+    return loadConfig();
+  } catch (err) {
+    exitWithError(err);
+  }
 }
