@@ -12,7 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { hashToken } from '../../src/auth/tokens.js';
 import { postVoice, VOICE_SECRET, voiceFixture, voiceLocation, type VoiceLocation } from '../platform/support.js';
 import { mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
-import { bookedCall, hits, needlesOf, type Caller } from './support.js';
+import { bookedBody, bookedCall, hits, needlesOf, type Caller } from './support.js';
 
 let t: TestApi;
 let A: VoiceLocation;
@@ -31,19 +31,6 @@ function newCaller(): Caller {
   // Letters only in the tag, so no needle is a substring of an id or a number.
   const tag = randomBytes(5).toString('hex').replace(/[0-9]/g, (d) => 'ghijklmnop'[Number(d)]);
   return { phone: `+1737558${String(2000 + seq).padStart(4, '0')}`, name: `Vale ${tag}`, address: `${seq} Sorrel ${tag} Rd, Austin, TX 78745`, email: `v.${tag}@example.com` };
-}
-
-/** A booked call_analyzed from `caller` (for `callId` when given). */
-function analyzedBody(caller: Caller, callId?: string) {
-  const body = voiceFixture('booked', A, { callId });
-  body.call.from_number = caller.phone;
-  Object.assign(body.call.call_analysis.custom_analysis_data, {
-    caller_name: caller.name, caller_address: caller.address, caller_email: caller.email, issue_summary: `Furnace rattles at ${caller.address}`,
-  });
-  body.call.transcript = `User: ${caller.name}, ${caller.address}.`;
-  body.call.transcript_object = [{ role: 'user', content: `${caller.name}, ${caller.address}`, words: [] }];
-  body.call.call_analysis.call_summary = `Caller ${caller.name} booked a visit.`;
-  return body;
 }
 
 async function callStarted(caller: Caller): Promise<string> {
@@ -83,7 +70,7 @@ test("a returning caller's new call ingested as the erasure starts is erased wit
   const caller = newCaller();
   await bookedCall(t.baseUrl, A, caller);
   let erasure!: ReturnType<typeof erase>;
-  await ingestAround(analyzedBody(caller), async () => {
+  await ingestAround(bookedBody(A, caller), async () => {
     erasure = erase(caller.phone);
     await blocked('erasure_create');
   });
@@ -97,7 +84,7 @@ test("a first-time caller's call_analyzed ingested as the erasure starts: its ne
   const caller = newCaller();
   const callId = await callStarted(caller);
   let erasure!: ReturnType<typeof erase>;
-  await ingestAround(analyzedBody(caller, callId), async () => {
+  await ingestAround(bookedBody(A, caller, { callId }), async () => {
     erasure = erase(caller.phone);
     await blocked('erasure_create');
   });
@@ -119,7 +106,7 @@ test('a call_analyzed that comes while the erasure waits for a row waits for the
     await holder.query('select 1 from app.customers where id = $1 for update', [customer.id]);
     erasure = erase(caller.phone);
     await blocked('erasure_create');
-    ingestion = postVoice(t.baseUrl, 'post-call', analyzedBody(caller, callId));
+    ingestion = postVoice(t.baseUrl, 'post-call', bookedBody(A, caller, { callId }));
     await blocked('voice_post_call');
     await holder.query('commit');
   } finally {

@@ -16,8 +16,8 @@ export interface Caller {
   email: string;
 }
 
-/** A finished, analysed, booked call from `caller` (lead + booking + events), through POST /api/voice/post-call. */
-export async function bookedCall(baseUrl: string, loc: VoiceLocation, caller: Caller, extra: { summary?: string; callId?: string } = {}): Promise<string> {
+/** The call_analyzed body of a finished, booked call from `caller`. */
+export function bookedBody(loc: VoiceLocation, caller: Caller, extra: { summary?: string; callId?: string } = {}) {
   const body = voiceFixture('booked', loc, { callId: extra.callId });
   body.call.from_number = caller.phone;
   const data = body.call.call_analysis.custom_analysis_data;
@@ -28,6 +28,12 @@ export async function bookedCall(baseUrl: string, loc: VoiceLocation, caller: Ca
   body.call.transcript = `Agent: Name and address?\nUser: ${caller.name}, ${caller.address}. Call me on ${caller.phone}.`;
   body.call.transcript_object = [{ role: 'user', content: `${caller.name}, ${caller.address}`, words: [] }];
   body.call.call_analysis.call_summary = `Caller ${caller.name} booked a visit.`;
+  return body;
+}
+
+/** A finished, analysed, booked call from `caller` (lead + booking + events), through POST /api/voice/post-call. */
+export async function bookedCall(baseUrl: string, loc: VoiceLocation, caller: Caller, extra: { summary?: string; callId?: string } = {}): Promise<string> {
+  const body = bookedBody(loc, caller, extra);
   const res = await postVoice(baseUrl, 'post-call', body);
   if (res.status !== 200) throw new Error(`post-call answered ${res.status}: ${JSON.stringify(res.body)}`);
   return body.call.call_id;
