@@ -76,9 +76,12 @@ function hasBody(req: Request): boolean {
 // Content-Encoding gzip, deflate, br (and zstd where Node has it) is decoded by the parser; the
 // limit applies to the decoded bytes. Bytes that do not decode → 400 invalid_body, another
 // encoding → 415 (src/http/errors.ts).
+// Not `strict`: a top-level `null`, number, string or boolean is valid JSON, so it parses, and the
+// route's schema answers it `validation_error` (expected an object), as it would any other value of
+// the wrong type; `invalid_json` stays for bytes that are not JSON (docs/rest-api.md).
 const parsers = {
-  body: express.json({ limit: BODY_LIMIT, strict: true, type: () => true }),
-  none: express.json({ limit: NO_BODY_LIMIT, strict: true, type: () => true }),
+  body: express.json({ limit: BODY_LIMIT, strict: false, type: () => true }),
+  none: express.json({ limit: NO_BODY_LIMIT, strict: false, type: () => true }),
 };
 
 function parse(parser: express.RequestHandler, req: Request, res: Response): Promise<void> {

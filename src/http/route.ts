@@ -168,8 +168,9 @@ export function mountRoutes(router: Router, routes: RouteSpec[], pool: pg.Pool, 
       const bodyError = await readJsonBody(req, res, spec.body !== undefined).then(() => undefined, (e: unknown) => e ?? new Error('body'));
       const params = spec.params ? spec.params.safeParse(req.params) : { success: true as const, data: req.params };
       const query = spec.query ? spec.query.safeParse(req.query) : { success: true as const, data: req.query };
-      // An operation without a body has refused any but `{}` in readJsonBody.
-      const body = bodyError || !spec.body ? { success: true as const, data: undefined } : spec.body.safeParse(req.body ?? {});
+      // An operation without a body has refused any but `{}` in readJsonBody. No body at all reads
+      // as `{}`; a JSON `null` sent as the body is checked as the value it is.
+      const body = bodyError || !spec.body ? { success: true as const, data: undefined } : spec.body.safeParse(req.body === undefined ? {} : req.body);
       // Idempotency-Key on every token-API POST (docs/rest-api.md "Idempotency-Key").
       let idemKey: string | undefined;
       let idemError: unknown;

@@ -362,3 +362,17 @@ test('year 0000 and offsets past ±15:59 (valid ISO 8601, not held by PostgreSQL
     expect([field, res.status, res.body.error?.code, res.body.error?.details?.issues?.[0]?.path]).toEqual([field, 400, 'validation_error', field]);
   }
 });
+
+test('a body that is JSON but no object (null, a number, a string, true, an array) is validation_error at path "", and nothing is stored', async () => {
+  const leads = async () => (await t.owner.query('select count(*)::int as n from app.leads where location_id = $1', [loc.id])).rows[0].n as number;
+  const before = await leads();
+  for (const text of ['null', '42', '"Ada"', 'true', '[]']) {
+    for (const [method, path] of [['POST', `${V}/locations/${loc.id}/leads`], ['PATCH', `${V}/locations/${loc.id}`]]) {
+      const res = await raw(method, path, { 'content-type': 'application/json', 'idempotency-key': `k-${method}-${text}` }, text);
+      expect([text, method, res.status, res.body.error.code, res.body.error.details.issues[0].path]).toEqual([text, method, 400, 'validation_error', '']);
+    }
+  }
+  expect(await leads()).toBe(before);
+  // Bytes that are not JSON stay invalid_json.
+  expect((await raw('POST', `${V}/locations/${loc.id}/leads`, { 'content-type': 'application/json' }, 'nul')).body.error.code).toBe('invalid_json');
+});
