@@ -208,4 +208,23 @@ describe('PATCH a booking window', () => {
     const { rows } = await t.owner.query('select booked from app.booking_windows where location_id = $1 order by window_start', [loc.id]);
     expect(rows.map((r) => r.booked)).toEqual([0, 1, 1]);
   });
+
+  test('a completed booking is final: its window cannot move (409 invalid_transition), even to an open one; its notes still change', async () => {
+    const { loc, token } = await openLocation();
+    const day = await localDate(t.owner, TZ, 3);
+    const [w8, w10] = await Promise.all(['08:00', '10:00'].map((h) => instant(t.owner, TZ, day, h)));
+    const done = (await req('POST', `${V}/locations/${loc.id}/bookings`, { window_start: w8, ...person }, token)).body.data;
+    expect((await req('PATCH', `${V}/locations/${loc.id}/bookings/${done.id}`, { status: 'completed' }, token)).status).toBe(200);
+    // w10 holds one other booking: full (capacity 1), as w8 is open now that the completed one holds no seat.
+    expect((await req('POST', `${V}/locations/${loc.id}/bookings`, { window_start: w10, ...person }, token)).status).toBe(201);
+    for (const to of [w10, await instant(t.owner, TZ, day, '12:00')]) {
+      const res = await req('PATCH', `${V}/locations/${loc.id}/bookings/${done.id}`, { window_start: to }, token);
+      expect([to, res.status, res.body.error.code, res.body.error.details]).toEqual([to, 409, 'invalid_transition', { from: 'completed', to: 'completed', allowed: [] }]);
+    }
+    const after = (await req('GET', `${V}/locations/${loc.id}/bookings/${done.id}`, undefined, token)).body.data;
+    expect([after.window_start, after.scheduled_time, after.status]).toEqual([w8, '08:00', 'completed']);
+    expect(await events(loc.id, 'booking.updated')).toHaveLength(1); // the completion only
+    const noted = await req('PATCH', `${V}/locations/${loc.id}/bookings/${done.id}`, { notes: 'Paid on site.', window_start: w8 }, token);
+    expect([noted.status, noted.body.data.notes]).toEqual([200, 'Paid on site.']);
+  });
 });
