@@ -8,11 +8,10 @@
  * The interleavings are made deterministic: the ingestion is app.voice_post_call, the one SQL call
  * the post-call route makes, in a transaction the test commits; the erasure is the real POST.
  */
-import { randomBytes } from 'node:crypto';
 import { hashToken } from '../../src/auth/tokens.js';
-import { postVoice, VOICE_SECRET, voiceFixture, voiceLocation, type VoiceLocation } from '../platform/support.js';
+import { postVoice, VOICE_SECRET, voiceLocation, type VoiceLocation } from '../platform/support.js';
 import { mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
-import { bookedBody, bookedCall, hits, needlesOf, type Caller } from './support.js';
+import { blocked, bookedBody, bookedCall, callStarted, hits, needlesOf, newCaller } from './support.js';
 
 let t: TestApi;
 let A: VoiceLocation;
@@ -24,32 +23,6 @@ beforeAll(async () => {
   token = (await mintKey(t.owner, A.id)).token;
 }, 60_000);
 afterAll(() => t.close());
-
-let seq = 0;
-function newCaller(): Caller {
-  seq += 1;
-  // Letters only in the tag, so no needle is a substring of an id or a number.
-  const tag = randomBytes(5).toString('hex').replace(/[0-9]/g, (d) => 'ghijklmnop'[Number(d)]);
-  return { phone: `+1737558${String(2000 + seq).padStart(4, '0')}`, name: `Vale ${tag}`, address: `${seq} Sorrel ${tag} Rd, Austin, TX 78745`, email: `v.${tag}@example.com` };
-}
-
-async function callStarted(caller: Caller): Promise<string> {
-  const body = voiceFixture('call-started', A);
-  body.call.from_number = caller.phone;
-  expect((await postVoice(t.baseUrl, 'post-call', body)).status).toBe(200);
-  return body.call.call_id;
-}
-
-/** Waits until a backend running a statement containing `like` waits for a lock (a row's or an advisory one). */
-async function blocked(like: string): Promise<void> {
-  for (let i = 0; i < 400; i++) {
-    const { rows } = await t.owner.query(
-      `select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like $1`, [`%${like}%`]);
-    if (rows[0].n > 0) return;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error(`no backend running ${like} waits for a lock`);
-}
 
 const erase = (phone: string) => request(t.baseUrl, 'POST', `/api/v1/locations/${A.id}/erasures`, { token, body: { phone } });
 
@@ -72,7 +45,7 @@ test("a returning caller's new call ingested as the erasure starts is erased wit
   let erasure!: ReturnType<typeof erase>;
   await ingestAround(bookedBody(A, caller), async () => {
     erasure = erase(caller.phone);
-    await blocked('erasure_create');
+    await blocked(t.owner, 'erasure_create');
   });
   expect((await erasure).status).toBe(202);
   // Both calls, leads and bookings: the one ingested meanwhile too.
@@ -82,11 +55,11 @@ test("a returning caller's new call ingested as the erasure starts is erased wit
 
 test("a first-time caller's call_analyzed ingested as the erasure starts: its new customer, lead and booking are erased too", async () => {
   const caller = newCaller();
-  const callId = await callStarted(caller);
+  const callId = await callStarted(t.baseUrl, A, caller);
   let erasure!: ReturnType<typeof erase>;
   await ingestAround(bookedBody(A, caller, { callId }), async () => {
     erasure = erase(caller.phone);
-    await blocked('erasure_create');
+    await blocked(t.owner, 'erasure_create');
   });
   expect((await erasure).status).toBe(202);
   expect(await hits(t.owner, A.id, needlesOf(caller))).toEqual({});
@@ -95,7 +68,7 @@ test("a first-time caller's call_analyzed ingested as the erasure starts: its ne
 test('a call_analyzed that comes while the erasure waits for a row waits for the erasure, adds nothing, and neither deadlocks', async () => {
   const caller = newCaller();
   await bookedCall(t.baseUrl, A, caller);
-  const callId = await callStarted(caller);
+  const callId = await callStarted(t.baseUrl, A, caller);
   const { rows: [customer] } = await t.owner.query('select id from app.customers where location_id = $1 and phone = $2', [A.id, caller.phone]);
   // A third transaction holds the customer a moment (as any writer of it might), so both queue.
   const holder = await t.owner.connect();
@@ -105,9 +78,9 @@ test('a call_analyzed that comes while the erasure waits for a row waits for the
     await holder.query('begin');
     await holder.query('select 1 from app.customers where id = $1 for update', [customer.id]);
     erasure = erase(caller.phone);
-    await blocked('erasure_create');
+    await blocked(t.owner, 'erasure_create');
     ingestion = postVoice(t.baseUrl, 'post-call', bookedBody(A, caller, { callId }));
-    await blocked('voice_post_call');
+    await blocked(t.owner, 'voice_post_call');
     await holder.query('commit');
   } finally {
     holder.release();
@@ -127,7 +100,7 @@ test('a lead POSTed through the API as the erasure starts is erased with the res
     await p.query('begin');
     await p.query('select api.lead_create($1, $2, $3::jsonb)', [hashToken(token), A.id, JSON.stringify({ name: caller.name, phone: caller.phone, address: caller.address })]);
     erasure = erase(caller.phone);
-    await blocked('erasure_create');
+    await blocked(t.owner, 'erasure_create');
     await p.query('commit');
   } finally {
     p.release();

@@ -4,6 +4,7 @@
  * row of a location for a caller's identifying strings; and for redaction, card numbers, the ways
  * people say them, and word arrays.
  */
+import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import type { Word } from '../../src/privacy/call.js';
 import { postVoice, voiceFixture, type VoiceLocation } from '../platform/support.js';
@@ -14,6 +15,42 @@ export interface Caller {
   name: string;
   address: string;
   email: string;
+}
+
+let seq = 0;
+/** A caller of the test file's own: fresh name, phone, address and e-mail. */
+export function newCaller(): Caller {
+  seq += 1;
+  // Letters only in the tag, so no needle is a substring of an id or a number.
+  const tag = randomBytes(5).toString('hex').replace(/[0-9]/g, (d) => 'ghijklmnop'[Number(d)]);
+  return { phone: `+1737558${String(2000 + seq).padStart(4, '0')}`, name: `Vale ${tag}`, address: `${seq} Sorrel ${tag} Rd, Austin, TX 78745`, email: `v.${tag}@example.com` };
+}
+
+/** A call_started from `caller` through POST /api/voice/post-call; its platform call id. */
+export async function callStarted(baseUrl: string, loc: VoiceLocation, caller: Caller): Promise<string> {
+  const body = voiceFixture('call-started', loc);
+  body.call.from_number = caller.phone;
+  const res = await postVoice(baseUrl, 'post-call', body);
+  if (res.status !== 200) throw new Error(`post-call answered ${res.status}: ${JSON.stringify(res.body)}`);
+  return body.call.call_id;
+}
+
+/**
+ * Waits until a backend running a statement containing `like` waits for a lock (a row's or an
+ * advisory one): true. False when `unless` (the statement's own answer) settles first: it did not
+ * wait.
+ */
+export async function blocked(owner: pg.Pool, like: string, unless?: Promise<unknown>): Promise<boolean> {
+  let settled = false;
+  unless?.then(() => { settled = true; }, () => { settled = true; });
+  for (let i = 0; i < 400; i++) {
+    const { rows } = await owner.query(
+      `select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like $1`, [`%${like}%`]);
+    if (rows[0].n > 0) return true;
+    if (settled) return false;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error(`no backend running ${like} waits for a lock`);
 }
 
 /** The call_analyzed body of a finished, booked call from `caller`. */
