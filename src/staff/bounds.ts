@@ -18,7 +18,7 @@ import { maxDepthRule } from '@escape.tech/graphql-armor-max-depth';
 import { costLimitRule } from '@escape.tech/graphql-armor-cost-limit';
 import { SafeError } from 'postgraphile/grafast';
 import {
-  Kind, parse, print, visit, type ArgumentNode, type DocumentNode, type FieldNode, type FragmentDefinitionNode,
+  Kind, Lexer, parse, print, Source, TokenKind, visit, type ArgumentNode, type DocumentNode, type FieldNode, type FragmentDefinitionNode,
   type OperationDefinitionNode, type SelectionSetNode, type ValidationContext,
 } from 'graphql';
 import type { StaffBounds } from './config.js';
@@ -27,8 +27,20 @@ export type { StaffBounds } from './config.js';
 
 /** Tokens a document may have (graphql-js stops parsing past it). */
 const MAX_TOKENS = 20_000;
+/**
+ * Levels of `{`, `[` and `(` a document may nest, counted on its text before it is parsed:
+ * graphql-js parses recursively, and thousands of levels overflowed the stack.
+ */
+const MAX_NESTING = 64;
+/**
+ * Fields a document may have once each fragment is counted wherever it is spread: a fragment that
+ * spreads the next one twice, 24 deep, is 1.5 KB of text and 2^24 fields, which every walker of
+ * the document (these bounds, the audit's summary, the planner) would visit. Ruru's schema query
+ * has about 230.
+ */
+const MAX_EXPANDED_FIELDS = 10_000;
 
-export type BoundName = 'depth' | 'cost' | 'aliases' | 'rows' | 'groups' | 'answer_bytes' | 'document_bytes' | 'mutation_fields';
+export type BoundName = 'depth' | 'cost' | 'aliases' | 'rows' | 'groups' | 'answer_bytes' | 'document_bytes' | 'document_tokens' | 'mutation_fields';
 
 /** A refusal: grafserv answers a SafeError with its extensions' statusCode (400) and message. */
 export class BoundError extends SafeError {
@@ -57,18 +69,100 @@ export interface CheckedDocument {
 export function checkDocument(query: string, variables: Record<string, unknown> | null | undefined, b: StaffBounds): CheckedDocument | null {
   const bytes = Buffer.byteLength(query);
   if (bytes > b.maxDocumentBytes) throw new BoundError('document_bytes', `Document of ${bytes} bytes exceeds the limit of ${b.maxDocumentBytes} bytes (STAFF_MAX_DOCUMENT_BYTES)`);
+  const nesting = nestingOf(query);
+  if (nesting > MAX_NESTING) throw new BoundError('depth', `Document nests ${nesting} levels of braces, brackets or parentheses, more than ${MAX_NESTING} (STAFF_MAX_DEPTH)`);
   let document: DocumentNode;
   try {
     document = parse(query, { maxTokens: MAX_TOKENS, noLocation: true });
   } catch {
+    // graphql-js stops at the token limit with a syntax error: grafserv would parse the document
+    // again without the limit, and run it past every bound below. Counted here, not read from
+    // the error's wording.
+    if (tokensPast(query, MAX_TOKENS)) throw new BoundError('document_tokens', `Document has more than ${MAX_TOKENS} tokens, the limit (docs/staff.md)`);
     return null;
   }
   try {
+    const fields = expandedFields(document);
+    if (fields > MAX_EXPANDED_FIELDS) {
+      throw new BoundError('cost', `Document has more than ${MAX_EXPANDED_FIELDS} fields with each fragment counted where it is spread (STAFF_MAX_COST)`);
+    }
     return checkParsed(document, variables, b);
   } catch (e) {
     if (isBoundError(e)) e.document = document;
     throw e;
   }
+}
+
+/** Whether the document has more than `max` tokens (comments aside), as graphql-js counts them. */
+function tokensPast(text: string, max: number): boolean {
+  const lexer = new Lexer(new Source(text));
+  try {
+    for (let n = 0; n <= max; n++) if (lexer.advance().kind === TokenKind.EOF) return false;
+    return true;
+  } catch {
+    // Not a GraphQL token: a syntax error, which grafserv answers.
+    return false;
+  }
+}
+
+/** The deepest nesting of `{`, `[` and `(` in a document's text, outside strings and comments. */
+export function nestingOf(text: string): number {
+  let depth = 0;
+  let max = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (c === '#') {
+      while (i + 1 < text.length && text[i + 1] !== '\n' && text[i + 1] !== '\r') i++;
+    } else if (text.startsWith('"""', i)) {
+      i += 3;
+      while (i < text.length && !text.startsWith('"""', i)) i += text.startsWith('\\"""', i) ? 4 : 1;
+      i += 2;
+    } else if (c === '"') {
+      i++;
+      while (i < text.length && text[i] !== '"' && text[i] !== '\n') i += text[i] === '\\' ? 2 : 1;
+    } else if (c === '{' || c === '[' || c === '(') {
+      max = Math.max(max, ++depth);
+    } else if (c === '}' || c === ']' || c === ')') {
+      depth--;
+    }
+  }
+  return max;
+}
+
+/**
+ * Fields of the document's operations with every fragment counted where it is spread: each
+ * fragment is counted once and its count reused, so the walk is linear in the text; a spread
+ * cycle (refused by validation) counts nothing; the count stops growing past the limit.
+ */
+export function expandedFields(document: DocumentNode): number {
+  const fragments = fragmentsOf(document);
+  const counted = new Map<string, number>();
+  const open = new Set<string>();
+  const count = (set: SelectionSetNode): number => {
+    let n = 0;
+    for (const s of set.selections) {
+      if (s.kind === Kind.FIELD) n += 1 + (s.selectionSet ? count(s.selectionSet) : 0);
+      else if (s.kind === Kind.INLINE_FRAGMENT) n += count(s.selectionSet);
+      else {
+        const name = s.name.value;
+        const f = fragments.get(name);
+        if (!f || open.has(name)) continue;
+        let m = counted.get(name);
+        if (m === undefined) {
+          open.add(name);
+          m = count(f.selectionSet);
+          open.delete(name);
+          counted.set(name, m);
+        }
+        n += m;
+      }
+      if (n > MAX_EXPANDED_FIELDS) return n;
+    }
+    return n;
+  };
+  let total = 0;
+  for (const d of document.definitions) if (d.kind === Kind.OPERATION_DEFINITION) total = Math.max(total, count(d.selectionSet));
+  return total;
 }
 
 /** Top-level fields of a selection set, through fragments, `__typename` aside. */

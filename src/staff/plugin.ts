@@ -120,7 +120,9 @@ export function staffMaskError(error: GraphQLError, log?: Pick<Logger, 'error'>)
   // A value of the request the database cannot read (class 22: a Datetime that is no date, a
   // negative offset): the client's to fix, said without the value, which can be caller data.
   if (typeof code === 'string' && /^22/.test(code)) {
-    return clear(`A value in the request is not valid: ${error.message.split('\n')[0].replace(/:\s*"[^"]*"\s*$/, '').replace(/"[^"]*"/g, '"…"')} (SQLSTATE ${code})`, 'INVALID_VALUE');
+    // PostgreSQL quotes the value it could not read; the value may itself hold quotes and line
+    // breaks, so the message is cut at the first quote, wherever the value ends.
+    return clear(`A value in the request is not valid: ${error.message.replace(/:?\s*"[\s\S]*$/, '').split('\n')[0]} (SQLSTATE ${code})`, 'INVALID_VALUE');
   }
   const original = error.originalError;
   // GraphQL's own errors and grafast's safe ones are the client's to read; grafserv passes them on.

@@ -32,6 +32,30 @@ let target = data.target;
 let postmasterPid = data.postmasterPid;
 const log = createLogger(data.logLevel).child({ thread: 'staff-graphql' });
 const send = (m: FromThread) => port.postMessage(m);
+withholdConsole();
+
+/**
+ * PostGraphile and grafast print some request errors to the console as they are: a node id or
+ * cursor the client sent (`Could not find a type that matched the specifier …`, `Invalid cursor
+ * digest …`), a planning error's stack. Those values can be caller data (a phone in a forged id),
+ * and the lines are not the service's structured log. What is printed is withheld: the log gets a
+ * line that something was, at most one a minute per console method, with the count
+ * (docs/staff.md, "Decisions").
+ */
+function withholdConsole(): void {
+  for (const method of ['log', 'info', 'warn', 'error', 'debug', 'trace'] as const) {
+    let printed = 0;
+    let last = 0;
+    console[method] = () => {
+      printed += 1;
+      if (Date.now() - last < 60_000) return;
+      last = Date.now();
+      const level = method === 'warn' || method === 'error' ? 'warn' : 'debug';
+      log[level]({ console: method, printed }, 'PostGraphile wrote to the console; withheld, as it can quote request values');
+      printed = 0;
+    };
+  }
+}
 
 // Named for top -H, ps -L and the bench (bench/staff-flood-probe.ts): `staff-graphql`.
 try {

@@ -18,6 +18,7 @@ import { freePort } from '../support/spawn.js';
 import { postVoice, VOICE_SECRET, voiceFixture, type VoiceLocation } from '../platform/support.js';
 import { waitFor } from '../webhooks/support.js';
 import { connectSlack } from '../notify/support.js';
+import { gqlAt, mintMember } from '../staff/support.js';
 
 let rx: FanoutReceivers;
 let db: TestDatabase;
@@ -71,6 +72,8 @@ test('a full call flow at LOG_LEVEL=trace writes no caller phone, name, address 
   const [port, adminPort] = [await freePort(), await freePort()];
   const svc = await startService({
     DATABASE_URL: db.url, PORT: String(port), HOST: '127.0.0.1', ADMIN_PORT: String(adminPort), LOG_LEVEL: 'trace',
+    // As PostGraphile's start-up line advises for development: it then prints more to the console.
+    GRAPHILE_ENV: 'development',
     VOICE_WEBHOOK_SECRET: VOICE_SECRET, NODE_EXTRA_CA_CERTS: rx.pki.caFile, WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
     ...rx.env,
   });
@@ -122,6 +125,16 @@ test('a full call flow at LOG_LEVEL=trace writes no caller phone, name, address 
     for (const q of [`caller-data?phone=${encodeURIComponent(analysed.call.from_number)}`, `calls?phone=${encodeURIComponent(analysed.call.from_number)}`]) {
       await fetch(`${base}/api/v1/locations/${loc.id}/${q}`, { headers: { authorization: `Bearer ${token}` } }).then((r) => r.text());
     }
+
+    // Staff GraphQL requests that carry the caller's data in values PostGraphile prints to the
+    // console when it refuses them: a forged node id, a forged cursor, and a subscription (its
+    // planning error's stack).
+    const staff = (await mintMember(owner, 'admin', 'logs@staff.example.net')).token;
+    const forged = Buffer.from(JSON.stringify(['customers', `${analysed.call.from_number} Marcus Bell`])).toString('base64');
+    const admin = `http://127.0.0.1:${adminPort}`;
+    expect((await gqlAt(admin, staff, `{ node(id: "${forged}") { id } }`)).status).toBe(200);
+    expect((await gqlAt(admin, staff, `{ allCalls(first: 1, after: "${forged}") { totalCount } }`)).status).toBeLessThan(500);
+    expect((await gqlAt(admin, staff, 'subscription { __typename }')).status).toBeLessThan(500);
   } finally {
     svc.child.kill('SIGTERM');
     await svc.exited;
@@ -133,6 +146,7 @@ test('a full call flow at LOG_LEVEL=trace writes no caller phone, name, address 
   expect(lines.some((l) => l.includes('"msg":"webhook attempt"'))).toBe(true);
   expect(lines.some((l) => l.includes('"msg":"finalize_call done"'))).toBe(true);
   expect(lines.some((l) => l.includes('"level":20'))).toBe(true);
+  expect(lines.some((l) => l.includes('PostGraphile wrote to the console; withheld'))).toBe(true);
 
   const needles = needlesOf(voiceFixture('card-payment', loc).call, voiceFixture('analysis-missing-call-ended', loc).call);
   expect(needles).toEqual(expect.arrayContaining(['+15125550143', '(512) 555-0143', '512-555-0143', 'Marcus', 'Bell', '2207 Cedar Hollow Lane',

@@ -63,6 +63,12 @@ test("a value the database cannot read is the client's error, INVALID_VALUE, sai
     message: 'A value in the request is not valid: invalid input syntax for type timestamp with time zone (SQLSTATE 22007)',
     extensions: { code: 'INVALID_VALUE' },
   })]);
+  // A value holding a line break or quotes: the message is cut at the first quote all the same.
+  for (const d of [`${phone}\nx`, '"12 Elm Street"', 'Pat "Caller" x']) {
+    const odd = await env.gql(operator.token, query, { d });
+    expect([d, odd.body.errors?.[0]?.message]).toEqual([d, expect.stringMatching(/^A value in the request is not valid: [^"\n]+ \(SQLSTATE 22\d{3}\)$/)]);
+    for (const part of ['5550177', 'Elm', 'Caller']) expect(odd.text).not.toContain(part);
+  }
   // Nothing masked, so nothing for the log to hold.
   expect(mem.records().filter((x) => x.msg === 'staff GraphQL error masked')).toHaveLength(before);
   expect(mem.lines.join('\n')).not.toContain(phone.slice(2));
