@@ -67,7 +67,7 @@ interface StaffRequest {
 export type AuditOutcome = 'rejected' | 'ok' | 'error' | 'client_gone';
 
 export function auditOutcome(settled: Settled | null, delivered: boolean): AuditOutcome {
-  if (!settled) return 'rejected';
+  if (!settled || !settled.ran) return 'rejected';
   if (!delivered) return 'client_gone';
   return settled.errors > 0 ? 'error' : 'ok';
 }
@@ -195,7 +195,7 @@ export async function startStaffAccess(connectionString: ConnectionTarget, opts:
         operation_name: s.summary?.operationName?.slice(0, 200) ?? null,
         operation_type: s.summary?.operationType ?? null, document_sha256: s.documentSha256,
         // A refused document ran nothing: no root fields (the name and type say what it was).
-        root_fields: settled ? s.summary?.rootFields ?? [] : [], location_ids: s.summary?.locationIds ?? [],
+        root_fields: settled?.ran ? s.summary?.rootFields ?? [] : [], location_ids: s.summary?.locationIds ?? [],
         outcome, http_status: res.headersSent ? res.statusCode : null, error_count: settled?.errors ?? 0,
         duration_ms: Math.round(performance.now() - s.started),
       });
@@ -308,6 +308,10 @@ export async function startStaffAccess(connectionString: ConnectionTarget, opts:
       s.bodySeen = true;
       s.documentSha256 = typeof query === 'string' ? sha256Hex(query) : null;
       s.summary = document ? summarizeOperation(document, typeof operationName === 'string' ? operationName : null, variables) : null;
+    },
+    readOnlyRole(req) {
+      const s = req && requests.get(req);
+      return s && s.member.role !== 'admin' ? s.member.role : null;
     },
     onExecute(req) {
       const s = req && requests.get(req);

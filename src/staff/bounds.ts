@@ -19,7 +19,7 @@ import { costLimitRule } from '@escape.tech/graphql-armor-cost-limit';
 import { SafeError } from 'postgraphile/grafast';
 import {
   Kind, Lexer, parse, print, Source, TokenKind, visit, type ArgumentNode, type DocumentNode, type FieldNode, type FragmentDefinitionNode,
-  type OperationDefinitionNode, type SelectionSetNode, type ValidationContext,
+  type OperationDefinitionNode, type SelectionSetNode, type ValidationContext, type VariableDefinitionNode,
 } from 'graphql';
 import type { StaffBounds } from './config.js';
 
@@ -189,6 +189,8 @@ function listsRows(set: SelectionSetNode | undefined, fragments: Map<string, Fra
   }) ?? false;
 }
 
+/** A `first`/`last` value of the wrong type: GraphQL refuses it before anything runs. */
+const TYPE_ERROR = Symbol('type error');
 const isPaging = (a: ArgumentNode) => a.name.value === 'first' || a.name.value === 'last';
 const intArgument = (name: string, n: number): ArgumentNode =>
   ({ kind: Kind.ARGUMENT, name: { kind: Kind.NAME, value: name }, value: { kind: Kind.INT, value: String(n) } });
@@ -216,16 +218,34 @@ function checkParsed(document: DocumentNode, variables: Record<string, unknown> 
   let aliases = 0;
   let unbounded = false;
   const vars = variables ?? {};
-  const rowsOf = (a: ArgumentNode): unknown => (a.value.kind === Kind.VARIABLE ? vars[a.value.name.value] : a.value.kind === Kind.INT ? Number(a.value.value) : a.value.kind === Kind.NULL ? null : undefined);
+  const defaults = new Map<string, VariableDefinitionNode>();
+  for (const d of document.definitions) if (d.kind === Kind.OPERATION_DEFINITION) for (const v of d.variableDefinitions ?? []) defaults.set(v.variable.name.value, v);
+  // What `first`/`last` will be: a number, null or undefined (no page size), or TYPE_ERROR for a
+  // value GraphQL itself refuses before anything runs ("5", 2.5, a required variable not sent),
+  // which is left to say so rather than be called a request for too many rows.
+  const rowsOf = (a: ArgumentNode): unknown => {
+    const v = a.value;
+    if (v.kind === Kind.INT) return Number(v.value);
+    if (v.kind === Kind.NULL) return null;
+    if (v.kind !== Kind.VARIABLE) return undefined;
+    const name = v.name.value;
+    if (Object.hasOwn(vars, name)) return vars[name];
+    const d = defaults.get(name);
+    if (d?.defaultValue) return d.defaultValue.kind === Kind.INT ? Number(d.defaultValue.value) : d.defaultValue.kind === Kind.NULL ? null : TYPE_ERROR;
+    return d?.type.kind === Kind.NON_NULL_TYPE ? TYPE_ERROR : undefined;
+  };
+  const within = (n: unknown, rows: boolean): boolean => {
+    if (n === null || n === undefined) return !rows;
+    if (typeof n === 'number' && Number.isInteger(n)) return n <= b.maxRows;
+    return true;
+  };
   visit(document, {
     Field(f: FieldNode) {
       if (f.alias) aliases += 1;
       const rows = listsRows(f.selectionSet, fragments);
       const paging = (f.arguments ?? []).filter(isPaging);
       for (const a of paging) {
-        const n = rowsOf(a);
-        const fine = (n === null || n === undefined) ? !rows : Number.isInteger(n) && (n as number) <= b.maxRows;
-        if (!fine) throw new BoundError('rows', `${f.name.value}(${a.name.value}:) asks for more than ${b.maxRows} rows, or for all of them (STAFF_MAX_ROWS)`);
+        if (!within(rowsOf(a), rows)) throw new BoundError('rows', `${f.name.value}(${a.name.value}:) asks for more than ${b.maxRows} rows, or for all of them (STAFF_MAX_ROWS)`);
       }
       if (rows && paging.length === 0) unbounded = true;
     },
@@ -254,7 +274,7 @@ function checkParsed(document: DocumentNode, variables: Record<string, unknown> 
   const costed = visit(bounded, {
     Argument(a: ArgumentNode) {
       if (!isPaging(a) || a.value.kind !== Kind.VARIABLE) return undefined;
-      const n = vars[a.value.name.value];
+      const n = rowsOf(a);
       return typeof n === 'number' && Number.isInteger(n) ? intArgument(a.name.value, n) : undefined;
     },
   });

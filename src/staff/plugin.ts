@@ -5,7 +5,7 @@
  * preset, on the first GraphQL request.
  */
 import type {} from 'postgraphile';
-import { GraphQLError, type DocumentNode } from 'graphql';
+import { getOperationAST, GraphQLError, type DocumentNode } from 'graphql';
 import { isSafeError } from 'postgraphile/grafast';
 import { defaultMaskError } from 'postgraphile/grafserv';
 import { randomBytes } from 'node:crypto';
@@ -17,8 +17,13 @@ import { checkAnswer, checkDocument, introspectionOnly, isBoundError, type Staff
 /** How an execution ended, for the audit. */
 export interface Settled {
   errors: number;
-  /** The answer was past a bound and was replaced by the refusal. */
+  /** The answer was past a bound and was replaced by the refusal, or nothing ran (below): a 400. */
   refused: boolean;
+  /**
+   * Execution began: false for a request error (variables that do not coerce, a required one
+   * missing), which GraphQL answers without `data` and without running anything.
+   */
+  ran: boolean;
 }
 
 export interface StaffPluginHooks {
@@ -35,6 +40,8 @@ export interface StaffPluginHooks {
    * `false` when the client has already gone (nothing is run).
    */
   onExecute(req: IncomingMessage | undefined): ((s: Settled) => void) | false | undefined;
+  /** The staff role of the request when it makes no changes (viewer, operator); null for admin. */
+  readOnlyRole(req: IncomingMessage | undefined): string | null;
 }
 
 const isPromiseLike = (v: unknown): v is PromiseLike<unknown> => typeof (v as { then?: unknown })?.then === 'function';
@@ -71,26 +78,48 @@ export function staffPlugin(hooks: StaffPluginHooks): GraphileConfig.Plugin {
     grafast: {
       middleware: {
         execute(next, event) {
-          const settled = hooks.onExecute(event.args.requestContext?.node?.req);
+          const req = event.args.requestContext?.node?.req;
+          const settled = hooks.onExecute(req);
           if (settled === false) {
             return { errors: [new GraphQLError('The client closed the request before it ran; nothing was run', { extensions: { code: 'CLIENT_GONE' } })] } as never;
+          }
+          // A role that makes no changes is refused every mutation here, whatever it names: the
+          // grants refuse those that reach the database, but one naming no row (a node id that
+          // decodes to nothing) never does, and answered null without an error.
+          const operation = getOperationAST(event.args.document, event.args.operationName ?? undefined)?.operation;
+          // No subscription type: grafast's planning error said so inside a plain Error, which the
+          // mask hid behind INTERNAL_ERROR.
+          if (operation === 'subscription') {
+            settled?.({ errors: 1, refused: true, ran: false });
+            return { errors: [new GraphQLError('The staff GraphQL has no subscriptions; send the operation as a query (docs/staff.md)', { extensions: { code: 'NOT_SUPPORTED' } })] } as never;
+          }
+          const role = hooks.readOnlyRole(req);
+          if (role && operation === 'mutation') {
+            settled?.({ errors: 1, refused: false, ran: true });
+            return { data: null, errors: [new GraphQLError(`Permission denied: the ${role} staff role makes no changes (your staff role does not allow this; docs/staff.md)`, { extensions: { code: 'FORBIDDEN' } })] } as never;
           }
           const result = next();
           if (!settled) return result;
           const bounded = !introspectionOnly(event.args.document, event.args.operationName);
           const finish = (r: unknown) => {
             const out = r as { data?: unknown; errors?: readonly unknown[] } | null;
+            const errors = Array.isArray(out?.errors) ? out.errors.length : 0;
+            // No `data` at all: a request error, raised before anything ran (GraphQL over HTTP).
+            if (out && out.data === undefined && errors > 0) {
+              settled({ errors, refused: true, ran: false });
+              return r;
+            }
             const over = bounded && out && out.data !== undefined && out.data !== null ? checkAnswer(out.data, hooks.bounds) : null;
             if (over) {
-              settled({ errors: 1, refused: true });
+              settled({ errors: 1, refused: true, ran: true });
               return { errors: [new GraphQLError(over.message, { extensions: over.extensions })] };
             }
-            settled({ errors: Array.isArray(out?.errors) ? out.errors.length : 0, refused: false });
+            settled({ errors, refused: false, ran: true });
             return r;
           };
           return (isPromiseLike(result)
             ? Promise.resolve(result).then(finish, (err: unknown) => {
-              settled({ errors: 1, refused: false });
+              settled({ errors: 1, refused: false, ran: true });
               throw err;
             })
             : finish(result)) as typeof result;
@@ -125,6 +154,11 @@ export function staffMaskError(error: GraphQLError, log?: Pick<Logger, 'error'>)
     return clear(`A value in the request is not valid: ${error.message.replace(/:?\s*"[\s\S]*$/, '').split('\n')[0]} (SQLSTATE ${code})`, 'INVALID_VALUE');
   }
   const original = error.originalError;
+  // @dataplan/pg's delete of a row that is not there (a rowId or node id of no row) throws a
+  // plain Error; its update of one answers null. The client's mistake, said as such.
+  if (original && !(original instanceof GraphQLError) && /^No values were deleted/.test(original.message)) {
+    return clear('No row matched: nothing was deleted', 'NOT_FOUND');
+  }
   // GraphQL's own errors and grafast's safe ones are the client's to read; grafserv passes them on.
   if (!original || original instanceof GraphQLError || isSafeError(original)) return defaultMaskError(error);
   // The database is down, did not answer within the pool's bound, or rolled the statement back as

@@ -218,8 +218,32 @@ test('a client gone during execution: a write that committed is client_gone, nev
 test('outcomes: refused before execution, executed and delivered, executed with errors, client gone after execution', () => {
   expect(auditOutcome(null, true)).toBe('rejected');
   expect(auditOutcome(null, false)).toBe('rejected');
-  expect(auditOutcome({ errors: 0, refused: false }, true)).toBe('ok');
-  expect(auditOutcome({ errors: 2, refused: false }, true)).toBe('error');
-  expect(auditOutcome({ errors: 0, refused: false }, false)).toBe('client_gone');
-  expect(auditOutcome({ errors: 1, refused: false }, false)).toBe('client_gone');
+  expect(auditOutcome({ errors: 0, refused: false, ran: true }, true)).toBe('ok');
+  expect(auditOutcome({ errors: 2, refused: false, ran: true }, true)).toBe('error');
+  expect(auditOutcome({ errors: 0, refused: false, ran: true }, false)).toBe('client_gone');
+  expect(auditOutcome({ errors: 1, refused: false, ran: true }, false)).toBe('client_gone');
+  // A request error (variables that do not coerce): nothing ran.
+  expect(auditOutcome({ errors: 1, refused: true, ran: false }, true)).toBe('rejected');
+});
+
+test('variables that do not coerce, or a required one missing, are a 400 audited rejected with no root fields: nothing ran', async () => {
+  const admin = await env.member('admin', 'vars@staff.example.net');
+  const query = 'query BadVar($id: UUID!) { locationByRowId(rowId: $id) { rowId } }';
+  for (const variables of [{ id: 'nope' }, {}]) {
+    const r = await env.gql(admin.token, query, variables);
+    expect([r.status, r.body.data, r.body.errors?.length]).toEqual([400, undefined, 1]);
+  }
+  const rows = (await env.audit()).filter((x) => x.operation_name === 'BadVar');
+  expect(rows.map((x) => [x.outcome, x.root_fields, x.http_status])).toEqual([['rejected', [], 400], ['rejected', [], 400]]);
+});
+
+test('a viewer or operator mutation naming no row is FORBIDDEN too, not a silent null, and audited as the denied mutation it is', async () => {
+  for (const role of ['viewer', 'operator'] as const) {
+    const who = await env.member(role, `${role}-garbage@staff.example.net`);
+    const r = await env.gql(who.token, 'mutation Garbage { updateLocation(input: { id: "garbage", locationPatch: { name: "x" } }) { location { rowId } } }');
+    expect([role, r.status, r.body.errors?.[0]?.extensions?.code, r.body.errors?.[0]?.message]).toEqual(
+      [role, 200, 'FORBIDDEN', `Permission denied: the ${role} staff role makes no changes (your staff role does not allow this; docs/staff.md)`]);
+  }
+  const rows = (await env.audit()).filter((x) => x.operation_name === 'Garbage');
+  expect(rows.map((x) => [x.role, x.outcome, x.root_fields, x.error_count])).toEqual([['viewer', 'error', ['updateLocation'], 1], ['operator', 'error', ['updateLocation'], 1]]);
 });

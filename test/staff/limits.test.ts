@@ -96,6 +96,15 @@ test('rows per connection: first/last past the bound is refused, inline or in a 
   expect(withinVariable.body.data.allCalls.nodes).toHaveLength(1);
   const nullFirst = await env.gql(admin.token, 'query($n: Int) { allCalls(first: $n) { nodes { rowId } } }', { n: null });
   expect(nullFirst.status).toBe(400);
+  // A variable's default counts as if sent; an optional one not sent is no page size.
+  const byDefault = await env.gql(admin.token, 'query($n: Int = 2) { allCalls(first: $n) { nodes { rowId } } }', {});
+  expect(byDefault.body.errors[0].message).toMatch(/^allCalls\(first:\) .*STAFF_MAX_ROWS/);
+  expect((await env.gql(admin.token, 'query($n: Int) { allCalls(first: $n) { nodes { rowId } } }', {})).status).toBe(400);
+  // A value of the wrong type, or a required variable not sent, is GraphQL's to refuse, not a request for too many rows.
+  for (const [query, variables] of [['query($n: Int) { allCalls(first: $n) { nodes { rowId } } }', { n: '1' }], ['query($n: Int!) { allCalls(first: $n) { nodes { rowId } } }', {}]] as const) {
+    const r = await env.gql(admin.token, query, variables);
+    expect([r.status, r.body.errors?.[0]?.message]).toEqual([400, expect.stringMatching(/^Variable "\$n"/)]);
+  }
   // No first/last: the first STAFF_MAX_ROWS rows, and hasNextPage says there are more.
   const capped = await env.gql(admin.token, '{ allCalls { totalCount pageInfo { hasNextPage } nodes { rowId } } }');
   expect(capped.status).toBe(200);

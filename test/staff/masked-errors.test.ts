@@ -73,3 +73,14 @@ test("a value the database cannot read is the client's error, INVALID_VALUE, sai
   expect(mem.records().filter((x) => x.msg === 'staff GraphQL error masked')).toHaveLength(before);
   expect(mem.lines.join('\n')).not.toContain(phone.slice(2));
 });
+
+test('client mistakes grafast and @dataplan/pg raise as plain errors are said plainly: a subscription (400 NOT_SUPPORTED), a delete of no row (NOT_FOUND)', async () => {
+  const admin = await env.member('admin', 'plain@staff.example.net');
+  const sub = await env.gql(admin.token, 'subscription Watch { __typename }');
+  expect([sub.status, sub.body.errors]).toEqual([400, [expect.objectContaining({ message: expect.stringMatching(/^The staff GraphQL has no subscriptions/), extensions: { code: 'NOT_SUPPORTED' } })]]);
+  const none = '00000000-0000-0000-0000-000000000000';
+  const del = await env.gql(admin.token, `mutation { deleteLocationByRowId(input: { rowId: "${none}" }) { deletedLocationId } }`);
+  expect(del.body.errors).toEqual([expect.objectContaining({ message: 'No row matched: nothing was deleted', extensions: { code: 'NOT_FOUND' } })]);
+  const rows = (await env.audit()).filter((x) => x.member_id === admin.id);
+  expect(rows.map((x) => [x.operation_name, x.outcome])).toEqual([['Watch', 'rejected'], [null, 'error']]);
+});
