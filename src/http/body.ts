@@ -5,6 +5,7 @@
  * the stack. No body of this API nests anywhere near 32 levels (the deepest documented ones have
  * four; Stripe events about ten), so deeper bodies are refused as 400 invalid_json.
  */
+import { isUtf8 } from 'node:buffer';
 import express, { type Request, type Response } from 'express';
 import { UNSTORABLE } from '../db/storable-text.js';
 import { ApiError, toApiError } from './errors.js';
@@ -80,9 +81,21 @@ function hasBody(req: Request): boolean {
 // route's schema answers it `validation_error` (expected an object), as it would any other value of
 // the wrong type; `invalid_json` stays for bytes that are not JSON (docs/rest-api.md).
 const parsers = {
-  body: express.json({ limit: BODY_LIMIT, strict: false, type: () => true }),
-  none: express.json({ limit: NO_BODY_LIMIT, strict: false, type: () => true }),
+  body: express.json({ limit: BODY_LIMIT, strict: false, type: () => true, verify: utf8Only }),
+  none: express.json({ limit: NO_BODY_LIMIT, strict: false, type: () => true, verify: utf8Only }),
 };
+
+/**
+ * JSON text is UTF-8 (RFC 8259): a UTF-8 body (the default charset) whose bytes are not was read
+ * with each bad byte as U+FFFD and stored changed. It is refused instead (400 invalid_json), as a
+ * NUL or an unpaired surrogate is. Checked on the decoded bytes (after Content-Encoding); a body
+ * declared in another charset the parser accepts (UTF-16) is decoded by it.
+ */
+function utf8Only(_req: unknown, _res: unknown, buf: Buffer, encoding: string): void {
+  if (/^utf-?8$/i.test(encoding) && !isUtf8(buf)) {
+    throw Object.assign(new Error('Request body is not valid UTF-8'), { status: 400, type: 'encoding.invalid' });
+  }
+}
 
 function parse(parser: express.RequestHandler, req: Request, res: Response): Promise<void> {
   return new Promise((resolve, reject) => parser(req, res, (err?: unknown) => (err ? reject(err) : resolve())));

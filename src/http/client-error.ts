@@ -18,8 +18,12 @@ export function answerClientErrors(server: Server): void {
     // answer goes first, as HTTP/1.1 answers in order, then this refusal if the connection is
     // still open (Node closes it after that answer). Written at once, the 400 closed the
     // connection ahead of it, and a client that read "not valid" and retried made the write twice.
+    // Only a request that arrived in full waits so: an error about the request in flight itself
+    // (its body stalled past the request time-out, a bad chunk size) is answered now. Waiting
+    // then, neither side moved: its route waits for the rest of the body, this answer for the
+    // route, and the connection stayed open for ever.
     const inFlight = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
-    if (inFlight && !inFlight.writableFinished) {
+    if (inFlight && !inFlight.writableFinished && inFlight.req?.complete) {
       // 'close' comes once the answer is out, or its connection is gone.
       inFlight.once('close', () => answer(err, socket));
       return;

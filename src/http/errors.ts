@@ -111,6 +111,7 @@ export function toApiError(err: unknown): ApiError {
   if (err instanceof ZodError) return fromZod(err);
   const e = err as PgLikeError & { type?: string; status?: number; errno?: string; expose?: boolean };
   if (e?.type === 'entity.parse.failed') return new ApiError(400, 'invalid_json', 'Request body is not valid JSON');
+  if (e?.type === 'encoding.invalid') return new ApiError(400, 'invalid_json', 'Request body is not valid JSON: its bytes are not UTF-8');
   if (e?.type === 'entity.too.large') return new ApiError(413, 'payload_too_large', 'Request body exceeds 64 KiB');
   if (e?.type === 'encoding.unsupported' || e?.type === 'charset.unsupported')
     return new ApiError(415, 'unsupported_media_type', 'Unsupported body encoding');

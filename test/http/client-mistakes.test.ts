@@ -323,6 +323,38 @@ test('bytes after a complete request are refused after its answer, never ahead o
   expect((await request(t.baseUrl, 'GET', `${V}/locations/${loc.id}/faqs/${faq.body.data.id}`, { token })).status).toBe(404);
 });
 
+test('a request whose own body breaks its framing is answered at once and its connection closed, not left waiting on its route', async () => {
+  const head = `POST ${V}/locations/${loc.id}/leads HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\n`;
+  for (const text of [
+    // A chunk size that is no number, after the headers were accepted and the route began reading.
+    `${head}Transfer-Encoding: chunked\r\n\r\n5\r\n{"nam\r\nzz\r\n`,
+    // A transfer coding Node does not frame a body with.
+    `${head}Transfer-Encoding: identity\r\n\r\n{"name":"Framing Caller","phone":"+13125550100"}`,
+  ]) {
+    const answer = await exchange(text);
+    expect(answer.match(/^HTTP\/1\.1 \d{3}/gm)?.at(-1)).toBe('HTTP/1.1 400');
+    expect(JSON.parse(answer.slice(answer.lastIndexOf('\r\n\r\n') + 4)).error.code).toMatch(/^(bad_request|invalid_json)$/);
+  }
+  const { rows } = await t.owner.query(`select count(*)::int as n from app.leads where location_id = $1 and name = 'Framing Caller'`, [loc.id]);
+  expect(rows[0].n).toBe(0);
+});
+
+test('bytes that are not UTF-8 inside a JSON string are invalid_json, not stored as U+FFFD; the same text in UTF-16 is read', async () => {
+  const before = (await t.owner.query('select count(*)::int as n from app.leads where location_id = $1', [loc.id])).rows[0].n;
+  const bad = Buffer.concat([Buffer.from('{"name":"Bad'), Buffer.from([0xff, 0xc3, 0x28, 0xed, 0xa0, 0x80]), Buffer.from('utf","phone":"+13125550100"}')]);
+  for (const type of ['application/json', 'application/json; charset=utf-8']) {
+    const res = await raw('POST', `${V}/locations/${loc.id}/leads`, { 'content-type': type }, bad);
+    expect([type, res.status, res.body.error.code]).toEqual([type, 400, 'invalid_json']);
+    // Compressed, the check is on the decoded bytes.
+    const gz = await raw('POST', `${V}/locations/${loc.id}/leads`, { 'content-type': type, 'content-encoding': 'gzip' }, zlib.gzipSync(bad));
+    expect([type, gz.status, gz.body.error.code]).toEqual([type, 400, 'invalid_json']);
+  }
+  expect((await t.owner.query('select count(*)::int as n from app.leads where location_id = $1', [loc.id])).rows[0].n).toBe(before);
+  const utf16 = Buffer.from('{"name":"Zoë Quill","phone":"+13125550100"}', 'utf16le');
+  const ok = await raw('POST', `${V}/locations/${loc.id}/leads`, { 'content-type': 'application/json; charset=utf-16le' }, utf16);
+  expect([ok.status, ok.body.data?.name]).toEqual([201, 'Zoë Quill']);
+});
+
 test('text PostgreSQL cannot store (a NUL, an unpaired surrogate) is a 400 naming its field, and nothing is stored', async () => {
   const count = async () => (await request(t.baseUrl, 'GET', `${V}/locations/${loc.id}/faqs`, { token })).body.data.length as number;
   const before = await count();
