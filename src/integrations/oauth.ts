@@ -67,8 +67,13 @@ function jwtExp(token: string): number | null {
 /** A token endpoint's answer as a TokenSet, or the refusal / unavailability it means. */
 export function readTokenReply(r: ProviderReply, defaultTtl: number): TokenSet {
   if (r.status === null || r.status === 429 || r.status >= 500) throw new ProviderUnavailable(providerReason(r), r.retryAfter);
-  if (r.status < 200 || r.status >= 300 || !r.body || typeof r.body.access_token !== 'string') {
-    throw new ProviderRefused(r.status, providerReason(r));
+  if (r.status < 200 || r.status >= 300) throw new ProviderRefused(r.status, providerReason(r));
+  // A success that carries no token (an HTML page from a proxy, JSON without access_token, an
+  // answer cut at the size bound) refuses nothing: the provider is not answering as it should,
+  // and a refresh is tried again rather than the connection expired; the callback says to try
+  // again (502) rather than that the provider refused.
+  if (!r.body || typeof r.body.access_token !== 'string') {
+    throw new ProviderUnavailable(`answered HTTP ${r.status} without an access token`, r.retryAfter);
   }
   const b = r.body;
   const now = Date.now();

@@ -8,6 +8,7 @@ import net from 'node:net';
 import zlib from 'node:zlib';
 import { sign } from 'retell-sdk';
 import { BILLING_SECRET, billingFixture, postBilling, VOICE_SECRET } from '../platform/support.js';
+import { answerClientErrors } from '../../src/http/client-error.js';
 import { createLocation, mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
 
 let t: TestApi;
@@ -337,6 +338,29 @@ test('a request whose own body breaks its framing is answered at once and its co
   }
   const { rows } = await t.owner.query(`select count(*)::int as n from app.leads where location_id = $1 and name = 'Framing Caller'`, [loc.id]);
   expect(rows[0].n).toBe(0);
+});
+
+test('a body that stalls past the request time-out is answered 408 and its connection closed, while its route waits for the rest', async () => {
+  // The API's own app, on a server whose request time-out is short and checked often.
+  const app = t.server.listeners('request')[0] as http.RequestListener;
+  const server = http.createServer({ requestTimeout: 1000, connectionsCheckingInterval: 100 }, app);
+  answerClientErrors(server);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  try {
+    const { port } = server.address() as net.AddressInfo;
+    const answer = await new Promise<string>((resolve) => {
+      const socket = net.connect(port, '127.0.0.1', () => socket.write(`POST ${V}/locations/${loc.id}/leads HTTP/1.1\r\nHost: x\r\n`
+        + `Authorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: 49\r\n\r\n{"name":"Stalled Caller`));
+      const chunks: Buffer[] = [];
+      socket.on('data', (c: Buffer) => chunks.push(c));
+      socket.on('close', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    });
+    expect(answer.match(/^HTTP\/1\.1 \d{3}/gm)).toEqual(['HTTP/1.1 408']);
+    expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)).error.code).toBe('request_timeout');
+  } finally {
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+  }
 });
 
 test('bytes that are not UTF-8 inside a JSON string are invalid_json, not stored as U+FFFD; the same text in UTF-16 is read', async () => {

@@ -213,6 +213,22 @@ test('a new token refused on the account look-up answers a 400 page, not JSON, a
   }
 });
 
+test('a token answer that is a success without a token (HTML, JSON without access_token) is the provider not answering: a 502 "try again" page, nothing stored', async () => {
+  for (const body of ['<html>maintenance</html>', { token_type: 'Bearer' }]) {
+    const { loc, token } = await tenant(s.api);
+    const auth = await request(s.api.baseUrl, 'POST', `${V}/locations/${loc.id}/integrations/jobber/authorize`, { token });
+    const callbackUrl = await consent(s, auth.body.data.authorize_url);
+    s.world.jobberAuth.server.service.once('beforeResponse', (response: { body: unknown; statusCode: number }) => {
+      response.statusCode = 200;
+      response.body = body;
+    });
+    const page = await getPage(callbackUrl);
+    expect([page.status, page.text]).toEqual([502, expect.stringMatching(/could not be reached/)]);
+    expect(page.text).not.toMatch(/refused/);
+    expect(await integration(loc.id, 'jobber')).toEqual([]);
+  }
+});
+
 test('two callbacks for one location racing: the second answers a 409 page, not JSON', async () => {
   const { loc, token } = await tenant(s.api);
   const auth = await request(s.api.baseUrl, 'POST', `${V}/locations/${loc.id}/integrations/jobber/authorize`, { token });

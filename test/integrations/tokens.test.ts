@@ -85,6 +85,22 @@ test('a 401 refreshes once and repeats the call with the new token', async () =>
   expect(refreshes()).toBe(n0 + 1);
 });
 
+test('a refresh answered with a success that carries no token does not expire the integration: the next use asks again', async () => {
+  const { id } = await connectedJobber();
+  await expireSoon(id);
+  s.world.jobberAuth.server.service.once('beforeResponse', (response: { body: unknown; statusCode: number }, req: { body: Record<string, string> }) => {
+    response.statusCode = 200;
+    response.body = { token_type: 'Bearer' };
+    // A provider that issued nothing rotated nothing: the refresh token stays good.
+    s.world.jobberAuth.refresh.add(req.body.refresh_token);
+  });
+  await expect(keeper().usable(id)).rejects.toThrow(/without an access token/);
+  expect((await s.api.owner.query('select status, last_error from app.integrations where id = $1', [id])).rows[0]).toEqual({ status: 'connected', last_error: null });
+  const n0 = refreshes();
+  expect((await keeper().usable(id)).secrets.access_token).toEqual(expect.any(String));
+  expect(refreshes()).toBe(n0 + 1);
+});
+
 test('a refused refresh expires the integration with last_error and notifies the owner; calls then wait', async () => {
   const { loc, token, id } = await connectedJobber();
   await s.api.owner.query("select admin.member_invite($1, 'owner@acme.example', 'owner', 'Owner')", [loc.slug]);
