@@ -268,9 +268,9 @@ const isUndecodablePath = (err: unknown): boolean =>
   (err as { status?: unknown } | undefined)?.status === 400 && /^Failed to decode param/.test((err as Error).message ?? '');
 
 /** A known path that answers GET (and HEAD) only: any other method is 405 with Allow, as on the API's routes. */
-export function getOnly(router: Pick<Router, 'all'>, path: string): void {
+export function getOnly(router: Pick<Router, 'all'>, path: string, methods: readonly string[] = ['GET', 'HEAD']): void {
   router.all(path, () => {
-    throw new ApiError(405, 'method_not_allowed', 'Method not allowed; use GET, HEAD', { allow: ['GET', 'HEAD'] }, { allow: 'GET, HEAD' });
+    throw new ApiError(405, 'method_not_allowed', `Method not allowed; use ${methods.join(', ')}`, { allow: [...methods] }, { allow: methods.join(', ') });
   });
 }
 

@@ -21,6 +21,10 @@ h1{font-size:1.4rem}</style></head>
 export function oauthCallbackRouter(service: () => IntegrationService): Router {
   const router = Router();
   router.get('/oauth/callback', async (req, res, next) => {
+    // Express routes HEAD to a GET handler; a HEAD (a link checker, a mail scanner) would use up
+    // the state and connect the provider, and the contractor's own GET then read "already used".
+    // The callback is one action, not a page to probe: GET only.
+    if (req.method === 'HEAD') return next();
     try {
       const page = await service().callback(req.query as Record<string, unknown>);
       res.status(page.status).set({
@@ -35,6 +39,6 @@ export function oauthCallbackRouter(service: () => IntegrationService): Router {
       next(err);
     }
   });
-  getOnly(router, '/oauth/callback');
+  getOnly(router, '/oauth/callback', ['GET']);
   return router;
 }

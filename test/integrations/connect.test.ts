@@ -229,6 +229,18 @@ test('a token answer that is a success without a token (HTML, JSON without acces
   }
 });
 
+test('a HEAD of the callback URL (a link checker) is 405 and leaves the state for the contractor\'s own GET', async () => {
+  const { loc, token } = await tenant(s.api);
+  const auth = await request(s.api.baseUrl, 'POST', `${V}/locations/${loc.id}/integrations/jobber/authorize`, { token });
+  const callbackUrl = await consent(s, auth.body.data.authorize_url);
+  const head = await fetch(callbackUrl, { method: 'HEAD' });
+  expect([head.status, head.headers.get('allow')]).toEqual([405, 'GET']);
+  expect(await integration(loc.id, 'jobber')).toEqual([]);
+  const page = await getPage(callbackUrl);
+  expect(page.status).toBe(200);
+  expect(await integration(loc.id, 'jobber')).toHaveLength(1);
+});
+
 test('two callbacks for one location racing: the second answers a 409 page, not JSON', async () => {
   const { loc, token } = await tenant(s.api);
   const auth = await request(s.api.baseUrl, 'POST', `${V}/locations/${loc.id}/integrations/jobber/authorize`, { token });
