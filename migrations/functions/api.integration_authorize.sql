@@ -19,12 +19,12 @@ begin
     perform app.raise('SB409', format('A %s integration is already connected; disconnect it first', provider), jsonb_build_object('provider', provider));
   end if;
   delete from app.integration_oauth_states o where o.location_id = a.location_id and o.expires_at < now() - interval '1 day';
-  insert into app.integration_oauth_states (location_id, provider, state_sha256, code_verifier_ciphertext)
-  values (a.location_id, provider, state_sha256, code_verifier_ciphertext)
+  insert into app.integration_oauth_states (location_id, provider, state_sha256, code_verifier_ciphertext, api_key_id)
+  values (a.location_id, provider, state_sha256, code_verifier_ciphertext, a.key_id)
   returning * into s;
   return jsonb_build_object('authorize_url', authorize_url, 'expires_at', app.iso(s.expires_at));
 end
 $function$;
-comment on function api.integration_authorize(text,text,text,boolean,text,bytea,text) is E'POST integrations/{provider}/authorize: records a single-use state (10 minutes, this location) with its PKCE verifier and answers the authorize URL the route built; SB503 when the provider is not configured, SB409 when one is connected.';
+comment on function api.integration_authorize(text,text,text,boolean,text,bytea,text) is E'POST integrations/{provider}/authorize: records a single-use state (10 minutes, this location, the key that asked) with its PKCE verifier and answers the authorize URL the route built; SB503 when the provider is not configured, SB409 when one is connected.';
 revoke execute on function api.integration_authorize(text,text,text,boolean,text,bytea,text) from public;
 grant execute on function api.integration_authorize(text,text,text,boolean,text,bytea,text) to switchboard_api;

@@ -21,11 +21,14 @@ begin
   end if;
   select l.name into loc_name from app.locations l where l.id = s.location_id;
   return jsonb_build_object(
-    'outcome', case when s.expires_at < now() then 'expired' else 'ok' end,
+    'outcome', case when s.expires_at < now() then 'expired'
+                    when s.api_key_id is not null and not exists (
+                      select 1 from app.api_keys k where k.id = s.api_key_id and k.revoked_at is null) then 'revoked'
+                    else 'ok' end,
     'location_id', s.location_id, 'location_name', loc_name, 'provider', s.provider,
     'code_verifier_ciphertext', encode(s.code_verifier_ciphertext, 'base64'));
 end
 $function$;
 alter function app.integration_oauth_consume(text) owner to switchboard_system;
-comment on function app.integration_oauth_consume(text) is E'OAuth callback, step 1: marks the state used (single use) and returns its location, provider and PKCE verifier, or outcome unknown/used/expired. Definer: the callback is public (no token, so no app.location_id) and must find the state across locations.';
+comment on function app.integration_oauth_consume(text) is E'OAuth callback, step 1: marks the state used (single use) and returns its location, provider and PKCE verifier, or outcome unknown/used/expired/revoked (the key that started it was revoked since). Definer: the callback is public (no token, so no app.location_id) and must find the state across locations.';
 revoke execute on function app.integration_oauth_consume(text) from public;

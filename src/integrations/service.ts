@@ -97,6 +97,9 @@ export class IntegrationService {
     if (s.outcome === 'used') return fail(400, 'Connection link already used', 'This connection link was already used once. Start again from the app.');
     const name = providerNames[s.provider as RedirectProvider];
     if (s.outcome === 'expired') return fail(400, 'Connection link expired', `The link to connect ${name} expired (links last 10 minutes). Start again from the app.`);
+    if (s.outcome === 'revoked') {
+      return fail(400, `${name} was not connected`, `The API key that started this connection for ${s.location_name} has been revoked since. Nothing was stored; start again from the app.`);
+    }
     if (typeof q.error === 'string') {
       const why = q.error === 'access_denied' ? `Access to ${name} was declined` : `${name} answered: ${q.error.slice(0, 100)}`;
       return fail(400, `${name} was not connected`, `${why}. Nothing was stored for ${s.location_name}.`);

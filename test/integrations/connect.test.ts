@@ -2,6 +2,7 @@
  * Connecting Jobber, Housecall Pro and ServiceTitan (docs/integrations.md "Connect"), against
  * oauth2-mock-server authorization servers and HTTPS stand-ins of the providers' APIs.
  */
+import { hashToken } from '../../src/auth/tokens.js';
 import { request } from '../support/harness.js';
 import { connect, consent, getPage, setup, storedSecrets, tenant, type Setup } from './support.js';
 
@@ -227,6 +228,16 @@ test('a token answer that is a success without a token (HTML, JSON without acces
     expect(page.text).not.toMatch(/refused/);
     expect(await integration(loc.id, 'jobber')).toEqual([]);
   }
+});
+
+test('a connection started with an API key revoked before the callback is refused with a 400 page, and nothing is stored', async () => {
+  const { loc, token } = await tenant(s.api);
+  const auth = await request(s.api.baseUrl, 'POST', `${V}/locations/${loc.id}/integrations/jobber/authorize`, { token });
+  const callbackUrl = await consent(s, auth.body.data.authorize_url);
+  await s.api.owner.query('update app.api_keys set revoked_at = now() where token_hash = $1', [hashToken(token)]);
+  const page = await getPage(callbackUrl);
+  expect([page.status, page.text]).toEqual([400, expect.stringMatching(/has been revoked since/)]);
+  expect(await integration(loc.id, 'jobber')).toEqual([]);
 });
 
 test('a HEAD of the callback URL (a link checker) is 405 and leaves the state for the contractor\'s own GET', async () => {
