@@ -5,7 +5,7 @@ import type { AuthCache } from '../auth/cache.js';
 import { bearerToken, hashToken } from '../auth/tokens.js';
 import { callFn, callJsonText, callPageText, type PageText } from '../db/pools.js';
 import { callIdempotent, fingerprint, idempotencyKeyOf, REPLAYED_HEADER } from '../idempotency/key.js';
-import { readJsonBody } from './body.js';
+import { assertStorableText, readJsonBody } from './body.js';
 import { ApiError, fromZod } from './errors.js';
 import { queryInt, uuid } from './schemas.js';
 import type { RateLimiter } from './rate-limit.js';
@@ -168,6 +168,16 @@ export function mountRoutes(router: Router, routes: RouteSpec[], pool: pg.Pool, 
       const bodyError = await readJsonBody(req, res, spec.body !== undefined).then(() => undefined, (e: unknown) => e ?? new Error('body'));
       const params = spec.params ? spec.params.safeParse(req.params) : { success: true as const, data: req.params };
       const query = spec.query ? spec.query.safeParse(req.query) : { success: true as const, data: req.query };
+      // A query value PostgreSQL's text cannot hold (a NUL: `?cursor=%00…`) is a 400 naming its
+      // parameter, as in a body, rather than the database's refusal at path "".
+      const queryText = (() => {
+        try {
+          assertStorableText(req.query);
+          return undefined;
+        } catch (e) {
+          return e;
+        }
+      })();
       // An operation without a body has refused any but `{}` in readJsonBody. No body at all reads
       // as `{}`; a JSON `null` sent as the body is checked as the value it is.
       const body = bodyError || !spec.body ? { success: true as const, data: undefined } : spec.body.safeParse(req.body === undefined ? {} : req.body);
@@ -181,7 +191,7 @@ export function mountRoutes(router: Router, routes: RouteSpec[], pool: pg.Pool, 
           idemError = e;
         }
       }
-      if (bodyError || !params.success || !query.success || !body.success || idemError) {
+      if (bodyError || queryText || !params.success || !query.success || !body.success || idemError) {
         // Token, location and scope outrank the request's shape (401, 404, 403 before 400):
         // authorize raises those itself; only a request it accepts learns what is malformed.
         if (token) {
@@ -194,6 +204,7 @@ export function mountRoutes(router: Router, routes: RouteSpec[], pool: pg.Pool, 
         // A malformed id names nothing: 404, not 400.
         if (!params.success) throw new ApiError(404, 'not_found', 'Resource not found');
         if (bodyError) throw bodyError;
+        if (queryText) throw queryText;
         if (!query.success) throw fromZod(query.error);
         if (!body.success) throw fromZod(body.error);
         throw idemError;

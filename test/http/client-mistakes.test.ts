@@ -293,6 +293,13 @@ test('bytes that are not UTF-8 inside a JSON string are invalid_json, not stored
   expect([ok.status, ok.body.data?.name]).toEqual([201, 'Zoë Quill']);
 });
 
+test('a NUL in a query parameter is a 400 naming the parameter', async () => {
+  for (const [q, path] of [['cursor=%00abc', 'cursor'], ['limit=5&phone=%2B1312%00', 'phone']]) {
+    const res = await request(t.baseUrl, 'GET', `${V}/locations/${loc.id}/calls?${q}`, { token });
+    expect([q, res.status, res.body.error.code, res.body.error.details.issues[0].path]).toEqual([q, 400, 'validation_error', path]);
+  }
+});
+
 test('text PostgreSQL cannot store (a NUL, an unpaired surrogate) is a 400 naming its field, and nothing is stored', async () => {
   const count = async () => (await request(t.baseUrl, 'GET', `${V}/locations/${loc.id}/faqs`, { token })).body.data.length as number;
   const before = await count();
