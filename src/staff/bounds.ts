@@ -18,7 +18,7 @@ import { maxDepthRule } from '@escape.tech/graphql-armor-max-depth';
 import { costLimitRule } from '@escape.tech/graphql-armor-cost-limit';
 import { SafeError } from 'postgraphile/grafast';
 import {
-  Kind, Lexer, parse, print, Source, TokenKind, visit, type ArgumentNode, type DocumentNode, type FieldNode, type FragmentDefinitionNode,
+  Kind, Lexer, parse, Source, TokenKind, visit, type ArgumentNode, type DocumentNode, type FieldNode, type FragmentDefinitionNode,
   type OperationDefinitionNode, type SelectionSetNode, type ValidationContext, type VariableDefinitionNode,
 } from 'graphql';
 import type { StaffBounds } from './config.js';
@@ -86,7 +86,7 @@ export function checkDocument(query: string, variables: Record<string, unknown> 
     if (fields > MAX_EXPANDED_FIELDS) {
       throw new BoundError('cost', `Document has more than ${MAX_EXPANDED_FIELDS} fields with each fragment counted where it is spread (STAFF_MAX_COST)`);
     }
-    return checkParsed(document, variables, b);
+    return checkParsed(document, variables, b, query);
   } catch (e) {
     if (isBoundError(e)) e.document = document;
     throw e;
@@ -204,7 +204,7 @@ function fragmentsOf(document: DocumentNode): Map<string, FragmentDefinitionNode
 /** graphql-armor's visitors need only getFragment from a validation context. */
 const contextOf = (fragments: Map<string, FragmentDefinitionNode>) => ({ getFragment: (name: string) => fragments.get(name) }) as unknown as ValidationContext;
 
-function checkParsed(document: DocumentNode, variables: Record<string, unknown> | null | undefined, b: StaffBounds): CheckedDocument {
+function checkParsed(document: DocumentNode, variables: Record<string, unknown> | null | undefined, b: StaffBounds, text: string): CheckedDocument {
   const fragments = fragmentsOf(document);
   let refusal: string | null = null;
   const onReject = [(_: unknown, err: Error) => void (refusal ??= err.message.replace(/^Syntax Error: /, '').replace(/\.$/, ''))];
@@ -288,7 +288,29 @@ function checkParsed(document: DocumentNode, variables: Record<string, unknown> 
       throw new BoundError('cost', `${refusal} (STAFF_MAX_COST${implied})`);
     }
   }
-  return { document, rewritten: unbounded ? print(bounded) : null };
+  return { document, rewritten: unbounded ? withFirst(text, b.maxRows) : null };
+}
+
+/**
+ * The document's own text with `first: n` written into each connection that lists rows without
+ * first or last, where its arguments end (or after its name): every line, and every column before
+ * an insertion, stays as the client sent it, so errors point into the client's text. (Printed
+ * from the tree instead, the document was reformatted, and errors named other lines.)
+ */
+function withFirst(text: string, n: number): string {
+  const located = parse(text, { maxTokens: MAX_TOKENS });
+  const fragments = fragmentsOf(located);
+  const inserts: [number, string][] = [];
+  visit(located, {
+    Field(f: FieldNode) {
+      if (!listsRows(f.selectionSet, fragments) || (f.arguments ?? []).some(isPaging)) return;
+      const last = f.arguments?.at(-1);
+      inserts.push(last?.loc ? [last.loc.end, `, first: ${n}`] : [f.name.loc!.end, `(first: ${n})`]);
+    },
+  });
+  let out = text;
+  for (const [at, insert] of inserts.sort((x, y) => y[0] - x[0])) out = out.slice(0, at) + insert + out.slice(at);
+  return out;
 }
 
 interface VisitorOf {

@@ -114,6 +114,16 @@ test('rows per connection: first/last past the bound is refused, inline or in a 
   expect((await env.gql(admin.token, '{ allCalls { totalCount } }')).body).toEqual({ data: { allCalls: { totalCount: 2 } } });
 });
 
+test('the page size is written into the client\'s own text: errors point at the lines and columns the client sent', async () => {
+  const viewer = await env.member('viewer', 'lines-viewer@staff.example.net');
+  // allCalls on line 4, column 5; transcript is withheld from viewers.
+  const r = await env.gql(viewer.token, '# a comment\nquery Lines {\n\n    allCalls { nodes { rowId transcript } }\n}');
+  expect(r.body.errors?.[0]).toMatchObject({ extensions: { code: 'FORBIDDEN' }, locations: [{ line: 4, column: 5 }] });
+  // Arguments kept where they are: the page size goes after the last of them.
+  const ok = await env.gql(admin.token, '{ allCalls(orderBy: [STARTED_AT_DESC]) { nodes { rowId } } }');
+  expect([ok.body.errors, ok.body.data.allCalls.nodes.length]).toEqual([undefined, 1]);
+});
+
 test('rows listed through an inline or named fragment get the default page too', async () => {
   for (const q of [
     '{ allCalls { pageInfo { hasNextPage } ... on CallConnection { nodes { rowId } } } }',
