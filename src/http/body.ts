@@ -43,19 +43,26 @@ export function assertJsonDepth(value: unknown): void {
  * would name no field. Run after assertJsonDepth, so the walk is bounded.
  */
 export function assertStorableText(value: unknown): void {
+  const problem = storableProblem(value);
+  if (problem) throw problem;
+}
+
+/** assertStorableText's refusal, returned rather than thrown (a query string's, kept until after app.authorize). */
+export function storableProblem(value: unknown): ApiError | undefined {
   const stack: [unknown, string[]][] = [[value, []]];
   while (stack.length > 0) {
     const [v, path] = stack.pop()!;
     if (typeof v === 'string') {
-      if (UNSTORABLE.test(v)) throw unstorable(path);
+      if (UNSTORABLE.test(v)) return unstorable(path);
       continue;
     }
     if (v === null || typeof v !== 'object') continue;
     for (const [k, child] of Array.isArray(v) ? v.map((c, i) => [String(i), c] as const) : Object.entries(v)) {
-      if (UNSTORABLE.test(k)) throw unstorable([...path, k]);
+      if (UNSTORABLE.test(k)) return unstorable([...path, k]);
       stack.push([child, [...path, k]]);
     }
   }
+  return undefined;
 }
 
 function unstorable(path: string[]): ApiError {

@@ -106,6 +106,10 @@ function constraintMessage(e: PgLikeError): [string, Record<string, unknown>] {
   }
 }
 
+/** The router's failure to decode a path parameter (not valid percent-encoding): answered 404. */
+export const isUndecodablePath = (err: unknown): boolean =>
+  (err as { status?: unknown } | undefined)?.status === 400 && /^Failed to decode param/.test((err as Error).message ?? '');
+
 export function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
   if (err instanceof ZodError) return fromZod(err);
@@ -126,9 +130,7 @@ export function toApiError(err: unknown): ApiError {
     }
   }
   // The router's own: a path segment that is not valid percent-encoding names nothing.
-  if (e?.status === 400 && /^Failed to decode param/.test(e.message ?? '')) {
-    return new ApiError(404, 'not_found', 'Resource not found');
-  }
+  if (isUndecodablePath(err)) return new ApiError(404, 'not_found', 'Resource not found');
   if (e?.code && SQLSTATES[e.code]) {
     const [status, code] = SQLSTATES[e.code];
     if (e.code.startsWith('SB')) return new ApiError(status, code, e.message ?? code, parseDetails(e.detail));

@@ -5,8 +5,8 @@ import type { AuthCache } from '../auth/cache.js';
 import { bearerToken, hashToken } from '../auth/tokens.js';
 import { callFn, callJsonText, callPageText, type PageText } from '../db/pools.js';
 import { callIdempotent, fingerprint, idempotencyKeyOf, REPLAYED_HEADER } from '../idempotency/key.js';
-import { assertStorableText, readJsonBody } from './body.js';
-import { ApiError, fromZod } from './errors.js';
+import { readJsonBody, storableProblem } from './body.js';
+import { ApiError, fromZod, isUndecodablePath } from './errors.js';
 import { queryInt, uuid } from './schemas.js';
 import type { RateLimiter } from './rate-limit.js';
 import type { RuleId } from './rules.js';
@@ -170,14 +170,7 @@ export function mountRoutes(router: Router, routes: RouteSpec[], pool: pg.Pool, 
       const query = spec.query ? spec.query.safeParse(req.query) : { success: true as const, data: req.query };
       // A query value PostgreSQL's text cannot hold (a NUL: `?cursor=%00…`) is a 400 naming its
       // parameter, as in a body, rather than the database's refusal at path "".
-      const queryText = (() => {
-        try {
-          assertStorableText(req.query);
-          return undefined;
-        } catch (e) {
-          return e;
-        }
-      })();
+      const queryText = storableProblem(req.query);
       // An operation without a body has refused any but `{}` in readJsonBody. No body at all reads
       // as `{}`; a JSON `null` sent as the body is checked as the value it is.
       const body = bodyError || !spec.body ? { success: true as const, data: undefined } : spec.body.safeParse(req.body === undefined ? {} : req.body);
@@ -273,10 +266,6 @@ export function mountRoutes(router: Router, routes: RouteSpec[], pool: pg.Pool, 
     next(err);
   });
 }
-
-/** The router's failure to decode a path parameter (errors.ts answers it 404). */
-const isUndecodablePath = (err: unknown): boolean =>
-  (err as { status?: unknown } | undefined)?.status === 400 && /^Failed to decode param/.test((err as Error).message ?? '');
 
 /** A known path that answers GET (and HEAD) only: any other method is 405 with Allow, as on the API's routes. */
 export function getOnly(router: Pick<Router, 'all'>, path: string, methods: readonly string[] = ['GET', 'HEAD']): void {
