@@ -82,11 +82,12 @@ export function checkDocument(query: string, variables: Record<string, unknown> 
     return null;
   }
   try {
-    const fields = expandedFields(document);
+    const fragments = fragmentsOf(document);
+    const fields = expandedFields(document, fragments);
     if (fields > MAX_EXPANDED_FIELDS) {
       throw new BoundError('cost', `Document has more than ${MAX_EXPANDED_FIELDS} fields with each fragment counted where it is spread (STAFF_MAX_COST)`);
     }
-    return checkParsed(document, variables, b, query);
+    return checkParsed(document, fragments, variables, b, query);
   } catch (e) {
     if (isBoundError(e)) e.document = document;
     throw e;
@@ -134,8 +135,7 @@ export function nestingOf(text: string): number {
  * fragment is counted once and its count reused, so the walk is linear in the text; a spread
  * cycle (refused by validation) counts nothing; the count stops growing past the limit.
  */
-export function expandedFields(document: DocumentNode): number {
-  const fragments = fragmentsOf(document);
+export function expandedFields(document: DocumentNode, fragments: Map<string, FragmentDefinitionNode>): number {
   const counted = new Map<string, number>();
   const open = new Set<string>();
   const count = (set: SelectionSetNode): number => {
@@ -204,8 +204,7 @@ function fragmentsOf(document: DocumentNode): Map<string, FragmentDefinitionNode
 /** graphql-armor's visitors need only getFragment from a validation context. */
 const contextOf = (fragments: Map<string, FragmentDefinitionNode>) => ({ getFragment: (name: string) => fragments.get(name) }) as unknown as ValidationContext;
 
-function checkParsed(document: DocumentNode, variables: Record<string, unknown> | null | undefined, b: StaffBounds, text: string): CheckedDocument {
-  const fragments = fragmentsOf(document);
+function checkParsed(document: DocumentNode, fragments: Map<string, FragmentDefinitionNode>, variables: Record<string, unknown> | null | undefined, b: StaffBounds, text: string): CheckedDocument {
   let refusal: string | null = null;
   const onReject = [(_: unknown, err: Error) => void (refusal ??= err.message.replace(/^Syntax Error: /, '').replace(/\.$/, ''))];
   const depth = maxDepthRule({ n: b.maxDepth, ignoreIntrospection: true, exposeLimits: true, propagateOnRejection: false, onReject })(contextOf(fragments)) as unknown as VisitorOf;
@@ -354,9 +353,7 @@ export function checkAnswer(data: unknown, b: StaffBounds): BoundError | null {
  * Ruru's introspection, whose answer is the schema's size, not the data's; exempt from the answer
  * bounds as graphql-armor exempts it from depth and cost, unless it has an alias.
  */
-export function introspectionOnly(document: DocumentNode, operationName: string | null | undefined): boolean {
-  const ops = document.definitions.filter((d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION);
-  const op = operationName ? ops.find((o) => o.name?.value === operationName) : ops.length === 1 ? ops[0] : undefined;
+export function introspectionOnly(document: DocumentNode, op: OperationDefinitionNode | null | undefined): boolean {
   if (!op || !op.selectionSet.selections.every((s) => s.kind === Kind.FIELD && s.name.value.startsWith('__'))) return false;
   // No alias anywhere: an alias would repeat part of the schema as often as it likes.
   let aliased = false;

@@ -83,16 +83,18 @@ export function staffPlugin(hooks: StaffPluginHooks): GraphileConfig.Plugin {
           if (settled === false) {
             return { errors: [new GraphQLError('The client closed the request before it ran; nothing was run', { extensions: { code: 'CLIENT_GONE' } })] } as never;
           }
-          // A role that makes no changes is refused every mutation here, whatever it names: the
-          // grants refuse those that reach the database, but one naming no row (a node id that
-          // decodes to nothing) never does, and answered null without an error.
-          const operation = getOperationAST(event.args.document, event.args.operationName ?? undefined)?.operation;
+          // The operation that runs (null when the operationName picks none: GraphQL says so).
+          const op = getOperationAST(event.args.document, event.args.operationName ?? undefined);
+          const operation = op?.operation;
           // No subscription type: grafast's planning error said so inside a plain Error, which the
           // mask hid behind INTERNAL_ERROR.
           if (operation === 'subscription') {
             settled?.({ errors: 1, refused: true, ran: false });
             return { errors: [new GraphQLError('The staff GraphQL has no subscriptions; send the operation as a query (docs/staff.md)', { extensions: { code: 'NOT_SUPPORTED' } })] } as never;
           }
+          // A role that makes no changes is refused every mutation here, whatever it names: the
+          // grants refuse those that reach the database, but one naming no row (a node id that
+          // decodes to nothing) never does, and answered null without an error.
           const role = hooks.readOnlyRole(req);
           if (role && operation === 'mutation') {
             settled?.({ errors: 1, refused: false, ran: true });
@@ -100,7 +102,7 @@ export function staffPlugin(hooks: StaffPluginHooks): GraphileConfig.Plugin {
           }
           const result = next();
           if (!settled) return result;
-          const bounded = !introspectionOnly(event.args.document, event.args.operationName);
+          const bounded = !introspectionOnly(event.args.document, op);
           const finish = (r: unknown) => {
             const out = r as { data?: unknown; errors?: readonly unknown[] } | null;
             const errors = Array.isArray(out?.errors) ? out.errors.length : 0;
