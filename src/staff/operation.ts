@@ -29,9 +29,10 @@ export function sha256Hex(text: string): string {
   return createHash('sha256').update(text).digest('hex');
 }
 
+/** The operation GraphQL runs: a name given (the empty one included) picks that name, none the only one. */
 function pickOperation(doc: DocumentNode, name: string | null | undefined): OperationDefinitionNode | undefined {
   const ops = doc.definitions.filter((d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION);
-  return name ? ops.find((o) => o.name?.value === name) : ops.length === 1 ? ops[0] : undefined;
+  return name != null ? ops.find((o) => o.name?.value === name) : ops.length === 1 ? ops[0] : undefined;
 }
 
 export function summarizeOperation(doc: DocumentNode, operationName: string | null | undefined, variables: Record<string, unknown> | null | undefined): OperationSummary {

@@ -145,10 +145,13 @@ test('the operation name recorded is the one the document defines, never the cli
   await post(admin.token, { query: '{ allLocations { totalCount } }', operationName: 'Dana Whitfield +15125550143' });
   await post(admin.token, { query: 'query Real { allLocations { totalCount } }', operationName: 'Not in the document' });
   await post(admin.token, { query: 'query A { allLocations { totalCount } } query B { allCalls { totalCount } }', operationName: 'B' });
+  // An empty name is a name (GraphQL looks for an operation called ""), not "none given".
+  const empty = await post(admin.token, { query: 'query Real { allLocations { totalCount } }', operationName: '' });
+  expect(((await empty.json()) as { errors: { message: string }[] }).errors[0].message).toMatch(/Unknown operation named ""/);
   const rows = await env.audit();
-  expect(rows.map((r) => [r.operation_name, r.root_fields])).toEqual([['Real', ['allLocations']], [null, []], [null, []], ['B', ['allCalls']]]);
-  // Nothing ran for the two that named no operation of the document: refused, not an error.
-  expect(rows.map((r) => [r.outcome, r.error_count])).toEqual([['ok', 0], ['rejected', 0], ['rejected', 0], ['ok', 0]]);
+  expect(rows.map((r) => [r.operation_name, r.root_fields])).toEqual([['Real', ['allLocations']], [null, []], [null, []], ['B', ['allCalls']], [null, []]]);
+  // Nothing ran for the three that named no operation of the document: refused, not an error.
+  expect(rows.map((r) => [r.outcome, r.error_count])).toEqual([['ok', 0], ['rejected', 0], ['rejected', 0], ['ok', 0], ['rejected', 0]]);
   const text = JSON.stringify((await env.owner.query('select to_jsonb(a) as j from staff.audit a')).rows);
   expect(text).not.toContain('Dana');
   expect(text).not.toContain('Not in the document');
