@@ -112,6 +112,11 @@ export class IntegrationService {
     try {
       const verifier = open<string>(key, VERIFIER, Buffer.from(s.code_verifier_ciphertext, 'base64'));
       const tokens = await exchangeCode(this.net, p, q.code, redirect, verifier);
+      // Both providers issue a refresh token with every code; without one the access token is
+      // all there is, and the integration would expire at its first refresh, within the hour.
+      if (!tokens.refresh_token) {
+        return fail(502, `${name} was not connected`, `${name} answered without a refresh token, so the connection would stop working within the hour. Nothing was stored for ${s.location_name}; start again from the app.`);
+      }
       const account = p.id === 'jobber'
         ? await jobberAccountId(this.net, cfg, tokens.access_token)
         : await hcpCompanyId(this.net, cfg, tokens.access_token);

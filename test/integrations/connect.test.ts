@@ -230,6 +230,20 @@ test('a token answer that is a success without a token (HTML, JSON without acces
   }
 });
 
+test('a code exchange answered without a refresh token stores nothing: the connection would stop within the hour (a 502 page)', async () => {
+  for (const [provider, server] of [['jobber', s.world.jobberAuth.server], ['housecall_pro', s.world.hcpAuth.server]] as const) {
+    const { loc, token } = await tenant(s.api);
+    const auth = await request(s.api.baseUrl, 'POST', `${V}/locations/${loc.id}/integrations/${provider}/authorize`, { token });
+    const callbackUrl = await consent(s, auth.body.data.authorize_url);
+    server.service.once('beforeResponse', (response: { body: Record<string, unknown> }) => {
+      delete response.body.refresh_token;
+    });
+    const page = await getPage(callbackUrl);
+    expect([page.status, page.text]).toEqual([502, expect.stringMatching(/without a refresh token/)]);
+    expect(await integration(loc.id, provider)).toEqual([]);
+  }
+});
+
 test('a connection started with an API key revoked before the callback is refused with a 400 page, and nothing is stored', async () => {
   const { loc, token } = await tenant(s.api);
   const auth = await request(s.api.baseUrl, 'POST', `${V}/locations/${loc.id}/integrations/jobber/authorize`, { token });
