@@ -77,6 +77,19 @@ const BODY_LIMIT = '64kb';
 /** What an operation that takes no body reads at most: room for `{}` and some whitespace. */
 const NO_BODY_LIMIT = 256;
 
+/**
+ * Node frames a body sent with `Transfer-Encoding: gzip, chunked` by its last coding and hands
+ * over the rest still coded: the gzip bytes would be read as the body. Only `chunked` is a
+ * transfer coding this API takes (compression is Content-Encoding); another one → 415.
+ */
+export function assertTransferCoding(req: Request): void {
+  const codings = (req.headers['transfer-encoding'] ?? '').split(',').map((c) => c.trim().toLowerCase()).filter(Boolean);
+  const other = codings.find((c) => c !== 'chunked');
+  if (other !== undefined) {
+    throw new ApiError(415, 'unsupported_media_type', `Transfer-Encoding ${other.slice(0, 40)} is not supported; send the body chunked or with a Content-Length, compressed with Content-Encoding`);
+  }
+}
+
 function hasBody(req: Request): boolean {
   return req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
 }
@@ -124,6 +137,7 @@ export async function readJsonBody(req: Request, res: Response, takesBody: boole
   if (!hasBody(req)) return;
   const json = JSON_TYPE.test(req.headers['content-type'] ?? '');
   try {
+    assertTransferCoding(req);
     if (!json) throw new ApiError(415, 'unsupported_media_type', 'Request bodies must be application/json');
     await parse(takesBody ? parsers.body : parsers.none, req, res);
   } catch (err) {

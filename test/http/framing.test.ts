@@ -21,8 +21,8 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-/** Writes `text` on a new connection as is and returns all the server sent until it closed. */
-function exchange(text: string): Promise<string> {
+/** Writes `text` (or bytes) on a new connection as is and returns all the server sent until it closed. */
+function exchange(text: string | Buffer): Promise<string> {
   const { port } = new URL(t.baseUrl);
   return new Promise<string>((resolve, reject) => {
     const socket = net.connect(Number(port), '127.0.0.1', () => socket.write(text));
@@ -103,4 +103,23 @@ test('a body that stalls past the request time-out is answered 408 and its conne
     server.closeAllConnections();
     await new Promise((r) => server.close(r));
   }
+});
+
+test('a transfer coding other than chunked (gzip, chunked) is 415, not bytes read as the body: compression is Content-Encoding', async () => {
+  const { gzipSync } = await import('node:zlib');
+  const chunked = (bytes: Buffer) => Buffer.concat([Buffer.from(`${bytes.length.toString(16)}\r\n`), bytes, Buffer.from('\r\n0\r\n\r\n')]);
+  const lead = gzipSync(Buffer.from('{"name":"Coded Caller","phone":"+13125550100"}'));
+  const cases = [
+    `POST ${V}/locations/${loc.id}/leads HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\n`,
+    // The platform's signed routes read raw bytes; the coding is refused before the signature is checked.
+    'POST /api/voice/post-call HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n',
+  ];
+  for (const head of cases) {
+    const answer = await exchange(Buffer.concat([Buffer.from(`${head}Transfer-Encoding: gzip, chunked\r\nConnection: close\r\n\r\n`), chunked(lead)]));
+    expect(answer.match(/^HTTP\/1\.1 \d{3}/gm)?.[0]).toBe('HTTP/1.1 415');
+    const error = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)).error;
+    expect([error.code, error.message]).toEqual(['unsupported_media_type', expect.stringMatching(/Transfer-Encoding gzip/)]);
+  }
+  const { rows } = await t.owner.query(`select count(*)::int as n from app.leads where location_id = $1 and name = 'Coded Caller'`, [loc.id]);
+  expect(rows[0].n).toBe(0);
 });

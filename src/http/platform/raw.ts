@@ -1,7 +1,7 @@
 import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import type { z } from 'zod';
 import { storableText } from '../../db/storable-text.js';
-import { assertJsonDepth } from '../body.js';
+import { assertJsonDepth, assertTransferCoding } from '../body.js';
 import { ApiError, fromZod } from '../errors.js';
 
 /**
@@ -11,6 +11,12 @@ import { ApiError, fromZod } from '../errors.js';
 export function rawBody(limitBytes: number): RequestHandler {
   const parse = express.raw({ type: () => true, limit: limitBytes });
   return (req: Request, res: Response, next: NextFunction) => {
+    try {
+      assertTransferCoding(req);
+    } catch (err) {
+      next(err);
+      return;
+    }
     parse(req, res, (err?: unknown) => {
       if ((err as { type?: string } | undefined)?.type === 'entity.too.large') {
         next(new ApiError(413, 'payload_too_large', `Request body exceeds ${Math.round(limitBytes / 1024)} KiB`));
