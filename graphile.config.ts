@@ -10,6 +10,7 @@ import { PostGraphileAmberPreset } from 'postgraphile/presets/amber';
 import { PgAggregatesPreset } from '@graphile/pg-aggregates';
 import { dynamicClient } from './src/db/pools.js';
 import type { StaffAccess } from './src/staff/access.js';
+import { groupsLimitPlugin } from './src/staff/groups-limit.js';
 import { staffMaskError, staffPlugin } from './src/staff/plugin.js';
 
 /**
@@ -73,7 +74,7 @@ export default preset;
 export function staffPreset(connectionString: string | (() => string), staff?: Pick<StaffAccess, 'pgSettings' | 'hooks' | 'graphqlPool'>): GraphileConfig.Preset {
   return {
     extends: [preset],
-    plugins: staff ? [staffPlugin(staff.hooks)] : [],
+    plugins: staff ? [staffPlugin(staff.hooks), groupsLimitPlugin(staff.hooks.bounds)] : [],
     grafserv: {
       maskError: (error) => staffMaskError(error, staff?.hooks.log),
       // The body holds the document (JSON-escaped) and its variables: room enough that

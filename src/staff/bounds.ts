@@ -22,6 +22,7 @@ import {
   type OperationDefinitionNode, type SelectionSetNode, type ValidationContext, type VariableDefinitionNode,
 } from 'graphql';
 import type { StaffBounds } from './config.js';
+import { groupsFetched } from './groups-limit.js';
 
 export type { StaffBounds } from './config.js';
 
@@ -330,7 +331,9 @@ export function checkAnswer(data: unknown, b: StaffBounds): BoundError | null {
     else if (typeof v === 'number' || typeof v === 'boolean' || typeof v === 'bigint') bytes += 8;
     else if (Array.isArray(v)) {
       if (v.length > b.maxGroups && v.length > b.maxRows) {
-        found = new BoundError('groups', `The answer has a list of ${v.length} entries (groupedAggregates groups), more than the limit of ${b.maxGroups} (STAFF_MAX_GROUPS)`);
+        // A grouped query returns at most one group past the bound (src/staff/groups-limit.ts).
+        const count = v.length >= groupsFetched(b) ? `more than ${v.length - 1}` : `${v.length}`;
+        found = new BoundError('groups', `The answer has a list of ${count} entries (groupedAggregates groups), more than the limit of ${b.maxGroups} (STAFF_MAX_GROUPS)`);
         return;
       }
       bytes += 2;

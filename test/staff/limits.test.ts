@@ -166,6 +166,16 @@ test('an answer past the groups or bytes bound is replaced by a 400 naming the b
   expect(groups.status).toBe(400);
   expect(groups.body.data).toBeUndefined();
   expect(groups.body.errors[0].message).toMatch(/more than the limit of 1 \(STAFF_MAX_GROUPS\)/);
+  // One group a row: the grouped query itself stops one group past the bound (LIMIT 2 here), so
+  // the staff process never holds more, however many rows there are.
+  await env.owner.query(`insert into app.calls (location_id, platform_call_id, outcome, started_at, duration_sec)
+    select $1, 'groups-' || g, 'booked', now(), 30 from generate_series(1, 8) g`, [env.seed.locations.b]);
+  const perRow = await env.gql(admin.token, '{ allCalls { groupedAggregates(groupBy: [ROW_ID]) { keys } } }');
+  expect([perRow.status, perRow.body.errors[0].message]).toEqual([400, expect.stringMatching(/^The answer has a list of more than 1 entries \(groupedAggregates groups\), more than the limit of 1/)]);
+  // A grouping within the bound is answered in full.
+  const one = await env.gql(admin.token, `{ allCalls(condition: { locationId: "${env.seed.locations.a}" }) { groupedAggregates(groupBy: [LOCATION_ID]) { keys } } }`);
+  expect(one.body).toEqual({ data: { allCalls: { groupedAggregates: [{ keys: [env.seed.locations.a] }] } } });
+  await env.owner.query(`delete from app.calls where platform_call_id like 'groups-%'`);
   await env.owner.query('update app.calls set transcript = $2 where id = $1', [env.seed.callA, `Agent: Hello. ${'Caller: my furnace is out. '.repeat(200)}`]);
   const bytes = await env.gql(admin.token, `{ allCalls(condition: { locationId: "${env.seed.locations.a}" }) { nodes { transcript } } }`);
   expect(bytes.status).toBe(400);
