@@ -67,6 +67,23 @@ test('a mutation document with two changes is refused before either runs: each w
   expect(await timezoneOf(env.seed.locations.b)).toBe('America/Denver');
 });
 
+test('a nested grouping is bounded per parent: each location\'s groups are answered in full while each is within the bound', async () => {
+  const nested = await startStaffEnv({ limits: { maxGroups: 2, maxRows: 2 } });
+  try {
+    const { locations: { a, b } } = nested.seed;
+    await nested.owner.query(`insert into app.calls (location_id, platform_call_id, outcome, started_at, duration_sec)
+      select l, 'nested-' || l::text || g, (array['booked', 'lead'])[g % 2 + 1], now(), 30 from unnest($1::uuid[]) l, generate_series(1, 6) g`, [[a, b]]);
+    const who = await nested.member('admin', 'nested-admin@staff.example.net');
+    // Four groups in all, two a location: a LIMIT over the whole query (3) would drop one.
+    const r = await nested.gql(who.token, '{ allLocations(first: 2) { nodes { callsByLocationId { groupedAggregates(groupBy: [OUTCOME]) { keys } } } } }');
+    const keys = (r.body.data.allLocations.nodes as { callsByLocationId: { groupedAggregates: { keys: string[] }[] } }[])
+      .map((n) => n.callsByLocationId.groupedAggregates.map((g) => g.keys[0]).sort());
+    expect(keys).toEqual([['booked', 'lead'], ['booked', 'lead']]);
+  } finally {
+    await nested.close();
+  }
+});
+
 test('STAFF_MAX_DOCUMENT_BYTES above 100,000 is the bound that decides, not the HTTP layer\'s own limit', async () => {
   const big = await startStaffEnv({ limits: { maxDocumentBytes: 150_000 } });
   try {
