@@ -1,12 +1,19 @@
 /**
  * Requests Node's HTTP parser refuses before Express sees them (headers over 16 KB, a method it
- * does not know, a malformed request line or header) get the JSON error envelope too
+ * does not know, a malformed request line or header, an Expect it does not meet) get the JSON error envelope too
  * (docs/api-contract.md §5, "Every response is JSON"), not Node's bare status line.
  */
-import { STATUS_CODES, type Server, type ServerResponse } from 'node:http';
+import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 
 export function answerClientErrors(server: Server): void {
+  // An Expect other than 100-continue: Node answers 417 with no body and never runs the request.
+  // The same, in the envelope; the connection closes, as the body (if any) was never read.
+  server.on('checkExpectation', (_req: IncomingMessage, res: ServerResponse) => {
+    const body = JSON.stringify({ error: { code: 'expectation_failed', message: 'Only "Expect: 100-continue" is supported', details: {} } });
+    res.writeHead(417, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close' });
+    res.end(body);
+  });
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
     // A connection already answered or gone (a reset, a time-out) gets nothing more.
     if (!socket.writable || err.code === 'ECONNRESET') {

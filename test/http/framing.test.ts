@@ -123,3 +123,17 @@ test('a transfer coding other than chunked (gzip, chunked) is 415, not bytes rea
   const { rows } = await t.owner.query(`select count(*)::int as n from app.leads where location_id = $1 and name = 'Coded Caller'`, [loc.id]);
   expect(rows[0].n).toBe(0);
 });
+
+test('an Expect other than 100-continue is 417 in the envelope, and the request does not run; 100-continue still proceeds', async () => {
+  const lead = '{"name":"Expecting Caller","phone":"+13125550100"}';
+  const head = `POST ${V}/locations/${loc.id}/leads HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\n`
+    + `Content-Length: ${lead.length}\r\nConnection: close\r\n`;
+  const refused = await exchange(`${head}Expect: 200-ok\r\n\r\n${lead}`);
+  expect(refused.match(/^HTTP\/1\.1 \d{3}/gm)).toEqual(['HTTP/1.1 417']);
+  expect(refused.toLowerCase()).toContain('content-type: application/json');
+  expect(JSON.parse(refused.slice(refused.indexOf('\r\n\r\n') + 4)).error.code).toBe('expectation_failed');
+  const { rows } = await t.owner.query(`select count(*)::int as n from app.leads where location_id = $1 and name = 'Expecting Caller'`, [loc.id]);
+  expect(rows[0].n).toBe(0);
+  const continued = await exchange(`${head}Expect: 100-continue\r\n\r\n${lead}`);
+  expect(continued.match(/^HTTP\/1\.1 \d{3}/gm)).toEqual(['HTTP/1.1 100', 'HTTP/1.1 201']);
+});
