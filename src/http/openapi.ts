@@ -36,6 +36,7 @@ const ERROR_CODES: Record<number, string> = {
   415: 'Body not JSON, a Content-Encoding other than gzip, deflate, br, or a Transfer-Encoding other than chunked (unsupported_media_type)',
   422: 'The Idempotency-Key was already used for a different request (idempotency_key_reused): another method, path or body; connecting ServiceTitan, it refused the client credentials (provider_rejected; details.reason)',
   429: 'Per-key rate limit (rate_limited; Retry-After, RateLimit, RateLimit-Policy)',
+  502: 'Connecting ServiceTitan, its token endpoint did not answer (provider_unavailable): try again later',
   503: 'A secret the route needs is not configured on this server (not_configured)',
 };
 const statusList = (codes: number[]) => codes.map((c) => `- ${c}: ${ERROR_CODES[c]}`).join('\n');

@@ -196,6 +196,15 @@ describe('every operation answers its documented errors in the error envelope', 
     expect(res.error.code).toBe('provider_rejected');
   });
 
+  test('502 where the provider\'s token endpoint does not answer while the credentials are checked', async () => {
+    world.stAuth.server.service.once('beforeResponse', (response: { body: unknown; statusCode: number }) => {
+      response.statusCode = 503;
+      response.body = { error: 'temporarily_unavailable' };
+    });
+    const res = await expectStatus(502, 'PUT', `${L()}/integrations/servicetitan/credentials`, { tenant_id: '4021', client_id: 'st-client', client_secret: 'st-secret' });
+    expect(res.error.code).toBe('provider_unavailable');
+  });
+
   test('503 where the server lacks a provider\'s configuration (a second server on the same database, without it)', async () => {
     const owner = createOwnerPool(t.db.url, 2, 'contract-owner');
     const apiPool = createApiPool(t.db.url, 2);

@@ -1,6 +1,6 @@
 /**
  * Every error status an operation answers is in its `x-error-statuses`: the ones its shape does
- * not imply (422 provider_rejected; 503 not_configured, provoked in test/rest/contract.test.ts,
+ * not imply (422 provider_rejected; 502 provider_unavailable; 503 not_configured, provoked in test/rest/contract.test.ts,
  * whose walk fails on a listed status it did not see; the signed voice routes' 404 for an unknown number and 415 for
  * an unknown Content-Encoding), and what an operation without a body answers to one (a 400, since
  * 413 and 415 are listed only where there is a body).
@@ -57,6 +57,19 @@ test('PUT …/servicetitan/credentials: ServiceTitan refusing the credentials is
   });
   expect(res.body.error.code).toBe('provider_rejected');
   expect(answered('PUT', template, res.status)).toEqual(['PUT', template, 422, true]);
+});
+
+test('PUT …/servicetitan/credentials: ServiceTitan\'s token endpoint not answering is a listed 502 provider_unavailable', async () => {
+  const template = '/locations/{locationId}/integrations/servicetitan/credentials';
+  world.stAuth.server.service.once('beforeResponse', (response: { body: unknown; statusCode: number }) => {
+    response.statusCode = 503;
+    response.body = { error: 'temporarily_unavailable' };
+  });
+  const res = await request(t.baseUrl, 'PUT', `/api/v1/locations/${loc.id}/integrations/servicetitan/credentials`, {
+    token, body: { tenant_id: '4021', client_id: 'st-client', client_secret: 'st-secret' },
+  });
+  expect(res.body.error.code).toBe('provider_unavailable');
+  expect(answered('PUT', template, res.status)).toEqual(['PUT', template, 502, true]);
 });
 
 test('a provider not configured on the server: a listed 503 not_configured on both connecting operations', async () => {

@@ -108,7 +108,7 @@ export const integrationRoutes: RouteSpec[] = [
   defineRoute({
     operationId: 'connectServiceTitan', method: 'put', path: '/locations/:locationId/integrations/servicetitan/credentials', tag: 'Integrations', scope: 'integrations:write',
     summary: 'Connect ServiceTitan with the tenant\'s client credentials (checked by minting a token first)',
-    params: LocationParams, body: ServiceTitanCredentials, response: Integration, errors: [422, 503],
+    params: LocationParams, body: ServiceTitanCredentials, response: Integration, errors: [422, 502, 503],
     handler: async ({ call, authorize, token, params, body, req }) => {
       // Token, location and scope first: nothing is sent to ServiceTitan for a request we would refuse.
       await authorize();
