@@ -60,7 +60,8 @@ export async function startService(cfg: Config, log: Logger, mode: Mode = 'all',
   const probes: ReadinessProbe[] = [];
   // `all` opens its admin listener before the worker starts: not ready until the worker is.
   let workerStarted = false;
-  if (mode === 'all') probes.push(async (): Promise<Checks> => (workerStarted ? {} : { worker: { ok: false, detail: 'starting' } }));
+  // The check stays listed once it passes, as every other does: a probe keyed on checks.worker finds it.
+  if (mode === 'all') probes.push(async (): Promise<Checks> => ({ worker: workerStarted ? { ok: true } : { ok: false, detail: 'starting' } }));
   resetQueueSources();
   try {
     await migrateDatabase(db.url, log);
