@@ -9,7 +9,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { ensureDatabase } from '../db/embedded/index.js';
 import { resolveDatabase, type Database } from '../db/connection.js';
-import { projectRoot } from '../db/migrate.js';
+import { assertCanMigrate, projectRoot } from '../db/migrate.js';
 import { createOwnerPool, endPool } from '../db/pools.js';
 import { createLogger } from '../log.js';
 import { runMigrations } from 'graphile-worker';
@@ -27,6 +27,9 @@ try {
     env.ROOT_DATABASE_URL = db.embedded.urlFor('postgres');
     await ensureDatabase(env.ROOT_DATABASE_URL, 'switchboard_shadow');
   }
+  // `migrate` refuses what start-up refuses (src/db/migrate.ts), before anything runs: a database
+  // of another chain, or migrations to run without a superuser.
+  if (process.argv[2] === 'migrate') await assertCanMigrate(db.url);
   // Our migrations grant on graphile_worker objects, so its schema must exist first (also in the
   // shadow). On a pool of ours: its connection is bounded (src/db/pools.ts), graphile-worker's own is not.
   const pgPool = createOwnerPool(db.url, 1, 'switchboard-db');

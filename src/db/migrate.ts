@@ -61,6 +61,9 @@ export async function migrateDatabase(
   await lock.connect();
   try {
     await lock.query('select pg_advisory_lock($1)', [MIGRATE_LOCK]);
+    // Before anything runs: a database of another chain, or pending migrations and a role that
+    // cannot run them, would otherwise fail part-way with graphile-migrate's or PostgreSQL's error.
+    await assertCanMigrate(connectionString);
     await workerMigrations({
       connectionString,
       logger: new WorkerLogger(graphileLogger(log) as never),
@@ -68,7 +71,6 @@ export async function migrateDatabase(
     const settings = migrateSettings(connectionString, log);
     try {
       await gmMigrate(settings);
-      await assertSameChain(connectionString);
       if (includeCurrent) await gmWatch(settings, true);
     } finally {
       pgReal.clearAllPools();
@@ -83,12 +85,19 @@ export async function migrateDatabase(
 const MIGRATE_LOCK = 0x5b_0d_16_01;
 
 /**
- * graphile-migrate runs the committed migrations numbered after the database's last one and never
- * looks at the ones it recorded before, so a database migrated with another chain (such as one
- * from before the re-baseline of the migrations) would pass as up to date. Every recorded
- * migration must be a committed file with the same hash; otherwise start-up stops with the fix.
+ * Checked before any migration runs (start-up and `npm run migrate`):
+ * - graphile-migrate runs the committed migrations numbered after the database's last one and
+ *   never looks at the ones it recorded before, so a database migrated with another chain (one
+ *   from before the re-baseline, or from a commit whose early files were edited afterwards) met
+ *   the next file's SQL and failed with that error, or passed as up to date. Every recorded
+ *   migration must be a committed file with the same hash; otherwise it stops with the fix.
+ * - The migrations create roles, hand functions and schemas to them and grant in between, which
+ *   only a superuser can do in that order: a role without it (CREATEROLE, a managed service's
+ *   admin) failed at 000008 with "permission denied for schema billing", after 000001–000007
+ *   had committed. With migrations to run and no superuser, nothing runs and it says so; an
+ *   up-to-date database needs no superuser to start.
  */
-export async function assertSameChain(connectionString: string): Promise<void> {
+export async function assertCanMigrate(connectionString: string): Promise<void> {
   const dir = path.join(migrationsFolder, 'committed');
   const committed = new Map(
     fs
@@ -100,15 +109,29 @@ export async function assertSameChain(connectionString: string): Promise<void> {
   const client = new pg.Client({ connectionString, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
   await client.connect();
   try {
-    const { rows } = await client.query<{ filename: string; hash: string }>(
-      'select filename, hash from graphile_migrate.migrations order by filename',
-    );
-    const foreign = rows.filter((r) => committed.get(r.filename) !== r.hash).map((r) => r.filename);
+    // A new database has no graphile_migrate table yet: nothing recorded, nothing foreign.
+    const { rows: [{ recorded, superuser }] } = await client.query<{ recorded: { filename: string; hash: string }[]; superuser: boolean }>(
+      `select coalesce((select json_agg(json_build_object('filename', filename, 'hash', hash) order by filename)
+                          from graphile_migrate.migrations), '[]') as recorded,
+              (select rolsuper from pg_roles where rolname = current_user) as superuser`,
+    ).catch(async (e: { code?: string }) => {
+      if (e.code !== '42P01' && e.code !== '3F000') throw e;
+      return client.query<{ recorded: never[]; superuser: boolean }>(`select '[]'::json as recorded, (select rolsuper from pg_roles where rolname = current_user) as superuser`);
+    });
+    const foreign = recorded.filter((r) => committed.get(r.filename) !== r.hash).map((r) => r.filename);
     if (foreign.length) {
       throw new Error(
         `the database was migrated with a different migration chain (${foreign.slice(0, 3).join(', ')}${foreign.length > 3 ? ', …' : ''} ` +
           'are not the committed migrations); reset it: delete DATA_DIR for the embedded database, or run ' +
           '`npm run db -- reset --erase` (docs/decisions.md, "Re-baselined migrations")',
+      );
+    }
+    const pending = committed.size - recorded.length;
+    if (pending > 0 && !superuser) {
+      throw new Error(
+        `${pending} migration${pending === 1 ? '' : 's'} to run, and the role of DATABASE_URL is not a PostgreSQL superuser: ` +
+          'the migrations create roles and transfer ownership to them, which needs one. Nothing was run; run ' +
+          '`npm run migrate` once with a superuser\'s DATABASE_URL (README, "Running against an external PostgreSQL")',
       );
     }
   } finally {

@@ -10,7 +10,8 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { projectRoot } from '../../src/db/migrate.js';
-import { createEmptyDatabase, type TestDatabase } from '../support/db.js';
+import { randomBytes } from 'node:crypto';
+import { createEmptyDatabase, withClient, type TestDatabase } from '../support/db.js';
 import { childEnv, freePort, tsxBin } from '../support/spawn.js';
 
 const run = promisify(execFile);
@@ -65,4 +66,32 @@ test.each([
     error: { code: 'validation_error', message: expect.stringMatching(/^Invalid configuration: WEBHOOK_RETRY_DELAYS: at most 100 delays/), details: {} },
   });
   expect(failed.stderr).not.toMatch(/^\s+at /m);
+}, 90_000);
+
+test('npm run migrate as a role that is not a superuser runs nothing and says a superuser is needed', async () => {
+  // Setup: a CREATEROLE owner of an empty database, as a managed service's admin role would be.
+  const role = `sb_nosuper_${randomBytes(4).toString('hex')}`;
+  const admin = process.env.SB_TEST_ADMIN_URL!;
+  const empty = await createEmptyDatabase();
+  await withClient(admin, async (c) => {
+    await c.query(`create role ${role} login createrole password 'nosuper-pw'`);
+    await c.query(`alter database ${empty.name} owner to ${role}`);
+  });
+  const url = new URL(empty.url);
+  url.username = role;
+  url.password = 'nosuper-pw';
+  try {
+    // Action: what `npm run migrate` runs.
+    const failed = await run(tsxBin, ['src/cli/db.ts', 'migrate'], { cwd: projectRoot, env: childEnv({ DATABASE_URL: url.toString() }), timeout: 60_000 })
+      .then(() => ({ code: 0, stdout: '', stderr: '' }), (err: { code: number; stdout: string; stderr: string }) => err);
+    // Assertions: one line naming the fix; no schema of graphile-migrate, graphile-worker or ours.
+    expect(failed.code).toBe(1);
+    expect(JSON.parse(failed.stdout).error.message).toMatch(/^\d+ migrations to run, and the role of DATABASE_URL is not a PostgreSQL superuser: .*Nothing was run/);
+    const schemas = await withClient(empty.url, async (c) => (await c.query<{ n: number }>(
+      `select count(*)::int as n from pg_namespace where nspname in ('graphile_migrate', 'graphile_worker', 'app', 'billing')`)).rows[0].n);
+    expect(schemas).toBe(0);
+  } finally {
+    await empty.drop();
+    await withClient(admin, (c) => c.query(`drop role if exists ${role}`));
+  }
 }, 90_000);

@@ -14,3 +14,19 @@ test('migrating a database of this chain is a no-op; one that recorded a migrati
                      from graphile_migrate.migrations order by filename desc limit 1`));
   await expect(migrateDatabase(db.url, log)).rejects.toThrow(/different migration chain \(000018\.sql.*reset --erase/);
 });
+
+test('a database of an older, different chain is refused before any migration runs', async () => {
+  const log = createLogger('silent', 2);
+  // A database migrated at a commit whose early files were edited afterwards: fewer migrations
+  // than committed here, an earlier one with another hash. graphile-migrate ran the next file
+  // and failed on its SQL ("relation … already exists") instead of naming the fix.
+  const before = await withClient(db.url, async (c) => {
+    await c.query(`delete from graphile_migrate.migrations where filename > '000011.sql'`);
+    await c.query(`alter table graphile_migrate.migrations drop constraint if exists migrations_previous_hash_fkey`);
+    await c.query(`update graphile_migrate.migrations set hash = 'sha1:' || repeat('1', 40) where filename = '000011.sql'`);
+    return (await c.query(`select count(*)::int n from graphile_migrate.migrations`)).rows[0].n as number;
+  });
+  await expect(migrateDatabase(db.url, log)).rejects.toThrow(/different migration chain \(000011\.sql.*reset --erase/);
+  const after = await withClient(db.url, async (c) => (await c.query(`select count(*)::int n from graphile_migrate.migrations`)).rows[0].n as number);
+  expect(after).toBe(before);
+});
