@@ -1,3 +1,4 @@
+import './node-version.js';
 import './env-defaults.js';
 import { loadConfig, type Config } from './config.js';
 import { EmbeddedPostgresError } from './db/embedded/index.js';

@@ -4,6 +4,7 @@
  * with the shadow and root connections it needs filled in. A failure before graphile-migrate
  * starts (the database down, refusing us) ends like a CLI error: one JSON line on stdout, exit 1.
  */
+import '../node-version.js';
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import path from 'node:path';

@@ -3,6 +3,7 @@
  * stdout carries exactly one JSON value; logs and progress go to stderr. Errors print
  * `{ "error": { code, message, details } }` on stdout and exit non-zero.
  */
+import '../node-version.js';
 import { writeSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
 import type pg from 'pg';
