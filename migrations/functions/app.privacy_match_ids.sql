@@ -3,7 +3,8 @@
 CREATE OR REPLACE FUNCTION app.privacy_match_ids(loc uuid, phone text, email text, customer_id uuid, only_uncleared boolean)
  RETURNS app.privacy_match
  LANGUAGE plpgsql
- STABLE
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'public', 'pg_temp'
 AS $function$
 declare
   m app.privacy_match;
@@ -13,6 +14,9 @@ declare
   ids text[];
   call_texts text[];
 begin
+  if loc is null or loc is distinct from app.current_location_id() then
+    perform app.raise('SB400', 'app.privacy_match_ids runs for the pinned location only');
+  end if;
   -- Customers by phone (unique per location), e-mail or id; their phones and e-mails widen the
   -- search to calls and leads that never got a customer (unfinalised calls, API leads).
   select coalesce(array_agg(c.id), '{}'),
@@ -52,4 +56,5 @@ begin
   return m;
 end
 $function$;
-comment on function app.privacy_match_ids(uuid,text,text,uuid,boolean) is E'One caller''s rows in one location: customers by phone, e-mail or id; calls by customer, phone or e-mail; leads by customer, call, phone or e-mail; bookings by customer, call or lead; events naming any of them. only_uncleared leaves out rows already cleared (erasure); every look-up is an index scan (docs/privacy.md "Erasure").';
+alter function app.privacy_match_ids(uuid,text,text,uuid,boolean) owner to switchboard_system;
+comment on function app.privacy_match_ids(uuid,text,text,uuid,boolean) is E'One caller''s rows in one location: customers by phone, e-mail or id; calls by customer, phone or e-mail; leads by customer, call, phone or e-mail; bookings by customer, call or lead; events naming any of them. only_uncleared leaves out rows already cleared (erasure); every look-up is an index scan (docs/privacy.md "Erasure"). SECURITY DEFINER (switchboard_system) so the expression indexes serve it, which RLS policies over non-leakproof expressions prevented; it refuses any location but the one app.authorize pinned, and filters every statement by it.';

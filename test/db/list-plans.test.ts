@@ -17,11 +17,14 @@ import { createLocation, mintKey, seedDemo, type TestLocation } from '../support
 const db = useTestDatabase({ pool: true });
 let small: TestLocation;
 let smallToken: string;
+let big: TestLocation;
+let bigToken: string;
 
 beforeAll(async () => {
-  const big = await createLocation(db.owner);
+  big = await createLocation(db.owner);
   small = await createLocation(db.owner);
   ({ token: smallToken } = await mintKey(db.owner, small.id));
+  ({ token: bigToken } = await mintKey(db.owner, big.id));
   for (const [loc, calls] of [[big, 30000], [small, 120]] as const) {
     await seedDemo(db.owner, loc.slug, calls, { customers: 50 });
     // Notifications and webhook deliveries: one live lead's event, then many rows pointing at it.
@@ -175,6 +178,62 @@ test('the planned-once pages equal the per-request-planned (filtered) path, curs
     }
     expect(leads.length).toBeGreaterThan(0);
     expect(order(perStatus)).toEqual(leads.map((l: any) => l.id));
+  } finally {
+    await c.end();
+  }
+});
+
+test('filters that match few of a large location\'s rows read those rows, not the location (an index each)', async () => {
+  // A disabled endpoint's attempts, all older than the location's 15,000 others (the planner, taking
+  // them for spread out, walked the newest first), and a connection's few failed syncs.
+  const c0 = await db.owner.connect();
+  let endpoint: string;
+  try {
+    await c0.query('begin');
+    await c0.query("select set_config('app.location_id', $1, true)", [big.id]);
+    endpoint = (await c0.query(`insert into app.webhook_endpoints (location_id, url, events, secret, active)
+      values ($1, 'https://hooks.example.com/old', '{lead.created}', 'whsec_' || repeat('a', 43), false) returning id`, [big.id])).rows[0].id;
+    await c0.query(`insert into app.webhook_deliveries (location_id, endpoint_id, event_id, event, url, status, created_at)
+      select $1, $2, e.id, 'lead.created', 'https://hooks.example.com/old', 'failed', now() - interval '300 days' - g * interval '1 minute'
+        from (select id from app.events where location_id = $1 limit 1) e, generate_series(1, 3000) g`, [big.id, endpoint]);
+    const integration = (await c0.query(`insert into app.integrations (location_id, provider) values ($1, 'jobber') returning id`, [big.id])).rows[0].id;
+    await c0.query(`insert into app.integration_syncs (location_id, integration_id, provider, record_type, record_id, action, status, created_at)
+      select $1, $2, 'jobber', 'lead', gen_random_uuid(), 'update', case when g <= 3 then 'failed' else 'synced' end, now() - g * interval '1 minute'
+        from generate_series(1, 5000) g`, [big.id, integration]);
+    await c0.query('commit');
+  } finally {
+    c0.release();
+  }
+  await db.owner.query('analyze app.webhook_deliveries, app.integration_syncs, app.bookings');
+  const h = hashToken(bigToken);
+  const cases: Array<[string, string, number]> = [
+    // 20,000 bookings, none cancelled: there was no status index.
+    ['app.bookings', `api.bookings_list('${h}', '${big.id}', 'cancelled', '{}')`, 0],
+    ['app.webhook_deliveries', `api.webhook_deliveries_list('${h}', '${big.id}', '{"endpoint_id": "${endpoint!}"}', '{}')`, 51],
+    ['app.integration_syncs', `api.integration_syncs_list('${h}', '${big.id}', 'jobber', '{"status": "failed"}', '{}')`, 3],
+  ];
+  const c = new pg.Client({ connectionString: db.url });
+  await c.connect();
+  try {
+    await c.query("load 'auto_explain'");
+    for (const set of ['log_min_duration = 0', 'log_nested_statements = on', 'log_analyze = on', 'log_level = notice']) {
+      await c.query(`set auto_explain.${set}`);
+    }
+    await c.query('set role switchboard_api');
+    for (const [table, call, rows] of cases) {
+      const plans: string[] = [];
+      const onNotice = (n: { message?: string }) => { if (n.message?.includes(`from ${table} `)) plans.push(n.message); };
+      c.on('notice', onNotice);
+      // Past plpgsql's five tries, and the one after: whichever plan it keeps.
+      for (let i = 0; i < 7; i++) await c.query(`do $$ begin perform ${call}; end $$`);
+      c.removeListener('notice', onNotice);
+      expect([table, plans.length]).toEqual([table, 7]);
+      for (const plan of plans) {
+        // The rows it answers, read through an index that holds the filter: not a walk of the location.
+        expect([table, plan.match(/Rows Removed by Filter: (\d+)/g)?.map((m) => Number(m.split(': ')[1])).filter((n) => n > 100) ?? []]).toEqual([table, []]);
+        expect([table, new RegExp(`actual time=[^)]* rows=${rows} `).test(plan)]).toEqual([table, true]);
+      }
+    }
   } finally {
     await c.end();
   }

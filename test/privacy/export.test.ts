@@ -4,6 +4,8 @@
  * transcripts:read and recording URLs only with recordings:read, as in call detail.
  */
 import { VOICE_SECRET, voiceLocation, type VoiceLocation } from '../platform/support.js';
+import { xactReads } from '../support/db.js';
+import { hashToken } from '../../src/auth/tokens.js';
 import { mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
 import { bookedCall, type Caller } from './support.js';
 
@@ -106,4 +108,35 @@ test('after an erasure the export holds no personal data', async () => {
   const text = JSON.stringify(d);
   for (const s of [gail.name, gail.address, gail.email, gail.phone]) expect(text).not.toContain(s);
   expect(d.customers[0].anonymised_at).toMatch(/Z$/);
+});
+
+test('the match reads through indexes, not the location\'s tables, and runs only for the pinned location', async () => {
+  const { token } = await mintKey(t.owner, A.id, ['privacy:read']);
+  const c = await t.owner.connect();
+  try {
+    await c.query('begin');
+    // As the API role, with sequential scans priced out: what the tables' size makes the planner
+    // choose at 1 M calls (docs/performance.md, "Index audit at 1 M calls"). Beneath the RLS
+    // policies lower(email) and data ->> 'id' could not use their indexes, so the customers,
+    // leads and events were scanned whatever their size.
+    await c.query(`insert into app.customers (location_id, phone, name, email)
+                   select $1, '+1512555' || g, 'Filler Caller', 'filler' || g || '@example.com' from generate_series(1000, 1299) g`, [A.id]);
+    await c.query(`set local role switchboard_api; set local enable_seqscan = off`);
+    const tables = ['app.customers', 'app.calls', 'app.leads', 'app.bookings', 'app.events'];
+    const before = await xactReads(c, tables);
+    for (const [phone, email] of [[hank.phone, null], [null, 'HANK@example.com']]) {
+      const { rows: [r] } = await c.query(`select api.caller_data_get($1, $2, $3, $4, null) as d`, [hashToken(token), A.id, phone, email]);
+      expect(r.d.calls).toHaveLength(1);
+    }
+    const after = await xactReads(c, tables);
+    // Hank's rows, not the location's 300 other customers (each look-up was a walk of them all).
+    expect([after.seq - before.seq, after.rows - before.rows < 100]).toEqual([0, true]);
+    // A location other than the pinned one is refused, whoever calls it.
+    await c.query('savepoint other');
+    await expect(c.query(`select app.privacy_match_ids($1, $2, null, null, false)`, [B.id, hank.phone])).rejects.toThrow(/pinned location only/);
+    await c.query('rollback to savepoint other');
+  } finally {
+    await c.query('rollback');
+    c.release();
+  }
 });
