@@ -109,15 +109,14 @@ export async function assertCanMigrate(connectionString: string): Promise<void> 
   const client = new pg.Client({ connectionString, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
   await client.connect();
   try {
+    const { rows: [{ superuser, migrated }] } = await client.query<{ superuser: boolean; migrated: boolean }>(
+      `select (select rolsuper from pg_roles where rolname = current_user) as superuser,
+              to_regclass('graphile_migrate.migrations') is not null as migrated`,
+    );
     // A new database has no graphile_migrate table yet: nothing recorded, nothing foreign.
-    const { rows: [{ recorded, superuser }] } = await client.query<{ recorded: { filename: string; hash: string }[]; superuser: boolean }>(
-      `select coalesce((select json_agg(json_build_object('filename', filename, 'hash', hash) order by filename)
-                          from graphile_migrate.migrations), '[]') as recorded,
-              (select rolsuper from pg_roles where rolname = current_user) as superuser`,
-    ).catch(async (e: { code?: string }) => {
-      if (e.code !== '42P01' && e.code !== '3F000') throw e;
-      return client.query<{ recorded: never[]; superuser: boolean }>(`select '[]'::json as recorded, (select rolsuper from pg_roles where rolname = current_user) as superuser`);
-    });
+    const recorded = migrated
+      ? (await client.query<{ filename: string; hash: string }>('select filename, hash from graphile_migrate.migrations order by filename')).rows
+      : [];
     const foreign = recorded.filter((r) => committed.get(r.filename) !== r.hash).map((r) => r.filename);
     if (foreign.length) {
       throw new Error(

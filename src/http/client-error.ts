@@ -1,7 +1,8 @@
 /**
  * Requests Node's HTTP parser refuses before Express sees them (headers over 16 KB, a method it
- * does not know, a malformed request line or header, an Expect it does not meet) get the JSON error envelope too
- * (docs/api-contract.md §5, "Every response is JSON"), not Node's bare status line.
+ * does not know, a malformed request line or header, an Expect it does not meet) get the JSON
+ * error envelope too (docs/api-contract.md §5, "Every response is JSON"), not Node's bare status
+ * line.
  */
 import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
