@@ -2810,7 +2810,7 @@ export interface components {
          *     - 409: Conflict or invalid status move (conflict, invalid_transition); on a POST, a request with the same Idempotency-Key still being processed (idempotency_key_in_use: retry later)
          *     - 410: The answer stored under this Idempotency-Key held a caller's personal data that has since been erased (idempotency_answer_erased): it is not replayed and the request does not run again; send a new key
          *     - 413: Body over 64 KiB (payload_too_large)
-         *     - 415: Body not JSON, or a Content-Encoding other than gzip, deflate, br (unsupported_media_type)
+         *     - 415: Body not JSON, a Content-Encoding other than gzip, deflate, br, or a Transfer-Encoding other than chunked (unsupported_media_type)
          *     - 422: The Idempotency-Key was already used for a different request (idempotency_key_reused): another method, path or body; connecting ServiceTitan, it refused the client credentials (provider_rejected; details.reason)
          *     - 429: Per-key rate limit (rate_limited; Retry-After, RateLimit, RateLimit-Policy)
          */
@@ -2824,6 +2824,7 @@ export interface components {
         };
         /**
          * @description A server error: internal_error (500), unavailable (503), and where the operation lists it:
+         *     - 502: Connecting ServiceTitan, its token endpoint did not answer (provider_unavailable): try again later
          *     - 503: A secret the route needs is not configured on this server (not_configured)
          */
         ErrorDefault: {
