@@ -11,4 +11,5 @@ begin
 end
 $function$;
 comment on function api.agent_get(text,text) is E'GET agent.';
+revoke execute on function api.agent_get(text,text) from public;
 grant execute on function api.agent_get(text,text) to switchboard_api;

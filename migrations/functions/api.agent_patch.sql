@@ -18,4 +18,5 @@ begin
 end
 $function$;
 comment on function api.agent_patch(text,text,jsonb) is E'PATCH agent.';
+revoke execute on function api.agent_patch(text,text,jsonb) from public;
 grant execute on function api.agent_patch(text,text,jsonb) to switchboard_api;

@@ -20,4 +20,5 @@ begin
 end
 $function$;
 comment on function api.api_keys_list(text,text,jsonb) is E'GET /locations/{id}/api-keys: listing records only. Returns the page (data) and the next cursor.';
+revoke execute on function api.api_keys_list(text,text,jsonb) from public;
 grant execute on function api.api_keys_list(text,text,jsonb) to switchboard_api;

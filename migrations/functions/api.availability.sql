@@ -16,4 +16,5 @@ begin
 end
 $function$;
 comment on function api.availability(text,text,date,integer) is E'GET availability: the open windows of the days from from_date (default today, location time), oldest first.';
+revoke execute on function api.availability(text,text,date,integer) from public;
 grant execute on function api.availability(text,text,date,integer) to switchboard_api;

@@ -15,4 +15,5 @@ begin
 end
 $function$;
 comment on function api.booking_create(text,text,jsonb) is E'POST bookings: books a window (409 slot_unavailable with the next three open windows when it cannot); fires booking.created.';
+revoke execute on function api.booking_create(text,text,jsonb) from public;
 grant execute on function api.booking_create(text,text,jsonb) to switchboard_api;

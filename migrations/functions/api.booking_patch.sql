@@ -39,4 +39,5 @@ begin
 end
 $function$;
 comment on function api.booking_patch(text,text,uuid,jsonb) is E'PATCH bookings/{id}: status, window (409 slot_unavailable like POST), date and time of a booking without a window, details; fires booking.updated on a status, time or window change.';
+revoke execute on function api.booking_patch(text,text,uuid,jsonb) from public;
 grant execute on function api.booking_patch(text,text,uuid,jsonb) to switchboard_api;

@@ -11,4 +11,5 @@ begin
 end
 $function$;
 comment on function api.business_hours_get(text,text) is E'GET business-hours.';
+revoke execute on function api.business_hours_get(text,text) from public;
 grant execute on function api.business_hours_get(text,text) to switchboard_api;

@@ -15,4 +15,5 @@ begin
 end
 $function$;
 comment on function api.business_hours_put(text,text,jsonb) is E'PUT business-hours: replaces the whole set (an empty array closes every day).';
+revoke execute on function api.business_hours_put(text,text,jsonb) from public;
 grant execute on function api.business_hours_put(text,text,jsonb) to switchboard_api;

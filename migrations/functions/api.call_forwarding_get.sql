@@ -13,4 +13,5 @@ begin
 end
 $function$;
 comment on function api.call_forwarding_get(text,text) is E'GET call-forwarding.';
+revoke execute on function api.call_forwarding_get(text,text) from public;
 grant execute on function api.call_forwarding_get(text,text) to switchboard_api;

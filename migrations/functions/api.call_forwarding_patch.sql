@@ -17,4 +17,5 @@ begin
 end
 $function$;
 comment on function api.call_forwarding_patch(text,text,jsonb) is E'PATCH call-forwarding: mode and/or existing_business_line.';
+revoke execute on function api.call_forwarding_patch(text,text,jsonb) from public;
 grant execute on function api.call_forwarding_patch(text,text,jsonb) to switchboard_api;

@@ -11,4 +11,5 @@ begin
 end
 $function$;
 comment on function api.call_get(text,text,uuid) is E'GET calls/{id}: detail; transcript and recording depend on the token''s scopes.';
+revoke execute on function api.call_get(text,text,uuid) from public;
 grant execute on function api.call_get(text,text,uuid) to switchboard_api;

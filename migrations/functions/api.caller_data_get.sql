@@ -42,4 +42,5 @@ begin
 end
 $function$;
 comment on function api.caller_data_get(text,text,text,text,uuid) is E'GET caller-data: one caller''s customers, calls (transcript with transcripts:read, recording with recordings:read), leads, bookings, events and notifications in the location (docs/privacy.md "Export").';
+revoke execute on function api.caller_data_get(text,text,text,text,uuid) from public;
 grant execute on function api.caller_data_get(text,text,text,text,uuid) to switchboard_api;

@@ -44,4 +44,5 @@ begin
 end
 $function$;
 comment on function api.calls_list(text,text,jsonb,jsonb) is E'GET calls: summaries, newest first; filters { outcome, from, to (started_at, to exclusive), is_emergency }. Returns the page (data) and the next cursor.';
+revoke execute on function api.calls_list(text,text,jsonb,jsonb) from public;
 grant execute on function api.calls_list(text,text,jsonb,jsonb) to switchboard_api;

@@ -11,4 +11,5 @@ begin
 end
 $function$;
 comment on function api.data_retention_get(text,text) is E'GET data-retention: redaction switch and the two retention windows (null = kept until erased).';
+revoke execute on function api.data_retention_get(text,text) from public;
 grant execute on function api.data_retention_get(text,text) to switchboard_api;

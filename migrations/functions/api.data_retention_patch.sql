@@ -19,4 +19,5 @@ begin
 end
 $function$;
 comment on function api.data_retention_patch(text,text,jsonb) is E'PATCH data-retention: fields present replace theirs (null turns a window off); updated_at moves only when a value changes.';
+revoke execute on function api.data_retention_patch(text,text,jsonb) from public;
 grant execute on function api.data_retention_patch(text,text,jsonb) to switchboard_api;

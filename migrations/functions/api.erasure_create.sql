@@ -14,4 +14,5 @@ begin
 end
 $function$;
 comment on function api.erasure_create(text,text,jsonb,boolean) is E'POST erasures: erases the caller named by phone, email and/or customer_id (app.erasure_perform); platform = the voice-platform API key is configured.';
+revoke execute on function api.erasure_create(text,text,jsonb,boolean) from public;
 grant execute on function api.erasure_create(text,text,jsonb,boolean) to switchboard_api;

@@ -11,4 +11,5 @@ begin
 end
 $function$;
 comment on function api.erasure_get(text,text,uuid) is E'GET erasures/{id}: status, matches per kind and each voice-platform deletion.';
+revoke execute on function api.erasure_get(text,text,uuid) from public;
 grant execute on function api.erasure_get(text,text,uuid) to switchboard_api;

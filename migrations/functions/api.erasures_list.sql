@@ -17,4 +17,5 @@ begin
 end
 $function$;
 comment on function api.erasures_list(text,text,jsonb) is E'GET erasures: newest first, keyset pages (counts of platform deletions, not each one).';
+revoke execute on function api.erasures_list(text,text,jsonb) from public;
 grant execute on function api.erasures_list(text,text,jsonb) to switchboard_api;

@@ -16,4 +16,5 @@ begin
 end
 $function$;
 comment on function api.faq_create(text,text,jsonb) is E'POST faqs.';
+revoke execute on function api.faq_create(text,text,jsonb) from public;
 grant execute on function api.faq_create(text,text,jsonb) to switchboard_api;

@@ -14,4 +14,5 @@ begin
 end
 $function$;
 comment on function api.faq_delete(text,text,uuid) is E'DELETE faqs/{id}: returns the removed FAQ.';
+revoke execute on function api.faq_delete(text,text,uuid) from public;
 grant execute on function api.faq_delete(text,text,uuid) to switchboard_api;

@@ -11,4 +11,5 @@ begin
 end
 $function$;
 comment on function api.faq_get(text,text,uuid) is E'GET faqs/{id}.';
+revoke execute on function api.faq_get(text,text,uuid) from public;
 grant execute on function api.faq_get(text,text,uuid) to switchboard_api;

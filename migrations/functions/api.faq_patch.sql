@@ -18,4 +18,5 @@ begin
 end
 $function$;
 comment on function api.faq_patch(text,text,uuid,jsonb) is E'PATCH faqs/{id}.';
+revoke execute on function api.faq_patch(text,text,uuid,jsonb) from public;
 grant execute on function api.faq_patch(text,text,uuid,jsonb) to switchboard_api;

@@ -20,4 +20,5 @@ begin
 end
 $function$;
 comment on function api.faqs_list(text,text,jsonb) is E'GET faqs: newest first. Returns the page (data) and the next cursor.';
+revoke execute on function api.faqs_list(text,text,jsonb) from public;
 grant execute on function api.faqs_list(text,text,jsonb) to switchboard_api;

@@ -15,4 +15,5 @@ begin
 end
 $function$;
 comment on function api.insights(text,text,integer) is E'GET insights?days=N: the last N local days (today included) of inbound calls, per docs/api-contract.md §10, from the rollup.';
+revoke execute on function api.insights(text,text,integer) from public;
 grant execute on function api.insights(text,text,integer) to switchboard_api;

@@ -24,4 +24,5 @@ begin
 end
 $function$;
 comment on function api.integration_create(text,text,jsonb) is E'POST integrations: webhook-style providers only (OAuth ones → SBOA0); one connected per provider (SB409).';
+revoke execute on function api.integration_create(text,text,jsonb) from public;
 grant execute on function api.integration_create(text,text,jsonb) to switchboard_api;

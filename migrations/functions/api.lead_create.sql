@@ -23,4 +23,5 @@ begin
 end
 $function$;
 comment on function api.lead_create(text,text,jsonb) is E'POST leads: a lead without a call (call_id null); fires lead.created.';
+revoke execute on function api.lead_create(text,text,jsonb) from public;
 grant execute on function api.lead_create(text,text,jsonb) to switchboard_api;

@@ -11,4 +11,5 @@ begin
 end
 $function$;
 comment on function api.lead_get(text,text,uuid) is E'GET leads/{id}.';
+revoke execute on function api.lead_get(text,text,uuid) from public;
 grant execute on function api.lead_get(text,text,uuid) to switchboard_api;

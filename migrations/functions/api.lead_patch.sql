@@ -21,4 +21,5 @@ begin
 end
 $function$;
 comment on function api.lead_patch(text,text,uuid,jsonb) is E'PATCH leads/{id}: fields present replace the stored ones; a status move is checked by the status graph.';
+revoke execute on function api.lead_patch(text,text,uuid,jsonb) from public;
 grant execute on function api.lead_patch(text,text,uuid,jsonb) to switchboard_api;

@@ -35,4 +35,5 @@ begin
 end
 $function$;
 comment on function api.leads_list(text,text,text,jsonb) is E'GET leads[?status=]: newest first. Returns the page (data) and the next cursor.';
+revoke execute on function api.leads_list(text,text,text,jsonb) from public;
 grant execute on function api.leads_list(text,text,text,jsonb) to switchboard_api;

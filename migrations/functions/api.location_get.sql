@@ -11,4 +11,5 @@ begin
 end
 $function$;
 comment on function api.location_get(text,text) is E'GET /locations/{id}.';
+revoke execute on function api.location_get(text,text) from public;
 grant execute on function api.location_get(text,text) to switchboard_api;

@@ -20,4 +20,5 @@ begin
 end
 $function$;
 comment on function api.location_patch(text,text,jsonb) is E'PATCH /locations/{id}: fields present in the body replace the stored ones (validated by the API first); service_phone is operator-only and never changed here.';
+revoke execute on function api.location_patch(text,text,jsonb) from public;
 grant execute on function api.location_patch(text,text,jsonb) to switchboard_api;

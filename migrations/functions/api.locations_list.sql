@@ -20,4 +20,5 @@ begin
 end
 $function$;
 comment on function api.locations_list(text,jsonb) is E'GET /locations: the locations the token can reach (its own; RLS shows no other). Returns the page (data) and the next cursor.';
+revoke execute on function api.locations_list(text,jsonb) from public;
 grant execute on function api.locations_list(text,jsonb) to switchboard_api;

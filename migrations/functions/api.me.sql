@@ -17,4 +17,5 @@ begin
 end
 $function$;
 comment on function api.me(text) is E'GET /me: the calling key, its location and scopes. No scope needed; the location''s owner_cell (the owner''s own phone) is null without locations:read.';
+revoke execute on function api.me(text) from public;
 grant execute on function api.me(text) to switchboard_api;

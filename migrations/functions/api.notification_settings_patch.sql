@@ -21,4 +21,5 @@ begin
 end
 $function$;
 comment on function api.notification_settings_patch(text,text,jsonb) is E'PATCH notification-settings: routes merge per event type; recipient lists present in the body replace the stored ones.';
+revoke execute on function api.notification_settings_patch(text,text,jsonb) from public;
 grant execute on function api.notification_settings_patch(text,text,jsonb) to switchboard_api;

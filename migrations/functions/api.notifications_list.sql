@@ -18,4 +18,5 @@ begin
 end
 $function$;
 comment on function api.notifications_list(text,text,jsonb,boolean) is E'GET notifications[?include=log]: newest first, keyset pages.';
+revoke execute on function api.notifications_list(text,text,jsonb,boolean) from public;
 grant execute on function api.notifications_list(text,text,jsonb,boolean) to switchboard_api;

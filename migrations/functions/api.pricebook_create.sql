@@ -16,4 +16,5 @@ begin
 end
 $function$;
 comment on function api.pricebook_create(text,text,jsonb) is E'POST pricebook.';
+revoke execute on function api.pricebook_create(text,text,jsonb) from public;
 grant execute on function api.pricebook_create(text,text,jsonb) to switchboard_api;

@@ -14,4 +14,5 @@ begin
 end
 $function$;
 comment on function api.pricebook_delete(text,text,uuid) is E'DELETE pricebook/{id}: returns the removed item.';
+revoke execute on function api.pricebook_delete(text,text,uuid) from public;
 grant execute on function api.pricebook_delete(text,text,uuid) to switchboard_api;

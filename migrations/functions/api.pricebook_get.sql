@@ -11,4 +11,5 @@ begin
 end
 $function$;
 comment on function api.pricebook_get(text,text,uuid) is E'GET pricebook/{id}.';
+revoke execute on function api.pricebook_get(text,text,uuid) from public;
 grant execute on function api.pricebook_get(text,text,uuid) to switchboard_api;

@@ -18,4 +18,5 @@ begin
 end
 $function$;
 comment on function api.pricebook_patch(text,text,uuid,jsonb) is E'PATCH pricebook/{id}.';
+revoke execute on function api.pricebook_patch(text,text,uuid,jsonb) from public;
 grant execute on function api.pricebook_patch(text,text,uuid,jsonb) to switchboard_api;

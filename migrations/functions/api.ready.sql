@@ -6,4 +6,5 @@ CREATE OR REPLACE FUNCTION api.ready()
  STABLE
 AS $function$ select true $function$;
 comment on function api.ready() is E'Readiness probe: exists only once migrations are applied.';
+revoke execute on function api.ready() from public;
 grant execute on function api.ready() to switchboard_api;

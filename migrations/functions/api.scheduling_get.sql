@@ -11,4 +11,5 @@ begin
 end
 $function$;
 comment on function api.scheduling_get(text,text) is E'GET scheduling: window length, capacity, lead time, horizon, closed dates.';
+revoke execute on function api.scheduling_get(text,text) from public;
 grant execute on function api.scheduling_get(text,text) to switchboard_api;

@@ -25,4 +25,5 @@ begin
 end
 $function$;
 comment on function api.scheduling_patch(text,text,jsonb) is E'PATCH scheduling: fields present replace theirs. Bookings already made keep their windows; values equal to the stored ones change nothing (updated_at stays, null while the defaults hold).';
+revoke execute on function api.scheduling_patch(text,text,jsonb) from public;
 grant execute on function api.scheduling_patch(text,text,jsonb) to switchboard_api;

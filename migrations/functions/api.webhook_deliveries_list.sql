@@ -32,4 +32,5 @@ begin
 end
 $function$;
 comment on function api.webhook_deliveries_list(text,text,jsonb,jsonb) is E'GET webhook-deliveries: attempts newest first; filters endpoint_id, event_id, event (type), status.';
+revoke execute on function api.webhook_deliveries_list(text,text,jsonb,jsonb) from public;
 grant execute on function api.webhook_deliveries_list(text,text,jsonb,jsonb) to switchboard_api;

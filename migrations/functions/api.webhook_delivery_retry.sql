@@ -37,4 +37,5 @@ begin
 end
 $function$;
 comment on function api.webhook_delivery_retry(text,text,uuid) is E'POST webhook-deliveries/{id}/retry: a new attempt (new id, same event id) of a failed or dead delivery; one attempt, no automatic retries beyond the schedule.';
+revoke execute on function api.webhook_delivery_retry(text,text,uuid) from public;
 grant execute on function api.webhook_delivery_retry(text,text,uuid) to switchboard_api;

@@ -19,4 +19,5 @@ begin
 end
 $function$;
 comment on function api.webhook_endpoint_delete(text,text,uuid) is E'DELETE webhook-endpoints/{id}: discards pending attempts at once; an attempt already in flight may finish and is recorded (history keeps it with endpoint_id null); none starts afterwards.';
+revoke execute on function api.webhook_endpoint_delete(text,text,uuid) from public;
 grant execute on function api.webhook_endpoint_delete(text,text,uuid) to switchboard_api;

@@ -36,4 +36,5 @@ begin
 end
 $function$;
 comment on function api.webhook_endpoint_patch(text,text,uuid,jsonb) is E'PATCH webhook-endpoints/{id}: label, url, events, active. active=false holds pending attempts; false → true re-queues them and clears a disable (disabled_at, disabled_reason, failure_count, failing_since).';
+revoke execute on function api.webhook_endpoint_patch(text,text,uuid,jsonb) from public;
 grant execute on function api.webhook_endpoint_patch(text,text,uuid,jsonb) to switchboard_api;

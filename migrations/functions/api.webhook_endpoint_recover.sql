@@ -49,4 +49,5 @@ begin
 end
 $function$;
 comment on function api.webhook_endpoint_recover(text,text,uuid,timestamp with time zone,integer,integer) is E'POST webhook-endpoints/{id}/recover: a new first attempt for each subscribed event since `since` without a delivered or pending attempt to the endpoint (oldest first, at most max_events per call; a hash anti join, linear in the window). 400 outside [now - retention, now], 409 when inactive.';
+revoke execute on function api.webhook_endpoint_recover(text,text,uuid,timestamp with time zone,integer,integer) from public;
 grant execute on function api.webhook_endpoint_recover(text,text,uuid,timestamp with time zone,integer,integer) to switchboard_api;

@@ -18,4 +18,5 @@ begin
 end
 $function$;
 comment on function api.webhook_endpoint_rotate_secret(text,text,uuid) is E'POST webhook-endpoints/{id}/rotate-secret: new secret shown once; the old one keeps signing (second signature) for 24 h.';
+revoke execute on function api.webhook_endpoint_rotate_secret(text,text,uuid) from public;
 grant execute on function api.webhook_endpoint_rotate_secret(text,text,uuid) to switchboard_api;

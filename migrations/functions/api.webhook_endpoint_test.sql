@@ -32,4 +32,5 @@ begin
 end
 $function$;
 comment on function api.webhook_endpoint_test(text,text,uuid,jsonb) is E'POST webhook-endpoints/{id}/test: a signed test send to this endpoint only (svc-test: true); sample null → webhook.test, else { event, data } of a catalog example sent as that event type. Returns the queued attempt.';
+revoke execute on function api.webhook_endpoint_test(text,text,uuid,jsonb) from public;
 grant execute on function api.webhook_endpoint_test(text,text,uuid,jsonb) to switchboard_api;

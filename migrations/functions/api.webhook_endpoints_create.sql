@@ -17,4 +17,5 @@ begin
 end
 $function$;
 comment on function api.webhook_endpoints_create(text,text,jsonb) is E'POST webhook-endpoints: the only response (with rotate-secret) that carries the secret.';
+revoke execute on function api.webhook_endpoints_create(text,text,jsonb) from public;
 grant execute on function api.webhook_endpoints_create(text,text,jsonb) to switchboard_api;

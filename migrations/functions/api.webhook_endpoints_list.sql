@@ -16,4 +16,5 @@ begin
 end
 $function$;
 comment on function api.webhook_endpoints_list(text,text,jsonb) is E'GET webhook-endpoints: newest first; never the secret.';
+revoke execute on function api.webhook_endpoints_list(text,text,jsonb) from public;
 grant execute on function api.webhook_endpoints_list(text,text,jsonb) to switchboard_api;

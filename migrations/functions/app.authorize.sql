@@ -35,3 +35,5 @@ end
 $function$;
 alter function app.authorize(text,text,text) owner to switchboard_system;
 comment on function app.authorize(text,text,text) is E'Authenticates a token hash, checks location and scope, and sets app.location_id for the transaction.';
+revoke execute on function app.authorize(text,text,text) from public;
+grant execute on function app.authorize(text,text,text) to switchboard_api;

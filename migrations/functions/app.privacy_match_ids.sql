@@ -58,3 +58,5 @@ end
 $function$;
 alter function app.privacy_match_ids(uuid,text,text,uuid,boolean) owner to switchboard_system;
 comment on function app.privacy_match_ids(uuid,text,text,uuid,boolean) is E'One caller''s rows in one location: customers by phone, e-mail or id; calls by customer, phone or e-mail; leads by customer, call, phone or e-mail; bookings by customer, call or lead; events naming any of them. only_uncleared leaves out rows already cleared (erasure); every look-up is an index scan (docs/privacy.md "Erasure"). SECURITY DEFINER (switchboard_system) so the expression indexes serve it, which RLS policies over non-leakproof expressions prevented; it refuses any location but the one app.authorize pinned, and filters every statement by it.';
+revoke execute on function app.privacy_match_ids(uuid,text,text,uuid,boolean) from public;
+grant execute on function app.privacy_match_ids(uuid,text,text,uuid,boolean) to switchboard_api;

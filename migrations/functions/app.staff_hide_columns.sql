@@ -6,6 +6,7 @@ CREATE OR REPLACE FUNCTION app.staff_hide_columns(tbl regclass, cols text[], rol
 AS $function$
 declare
   r text;
+  priv text;
   keep text;
 begin
   if exists (select 1 from unnest(roles) x where x not in ('viewer', 'operator', 'admin')) then
@@ -20,14 +21,19 @@ begin
     from pg_catalog.pg_attribute a
    where a.attrelid = tbl and a.attnum > 0 and not a.attisdropped and a.attname <> all (cols);
   foreach r in array roles loop
-    if has_table_privilege('switchboard_staff_' || r, tbl, 'select') then
-      execute format('revoke select on %s from %I', tbl, 'switchboard_staff_' || r);
-      execute format('grant select (%s) on %s to %I', keep, tbl, 'switchboard_staff_' || r);
-    else
-      execute format('revoke select (%s) on %s from %I', (select string_agg(quote_ident(c), ', ') from unnest(cols) c), tbl, 'switchboard_staff_' || r);
-    end if;
+    -- Each of SELECT, INSERT and UPDATE the role holds on the table becomes a grant of the other
+    -- columns; a column-level grant of a withheld column is revoked. A withheld column is neither
+    -- read nor written: an admin could otherwise plant an API key's hash or a webhook secret.
+    foreach priv in array array['select', 'insert', 'update'] loop
+      if has_table_privilege('switchboard_staff_' || r, tbl, priv) then
+        execute format('revoke %s on %s from %I', priv, tbl, 'switchboard_staff_' || r);
+        execute format('grant %s (%s) on %s to %I', priv, keep, tbl, 'switchboard_staff_' || r);
+      else
+        execute format('revoke %s (%s) on %s from %I', priv, (select string_agg(quote_ident(c), ', ') from unnest(cols) c), tbl, 'switchboard_staff_' || r);
+      end if;
+    end loop;
   end loop;
 end
 $function$;
-comment on function app.staff_hide_columns(regclass,text[],text[]) is E'Withholds columns of a table from staff roles (viewer, operator, admin): the role keeps SELECT on every other column (column grants), so a column added to the table later stays hidden from it until granted. Insert/update/delete rights are untouched. docs/staff.md "Adding a table".';
+comment on function app.staff_hide_columns(regclass,text[],text[]) is E'Withholds columns of a table from staff roles (viewer, operator, admin): the role keeps SELECT, INSERT and UPDATE (those it held) on every other column (column grants), so a column added to the table later stays hidden from it until granted. docs/staff.md "Adding a table".';
 revoke execute on function app.staff_hide_columns(regclass,text[],text[]) from public;

@@ -180,3 +180,60 @@ describe('scale-out keys', () => {
     expect((await db.client.query(`select location_id, call_id from app.leads where id = $1`, [lead])).rows).toEqual([{ location_id: a, call_id: null }]);
   });
 });
+
+test('no SECURITY DEFINER function, and no api.* function, is executable by PUBLIC (trigger functions aside)', async () => {
+  // A definer function runs as its owner whoever calls it; one left to PUBLIC reached the staff
+  // roles too (app.privacy_match_ids looked an e-mail up for a viewer denied the column), and an
+  // api.* function run by a staff role reads under the staff policy, across locations.
+  const { rows } = await db.client.query(`
+    select p.oid::regprocedure::text as fn
+      from pg_proc p join pg_namespace n on n.oid = p.pronamespace,
+           aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
+     where a.grantee = 0 and a.privilege_type = 'EXECUTE'
+       and n.nspname in ('app', 'api', 'admin', 'billing', 'staff', 'app_private')
+       and p.prorettype <> 'trigger'::regtype
+       and (p.prosecdef or n.nspname = 'api')
+     order by 1`);
+  expect(rows.map((r) => r.fn)).toEqual([]);
+});
+
+test('no role of the service may create in our schemas, and no SECURITY DEFINER function runs as a superuser', async () => {
+  // A role that may create in a schema can shadow a function there with a text overload, which
+  // the owner pool's untyped parameters then call; as a superuser's definer function, as superuser.
+  const { rows: creators } = await db.client.query(`
+    select r.rolname || ' on ' || n.nspname as grant
+      from pg_roles r, pg_namespace n
+     where r.rolname like 'switchboard\\_%' and not r.rolsuper
+       and n.nspname in ('app', 'api', 'admin', 'billing', 'staff', 'app_private', 'public')
+       and has_schema_privilege(r.oid, n.oid, 'create')
+     order by 1`);
+  expect(creators.map((r) => r.grant)).toEqual([]);
+  // Owned by the migrating role: the graphile-worker doors (migrations/CONVENTIONS.md), which read
+  // or write graphile-worker's schema, which that role owns; every other definer function is
+  // switchboard_system's.
+  const doors = [
+    'app.dequeue(text)', 'app.enqueue(text,jsonb,timestamp with time zone,text,integer,integer)', 'app.flush_deferred_jobs()',
+    'app.integration_sync_sweep(integer)', 'app.worker_heartbeat(text[],text[])', 'app.worker_unlock(text[])', 'app.worker_unlock_gone(integer)',
+  ];
+  const { rows: owned } = await db.client.query(`
+    select p.oid::regprocedure::text as fn
+      from pg_proc p join pg_namespace n on n.oid = p.pronamespace join pg_roles o on o.oid = p.proowner
+     where p.prosecdef and o.rolsuper and n.nspname in ('app', 'api', 'admin', 'billing', 'staff', 'app_private')
+     order by 1`);
+  expect(owned.map((r) => r.fn).filter((fn) => !doors.includes(fn))).toEqual([]);
+});
+
+test('a column withheld from a staff role is not writable by it either', async () => {
+  const { rows } = await db.client.query(`
+    select r || ' ' || priv || ' ' || c.oid::regclass::text || '.' || a.attname as hole
+      from pg_class c join pg_namespace n on n.oid = c.relnamespace join pg_attribute a on a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped,
+           unnest(array['switchboard_staff_viewer', 'switchboard_staff_operator', 'switchboard_staff_admin']) r,
+           unnest(array['INSERT', 'UPDATE']) priv
+     where c.relkind = 'r' and n.nspname in ('app', 'billing', 'staff')
+       and has_table_privilege(r, c.oid, 'select') is not null
+       and has_any_column_privilege(r, c.oid, 'select')
+       and not has_column_privilege(r, c.oid, a.attnum, 'select')
+       and has_column_privilege(r, c.oid, a.attnum, priv)
+     order by 1`);
+  expect(rows.map((r) => r.hole)).toEqual([]);
+});
