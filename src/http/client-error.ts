@@ -11,7 +11,7 @@ export function answerClientErrors(server: Server): void {
   // An Expect other than 100-continue: Node answers 417 with no body and never runs the request.
   // The same, in the envelope; the connection closes, as the body (if any) was never read.
   server.on('checkExpectation', (_req: IncomingMessage, res: ServerResponse) => {
-    const body = JSON.stringify({ error: { code: 'expectation_failed', message: 'Only "Expect: 100-continue" is supported', details: {} } });
+    const body = envelope('expectation_failed', 'Only "Expect: 100-continue" is supported');
     res.writeHead(417, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close' });
     res.end(body);
   });
@@ -40,6 +40,9 @@ export function answerClientErrors(server: Server): void {
   });
 }
 
+/** The API's error envelope, written here without Express (these requests never reach it). */
+const envelope = (code: string, message: string) => JSON.stringify({ error: { code, message, details: {} } });
+
 /** The refusal in the envelope, then the connection closes. */
 function answer(err: NodeJS.ErrnoException, socket: Duplex): void {
   if (!socket.writable) {
@@ -52,7 +55,7 @@ function answer(err: NodeJS.ErrnoException, socket: Duplex): void {
     : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
       ? [408, 'request_timeout', 'The request did not arrive in full in time']
       : [400, 'bad_request', 'The request is not valid HTTP/1.1'];
-  const body = JSON.stringify({ error: { code, message, details: {} } });
+  const body = envelope(code, message);
   socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json; charset=utf-8\r\n`
     + `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
 }
