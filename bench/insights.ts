@@ -1,4 +1,7 @@
-/** Insights: days=90 on 1,000,000 calls (warm, sequential) and days=30 on 50,000 calls under load. */
+/**
+ * Insights: days=90 on 1,000,000 calls (warm, sequential) and days=30 on 50,000 calls under load;
+ * GET calls by date in the 1,000,000 calls (warm, sequential).
+ */
 import type autocannon from 'autocannon';
 import { CONNECTIONS, MID_CALLS, progress, type BenchContext, type BenchRow } from './common.js';
 import { pair, probe, sequential } from './load.js';
@@ -14,6 +17,19 @@ export async function runInsightsBench({ base, bbase, auth, owner, big }: BenchC
     `select count(*) n from app.calls where location_id = $1 and started_at >= now() - interval '90 days'`, [big.id])).rows[0].n);
   rows.push({ name: `insights?days=90 (${(callsIn90 / 1e6).toFixed(2)} M calls) latency`, value: ms90, unit: 'ms', baseline: trivial,
     ratio: trivial / ms90, target: '< 50 ms', note: 'median of sequential warm requests; baseline: bare trivial query' });
+
+  // Calls by date in the same location: a window far back (the newer calls outnumber it), a
+  // month far back, and a recent day (docs/performance.md, "Calls by date").
+  const { rows: [span] } = await owner.query('select max(started_at) as last from app.calls where location_id = $1', [big.id]);
+  const day = 86_400_000;
+  const at = (daysBack: number) => new Date(new Date(span.last).getTime() - daysBack * day).toISOString();
+  for (const [label, from, to] of [['a day 60 days back', at(60), at(59)], ['a month 60 days back', at(60), at(30)], ['the last day', at(1), null]] as const) {
+    const url = `${base}/api/v1/locations/big/calls?from=${from}${to ? `&to=${to}` : ''}`;
+    progress(`GET calls, ${label}, in 1,000,000 calls: warm, sequential`);
+    const ms = await sequential(url, auth('big'), 7, 30_000);
+    rows.push({ name: `GET calls?from=&to=, ${label} (1 M calls) latency`, value: ms, unit: 'ms', baseline: trivial, ratio: trivial / ms,
+      target: label === 'a month 60 days back' ? '' : '< 50 ms', note: 'median of sequential warm requests, first page of 50; baseline: bare trivial query' });
+  }
 
   await probe(`${base}/api/v1/locations/mid/insights?days=30`, { headers: auth('mid') });
   progress(`insights?days=30 on ${MID_CALLS.toLocaleString('en')} calls: c=${CONNECTIONS}`);

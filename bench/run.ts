@@ -9,6 +9,8 @@
  *   - insights?days=90 on one location with 1,000,000 calls in the window (demo seeder; warm,
  *     sequential requests, median) vs the baseline's trivial query measured the same way;
  *   - insights?days=30 on 50,000 calls at c=50 vs the baseline's trivial query at c=50;
+ *   - GET calls?from=&to= in the 1,000,000 calls (a day and a month far back, the last day; warm,
+ *     sequential, median);
  *   - GET calls (page of 50) vs the baseline returning the same 50 rows; the same for leads;
  *   - GET /me vs the baseline's trivial query;
  *   - signed post-call ingestion (call_analyzed, a new call each, finalised in the request) with
