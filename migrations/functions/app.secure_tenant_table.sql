@@ -15,9 +15,10 @@ begin
   execute format('create policy system_all on %s to switchboard_system using (true) with check (true)', tbl);
   execute format('grant select on %s to switchboard_staff_viewer, switchboard_staff_operator', tbl);
   execute format('grant select, insert, update, delete on %s to switchboard_staff_admin, switchboard_system', tbl);
+  perform app.staff_fix_tenant_column(tbl, col);
   if api_privileges <> '' then
     execute format('grant %s on %s to switchboard_api', api_privileges, tbl);
   end if;
 end
 $function$;
-comment on function app.secure_tenant_table(regclass,text,text) is E'Enables and forces RLS on a tenant table with the standard policies and grants: the API role per api_privileges under the tenant policy; staff viewers and operators read every row, staff admins read and write (docs/staff.md). Columns staff must not see are withheld afterwards with app.staff_hide_columns.';
+comment on function app.secure_tenant_table(regclass,text,text) is E'Enables and forces RLS on a tenant table with the standard policies and grants: the API role per api_privileges under the tenant policy; staff viewers and operators read every row, staff admins read and write it, except its location column, which no staff role changes (app.staff_fix_tenant_column; docs/staff.md). Columns staff must not see are withheld afterwards with app.staff_hide_columns.';

@@ -237,3 +237,25 @@ test('a column withheld from a staff role is not writable by it either', async (
      order by 1`);
   expect(rows.map((r) => r.hole)).toEqual([]);
 });
+
+test('no staff role changes the location of a row; admins update every other column they read (read-only tables aside)', async () => {
+  // Each tenant table's location column, from its tenant policy (location_id, or id of app.locations).
+  const { rows } = await db.client.query(`
+    with tenant as (
+      select p.polrelid as oid, substring(pg_get_expr(p.polqual, p.polrelid) from '^\\(?([a-z_]+) =') as col
+        from pg_policy p where p.polname = 'tenant_isolation')
+    select c.oid::regclass::text || '.' || a.attname || ' ' ||
+           case when has_column_privilege('switchboard_staff_admin', c.oid, a.attnum, 'update') then 'updatable' else 'not updatable' end as col
+      from tenant t join pg_class c on c.oid = t.oid
+      join pg_attribute a on a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped
+     where has_column_privilege('switchboard_staff_admin', c.oid, a.attnum, 'update')
+           <> (a.attname <> t.col and has_column_privilege('switchboard_staff_admin', c.oid, a.attnum, 'select')
+               and has_any_column_privilege('switchboard_staff_admin', c.oid, 'update'))
+        or t.col is null
+        or has_column_privilege('switchboard_staff_viewer', c.oid, a.attnum, 'update')
+        or has_column_privilege('switchboard_staff_operator', c.oid, a.attnum, 'update')
+     order by 1`);
+  expect(rows.map((r) => r.col)).toEqual([]);
+  const { rows: [n] } = await db.client.query(`select count(*)::int as n from pg_policy where polname = 'tenant_isolation'`);
+  expect(n.n).toBeGreaterThan(25);
+});

@@ -142,6 +142,31 @@ describe('admin', () => {
     expect(c.body.data.allCalls.nodes).toEqual([{ transcript: env.seed.caller.transcript }]);
   });
 
+  test('cannot move a row to another location: not in the patch, nothing changed; the rest of the row stays writable', async () => {
+    // A key moved to another location would let its tenant token read that location; an endpoint or
+    // an integration moved would receive the other location's events.
+    const key = (await env.owner.query('select id from app.api_keys where location_id = $1', [env.seed.locations.a])).rows[0].id;
+    const endpoint = (await env.owner.query('select id from app.webhook_endpoints where location_id = $1', [env.seed.locations.a])).rows[0].id;
+    const moves: [string, string, string, string][] = [
+      ['updateApiKeyByRowId', 'apiKeyPatch', key, ''],
+      ['updateWebhookEndpointByRowIdAndLocationId', 'webhookEndpointPatch', endpoint, ', locationId: $loc'],
+    ];
+    for (const [field, patch, id, loc] of moves) {
+      const r = await env.gql(admin.token, `mutation($id: UUID!, ${loc ? '$loc: UUID!, ' : ''}$to: UUID!) { ${field}(input: { rowId: $id${loc}, ${patch}: { locationId: $to } }) { clientMutationId } }`,
+        { id, ...(loc ? { loc: env.seed.locations.a } : {}), to: env.seed.locations.b });
+      expect([field, r.body.data, r.body.errors?.[0]?.message]).toEqual([field, undefined, expect.stringMatching(/Field "locationId" is not defined by type/)]);
+    }
+    const { rows } = await env.owner.query(
+      `select (select count(*)::int from app.api_keys where location_id = $2) as keys_b, (select count(*)::int from app.webhook_endpoints where location_id = $2) as endpoints_b,
+              (select location_id from app.api_keys where id = $1) as key_location`, [key, env.seed.locations.b]);
+    expect(rows[0]).toEqual({ keys_b: 0, endpoints_b: 0, key_location: env.seed.locations.a });
+    const relabel = await env.gql(admin.token, 'mutation($id: UUID!) { updateApiKeyByRowId(input: { rowId: $id, apiKeyPatch: { label: "CRM (support)" } }) { apiKey { label locationId } } }',
+      { id: key });
+    expect(relabel.body.errors).toBeUndefined();
+    expect(relabel.body.data.updateApiKeyByRowId.apiKey).toEqual({ label: 'CRM (support)', locationId: env.seed.locations.a });
+    await env.owner.query(`update app.api_keys set label = 'CRM' where id = $1`, [key]);
+  });
+
   test('reads the audit and the staff list (without token hashes)', async () => {
     const r = await env.gql(admin.token, '{ allStaffMembers { nodes { rowId email role revokedAt } } allStaffAudits { totalCount } }');
     expect(r.body.errors).toBeUndefined();
