@@ -13,8 +13,9 @@ declare
   f_to timestamptz := (filters ->> 'to')::timestamptz;
   f_emergency boolean := (filters ->> 'is_emergency')::boolean;
   since timestamptz := coalesce(f_from, '-infinity');
-  newer int := 0;
-  inside int := 0;
+  scanned int;
+  ids uuid[];
+  inside int;
 begin
   if f_outcome is null and f_from is null and f_to is null and f_emergency is null then
     -- Unfiltered pages, the hot read: every value sits behind a sub-select, so the cached generic
@@ -30,49 +31,51 @@ begin
              order by c.created_at desc, c.id desc limit (select lim + 1)) p;
     return;
   end if;
-  -- A window that ends before the newest calls: the page-order walk reads every call started
-  -- after it (about `newer`), a read of the window every call in it (`inside`); each is counted
-  -- from the started_at index, only as far as deciding needs. Fewer inside: the window is read.
-  -- Both past 20,000: the window is read unless the newer calls stop short of 160,000 (the walk
-  -- fetches a heap row per call, the window read does not).
   if f_to is not null then
-    select count(*) into newer from (select from app.calls k
-      where k.location_id = a.location_id and k.started_at >= f_to and app.before_cursor(k.created_at, k.id, after)
-      limit 20000) x;
-    if newer > 0 then
-      select count(*) into inside from (select from app.calls k
-        where k.location_id = a.location_id and k.started_at >= since and k.started_at < f_to
-          and app.before_cursor(k.created_at, k.id, after)
-        limit newer) x;
+    -- 1. A bounded walk of the page order: the window's newest calls are usually among the newest.
+    select count(*), (array_agg(w.id order by w.created_at desc, w.id desc)
+                        filter (where w.started_at >= since and w.started_at < f_to
+                                  and (f_outcome is null or w.outcome = f_outcome)
+                                  and (f_emergency is null or w.is_emergency = f_emergency)))[1:lim + 1]
+      into scanned, ids
+      from (select c.id, c.created_at, c.started_at, c.outcome, c.is_emergency
+              from app.calls c
+             where c.location_id = (select a.location_id)
+               and (c.created_at, c.id) < (select after.created_at, after.id)
+             order by c.created_at desc, c.id desc limit 2000) w;
+    if cardinality(ids) > lim or scanned < 2000 then
+      select coalesce(json_agg(app.call_summary_js(c) order by x.n) filter (where x.n <= lim), '[]'),
+             case when max(x.n) > lim then min(app.cursor_encode(c.created_at, c.id)) filter (where x.n = lim) end
+        into data, next_cursor
+        from unnest(coalesce(ids, '{}')) with ordinality x(id, n)
+        join app.calls c on c.location_id = a.location_id and c.id = x.id;
+      return;
     end if;
-    if newer = 20000 and inside = 20000 then
-      select count(*) into newer from (select from app.calls k
-        where k.location_id = a.location_id and k.started_at >= f_to and app.before_cursor(k.created_at, k.id, after)
-        limit 160000) x;
-      if newer < 160000 then inside := newer; end if;
+    -- 2. The window's size, bounded (the cursor left out, so the bound bounds the scan).
+    select count(*) into inside from (select from app.calls k
+      where k.location_id = a.location_id and k.started_at >= since and k.started_at < f_to limit 20000) x;
+    if inside < 20000 then
+      select coalesce(json_agg(p.j order by p.n) filter (where p.n <= lim), '[]'),
+             case when max(p.n) > lim then min(app.cursor_encode(p.created_at, p.id)) filter (where p.n = lim) end
+        into data, next_cursor
+        from (select app.call_summary_js(c) as j, c.created_at, c.id,
+                     row_number() over (order by c.created_at desc, c.id desc) as n
+                -- The window's page from the index (the fence keeps the planner off the page-order
+                -- walk), then its calls by key.
+                from (select w.id, w.created_at
+                        from (select k.id, k.created_at from app.calls k
+                               where k.location_id = a.location_id
+                                 and k.started_at >= since and k.started_at < f_to
+                                 and app.before_cursor(k.created_at, k.id, after)
+                                 and (f_outcome is null or k.outcome = f_outcome)
+                                 and (f_emergency is null or k.is_emergency = f_emergency)
+                              offset 0) w
+                       order by w.created_at desc, w.id desc limit lim + 1) w
+                join app.calls c on c.location_id = a.location_id and c.id = w.id) p;
+      return;
     end if;
   end if;
-  if inside < newer then
-    select coalesce(json_agg(p.j order by p.n) filter (where p.n <= lim), '[]'),
-           case when max(p.n) > lim then min(app.cursor_encode(p.created_at, p.id)) filter (where p.n = lim) end
-      into data, next_cursor
-      from (select app.call_summary_js(c) as j, c.created_at, c.id,
-                   row_number() over (order by c.created_at desc, c.id desc) as n
-              -- The window's page from the index (the fence keeps the planner off the page-order
-              -- walk), then its calls by key.
-              from (select w.id, w.created_at
-                      from (select k.id, k.created_at from app.calls k
-                             where k.location_id = a.location_id
-                               and k.started_at >= since and k.started_at < f_to
-                               and app.before_cursor(k.created_at, k.id, after)
-                               and (f_outcome is null or k.outcome = f_outcome)
-                               and (f_emergency is null or k.is_emergency = f_emergency)
-                            offset 0) w
-                     order by w.created_at desc, w.id desc limit lim + 1) w
-              join app.calls c on c.location_id = a.location_id and c.id = w.id) p;
-    return;
-  end if;
-  -- Filtered pages: planned per request, so the outcome and started_at indexes serve them.
+  -- 3. Filtered pages: planned per request, so the outcome and started_at indexes serve them.
   select coalesce(json_agg(p.j order by p.n) filter (where p.n <= lim), '[]'),
          case when max(p.n) > lim then min(app.cursor_encode(p.created_at, p.id)) filter (where p.n = lim) end
     into data, next_cursor
