@@ -58,6 +58,15 @@ beforeAll(async () => {
   }
   await db.owner.query('analyze');
 });
+/** From here on `c` reports the plan of every statement it runs (nested ones too) as a notice, and runs as the API role. */
+async function explainAsApi(c: pg.Client): Promise<void> {
+  await c.query("load 'auto_explain'");
+  for (const set of ['log_min_duration = 0', 'log_nested_statements = on', 'log_analyze = on', 'log_level = notice']) {
+    await c.query(`set auto_explain.${set}`);
+  }
+  await c.query('set role switchboard_api');
+}
+
 /** Runs `sql` `times` times inside one DO block; returns how often the planner ran meanwhile. */
 async function plannerRuns(c: pg.Client, sql: string, times: number): Promise<number> {
   let runs = 0;
@@ -120,11 +129,7 @@ test.each(deepPages)('a deep page of %s starts at its cursor in the index', asyn
     // Past plpgsql's five tries, so an unfiltered page runs the plan kept for the connection.
     await c.query(`do $$ begin for i in 1..8 loop perform ${call}; end loop; end $$`);
     await c.query('reset role');
-    await c.query("load 'auto_explain'");
-    for (const set of ['log_min_duration = 0', 'log_nested_statements = on', 'log_analyze = on', 'log_level = notice']) {
-      await c.query(`set auto_explain.${set}`);
-    }
-    await c.query('set role switchboard_api');
+    await explainAsApi(c);
     const plans: string[] = [];
     const onNotice = (n: { message?: string }) => { if (n.message?.includes(`from ${table} `)) plans.push(n.message); };
     c.on('notice', onNotice);
@@ -215,11 +220,7 @@ test('filters that match few of a large location\'s rows read those rows, not th
   const c = new pg.Client({ connectionString: db.url });
   await c.connect();
   try {
-    await c.query("load 'auto_explain'");
-    for (const set of ['log_min_duration = 0', 'log_nested_statements = on', 'log_analyze = on', 'log_level = notice']) {
-      await c.query(`set auto_explain.${set}`);
-    }
-    await c.query('set role switchboard_api');
+    await explainAsApi(c);
     for (const [table, call, rows] of cases) {
       const plans: string[] = [];
       const onNotice = (n: { message?: string }) => { if (n.message?.includes(`from ${table} `)) plans.push(n.message); };
@@ -252,11 +253,7 @@ test('GET calls?from=&to= reads the smaller of the window and the calls newer th
   await c.connect();
   try {
     const oldDay = { from: first.toISOString(), to: new Date(first.getTime() + day).toISOString() };
-    await c.query("load 'auto_explain'");
-    for (const set of ['log_min_duration = 0', 'log_nested_statements = on', 'log_analyze = on', 'log_level = notice']) {
-      await c.query(`set auto_explain.${set}`);
-    }
-    await c.query('set role switchboard_api');
+    await explainAsApi(c);
     const plans: string[] = [];
     // The page's statement (the counts that choose the read are bounded and may scan).
     const onNotice = (n: { message?: string }) => { if (n.message?.includes('app.call_summary_js(c)')) plans.push(n.message); };
@@ -329,11 +326,7 @@ test('GET calls?from=&to= finds a window\'s late-ingested calls at the top of th
   const c = new pg.Client({ connectionString: db.url });
   await c.connect();
   try {
-    await c.query("load 'auto_explain'");
-    for (const set of ['log_min_duration = 0', 'log_nested_statements = on', 'log_analyze = on', 'log_level = notice']) {
-      await c.query(`set auto_explain.${set}`);
-    }
-    await c.query('set role switchboard_api');
+    await explainAsApi(c);
     const plans: string[] = [];
     const onNotice = (n: { message?: string }) => { if (n.message?.includes('from app.calls ')) plans.push(n.message); };
     c.on('notice', onNotice);
