@@ -4,26 +4,8 @@ CREATE OR REPLACE FUNCTION app.staff_fix_tenant_column(tbl regclass, col text)
  RETURNS void
  LANGUAGE plpgsql
 AS $function$
-declare
-  keep text;
 begin
-  if not exists (select 1 from pg_catalog.pg_attribute a
-                  where a.attrelid = tbl and a.attname = col and a.attnum > 0 and not a.attisdropped) then
-    perform app.raise('SB400', format('%s has no column %s', tbl, col));
-  end if;
-  if has_table_privilege('switchboard_staff_admin', tbl, 'update') then
-    -- The table-wide grant becomes a grant of the other columns the role reads.
-    select string_agg(quote_ident(a.attname), ', ' order by a.attnum) into keep
-      from pg_catalog.pg_attribute a
-     where a.attrelid = tbl and a.attnum > 0 and not a.attisdropped and a.attname <> col
-       and has_column_privilege('switchboard_staff_admin', tbl, a.attnum, 'select');
-    execute format('revoke update on %s from switchboard_staff_admin', tbl);
-    if keep is not null then
-      execute format('grant update (%s) on %s to switchboard_staff_admin', keep, tbl);
-    end if;
-  else
-    execute format('revoke update (%I) on %s from switchboard_staff_admin', col, tbl);
-  end if;
+  perform app.staff_hide_columns(tbl, array[col], array['admin'], array['update']);
 end
 $function$;
 comment on function app.staff_fix_tenant_column(regclass,text) is E'Withholds UPDATE of a tenant table''s location column from staff admins: a row is never moved to another location through the staff GraphQL. Admins keep UPDATE of every other column they read, as column grants, so a column added to the table later is writable by admins only once granted (docs/staff.md "Adding a table"). Called by app.secure_tenant_table.';
