@@ -16,6 +16,7 @@ declare
   scanned int;
   ids uuid[];
   inside int;
+  plan_mode text := current_setting('plan_cache_mode');
 begin
   if f_outcome is null and f_from is null and f_to is null and f_emergency is null then
     -- Unfiltered pages, the hot read: every value sits behind a sub-select, so the cached generic
@@ -75,20 +76,26 @@ begin
       return;
     end if;
   end if;
-  -- 3. Filtered pages: planned per request, so the outcome and started_at indexes serve them.
+  -- 3. Filtered pages, planned for each request's values: plpgsql would otherwise keep a generic
+  -- plan after five calls, and in it `f is null or column = f` can use no index. The page's keys
+  -- come from an index that holds every filtered column (outcome, emergencies, started_at), so a
+  -- rare combination is counted in the index, not by fetching each call; then its calls by key.
+  perform set_config('plan_cache_mode', 'force_custom_plan', true);
   select coalesce(json_agg(p.j order by p.n) filter (where p.n <= lim), '[]'),
          case when max(p.n) > lim then min(app.cursor_encode(p.created_at, p.id)) filter (where p.n = lim) end
     into data, next_cursor
     from (select app.call_summary_js(c) as j, c.created_at, c.id,
                  row_number() over (order by c.created_at desc, c.id desc) as n
-            from app.calls c
-           where c.location_id = a.location_id
-             and app.before_cursor(c.created_at, c.id, after)
-             and (f_outcome is null or c.outcome = f_outcome)
-             and (f_from is null or c.started_at >= f_from)
-             and (f_to is null or c.started_at < f_to)
-             and (f_emergency is null or c.is_emergency = f_emergency)
-           order by c.created_at desc, c.id desc limit lim + 1) p;
+            from (select k.id, k.created_at from app.calls k
+                   where k.location_id = a.location_id
+                     and app.before_cursor(k.created_at, k.id, after)
+                     and (f_outcome is null or k.outcome = f_outcome)
+                     and (f_from is null or k.started_at >= f_from)
+                     and (f_to is null or k.started_at < f_to)
+                     and (f_emergency is null or k.is_emergency = f_emergency)
+                   order by k.created_at desc, k.id desc limit lim + 1) w
+            join app.calls c on c.location_id = a.location_id and c.id = w.id) p;
+  perform set_config('plan_cache_mode', plan_mode, true);
 end
 $function$;
 comment on function api.calls_list(text,text,jsonb,jsonb) is E'GET calls: summaries, newest first; filters { outcome, from, to (started_at, to exclusive), is_emergency }. Returns the page (data) and the next cursor.';
