@@ -12,6 +12,8 @@ declare
   f_event_id uuid := (filters ->> 'event_id')::uuid;
   f_type text := filters ->> 'event';
   f_status text := filters ->> 'status';
+  plan_mode text := current_setting('plan_cache_mode');
+  result jsonb;
 begin
   if f_endpoint is null and f_event_id is null and f_type is null and f_status is null then
     -- Unfiltered pages: planned once per connection (see api.calls_list).
@@ -20,15 +22,23 @@ begin
        where (d.created_at, d.id) < (select after.created_at, after.id)
        order by d.created_at desc, d.id desc limit (select lim + 1)), lim);
   end if;
-  -- Filtered pages: planned per request, so the status, event and endpoint indexes serve them.
-  return app.page_result(array(
-    select app.page_item(d.created_at, d.id, app.webhook_delivery_json(d)) from app.webhook_deliveries d
-     where app.before_cursor(d.created_at, d.id, after)
-       and (f_endpoint is null or d.endpoint_id = f_endpoint)
-       and (f_event_id is null or d.event_id = f_event_id)
-       and (f_type is null or d.event = f_type)
-       and (f_status is null or d.status = f_status)
-     order by d.created_at desc, d.id desc limit lim + 1), lim);
+  -- Filtered pages, planned for each request's values (see api.calls_list): the page's keys from
+  -- the status, event or endpoint index (the endpoint's holds event and status, so an endpoint's
+  -- attempts of one event type are tested in the index), then the page's attempts by key.
+  perform set_config('plan_cache_mode', 'force_custom_plan', true);
+  result := app.page_result(array(
+    select app.page_item(d.created_at, d.id, app.webhook_delivery_json(d))
+      from (select k.id, k.created_at from app.webhook_deliveries k
+             where app.before_cursor(k.created_at, k.id, after)
+               and (f_endpoint is null or k.endpoint_id = f_endpoint)
+               and (f_event_id is null or k.event_id = f_event_id)
+               and (f_type is null or k.event = f_type)
+               and (f_status is null or k.status = f_status)
+             order by k.created_at desc, k.id desc limit lim + 1) w
+      join app.webhook_deliveries d on d.id = w.id and d.location_id = a.location_id
+     order by d.created_at desc, d.id desc), lim);
+  perform set_config('plan_cache_mode', plan_mode, true);
+  return result;
 end
 $function$;
 comment on function api.webhook_deliveries_list(text,text,jsonb,jsonb) is E'GET webhook-deliveries: attempts newest first; filters endpoint_id, event_id, event (type), status.';

@@ -13,6 +13,7 @@ import pg from 'pg';
 import { hashToken } from '../../src/auth/tokens.js';
 import { useTestDatabase } from '../support/db.js';
 import { createLocation, mintKey, seedDemo, type TestLocation } from '../support/harness.js';
+import { explainAsApi } from '../support/plans.js';
 
 const db = useTestDatabase({ pool: true });
 let small: TestLocation;
@@ -58,15 +59,6 @@ beforeAll(async () => {
   }
   await db.owner.query('analyze');
 });
-/** From here on `c` reports the plan of every statement it runs (nested ones too) as a notice, and runs as the API role. */
-async function explainAsApi(c: pg.Client): Promise<void> {
-  await c.query("load 'auto_explain'");
-  for (const set of ['log_min_duration = 0', 'log_nested_statements = on', 'log_analyze = on', 'log_level = notice']) {
-    await c.query(`set auto_explain.${set}`);
-  }
-  await c.query('set role switchboard_api');
-}
-
 /** Runs `sql` `times` times inside one DO block; returns how often the planner ran meanwhile. */
 async function plannerRuns(c: pg.Client, sql: string, times: number): Promise<number> {
   let runs = 0;
@@ -343,44 +335,6 @@ test('GET calls?from=&to= finds a window\'s late-ingested calls at the top of th
     for (const page of pages) expect(page.data.map((x: { id: string }) => x.id)).toEqual(want);
     const late = new Set((await db.owner.query(`select id from app.calls where location_id = $1 and platform_call_id like 'late-%'`, [big.id])).rows.map((r) => r.id));
     expect(want.filter((id: string) => !late.has(id))).toEqual([]);
-  } finally {
-    await c.end();
-  }
-});
-
-test('GET calls with outcome and is_emergency together reads the indexes, not each call of the outcome', async () => {
-  // The demo seed makes no spam call an emergency: thousands match each filter, none both, and the
-  // outcome index alone fetched every spam call to test is_emergency (0.3-1 s at 1 M calls). After
-  // five calls plpgsql kept a generic plan, which used no index for `f is null or column = f`.
-  await db.owner.query('vacuum (analyze) app.calls');
-  const { rows: [n] } = await db.owner.query(`select count(*) filter (where outcome = 'spam')::int as spam,
-      count(*) filter (where is_emergency)::int as emergencies, count(*) filter (where outcome = 'spam' and is_emergency)::int as both
-    from app.calls where location_id = $1`, [big.id]);
-  expect([n.spam > 1000, n.emergencies > 300, n.both]).toEqual([true, true, 0]);
-  const c = new pg.Client({ connectionString: db.url });
-  await c.connect();
-  try {
-    await explainAsApi(c);
-    await c.query('reset role');
-    await c.query('set auto_explain.log_buffers = on');
-    await c.query('set role switchboard_api');
-    for (const filters of [{ outcome: 'spam', is_emergency: true }, { is_emergency: true }, { outcome: 'booked', is_emergency: true }, { outcome: 'spam', is_emergency: false }]) {
-      const buffers: number[] = [];
-      const onNotice = (n: { message?: string }) => {
-        const used = /Buffers: shared (?:hit=(\d+))? ?(?:read=(\d+))?/.exec(n.message ?? '');
-        if (n.message?.includes('from app.calls')) buffers.push(Number(used?.[1] ?? 0) + Number(used?.[2] ?? 0));
-      };
-      c.on('notice', onNotice);
-      const pages: any[] = [];
-      // Past plpgsql's five tries, and the one after: whichever plan it keeps.
-      for (let i = 0; i < 7; i++) pages.push((await c.query('select * from api.calls_list($1, $2, $3, $4)', [hashToken(bigToken), big.id, filters, {}])).rows[0]);
-      c.removeListener('notice', onNotice);
-      // The statement's buffers: a page's calls and the index pages that lead to them.
-      expect([filters, buffers.length, buffers.filter((b) => b > 300)]).toEqual([filters, 7, []]);
-      const want = (await db.owner.query(`select id from app.calls where location_id = $1 and ($2::text is null or outcome = $2)
-          and is_emergency = $3 order by created_at desc, id desc limit 50`, [big.id, filters.outcome ?? null, filters.is_emergency])).rows.map((r) => r.id);
-      for (const page of pages) expect([filters, page.data.map((x: { id: string }) => x.id)]).toEqual([filters, want]);
-    }
   } finally {
     await c.end();
   }
