@@ -9,6 +9,7 @@ import { callFn } from '../db/pools.js';
 import { ApiError } from '../http/errors.js';
 import type { Logger } from '../log.js';
 import type { ExtraCa } from '../net/ca.js';
+import { errSummary } from '../privacy/log-safe.js';
 import { integrationKey, IntegrationKeyMissing, open, seal, SECRETS, VERIFIER, type IntegrationSecrets } from './crypto.js';
 import { hcpCompanyId } from './housecall-pro.js';
 import type { NetOptions } from './http.js';
@@ -83,7 +84,7 @@ export class IntegrationService {
     try {
       return await this.callbackPage(q);
     } catch (err) {
-      this.deps.log.error({ err: { message: (err as Error).message } }, 'oauth callback failed unexpectedly');
+      this.deps.log.error({ err: errSummary(err) }, 'oauth callback failed unexpectedly');
       return fail(500, 'Something went wrong', 'The connection could not be completed. Start again from the app in a few minutes.');
     }
   }
@@ -169,7 +170,7 @@ export class IntegrationService {
       if (secrets.access_token) await jobberDisconnect(this.net, cfg, secrets.access_token);
     } catch (err) {
       // The tokens are erased here whatever the provider says; its refusal is logged, not shown.
-      log.warn({ provider, err: { message: (err as Error).message } }, 'revocation at the provider failed');
+      log.warn({ provider, err: errSummary(err) }, 'revocation at the provider failed');
     }
   }
 }

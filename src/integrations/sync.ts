@@ -24,6 +24,7 @@ import type { Config } from '../config.js';
 import { callFn } from '../db/pools.js';
 import type { Logger } from '../log.js';
 import type { ExtraCa } from '../net/ca.js';
+import { errSummary } from '../privacy/log-safe.js';
 import { hcpWrite } from './housecall-pro.js';
 import { jobberWrite, TokenRejected } from './jobber.js';
 import { ProviderRefused, ProviderUnavailable } from './oauth.js';
@@ -121,7 +122,7 @@ export class SyncRunner {
       const reason = err instanceof ProviderUnavailable || err instanceof TokenRejected
         ? (err as Error).message : 'Internal error while syncing';
       if (!(err instanceof ProviderUnavailable) && !(err instanceof TokenRejected)) {
-        log.error({ sync_id: s.id, provider: s.provider, err: { message: (err as Error).message } }, 'integration sync failed unexpectedly');
+        log.error({ sync_id: s.id, provider: s.provider, err: errSummary(err) }, 'integration sync failed unexpectedly');
       }
       if (s.attempts > delays.length) {
         await this.finish(s.id, 'failed', null, `Gave up after ${s.attempts} attempts: ${reason}`);

@@ -17,6 +17,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Logger as WorkerLogger, type RunnerOptions, type TaskList } from 'graphile-worker';
 import type { Logger } from '../log.js';
+import { safeWorkerLog } from '../privacy/log-safe.js';
 import { engineLane, jobsLane, registerLanes, type Lane } from './health.js';
 import { ThrottledWarning } from './outage.js';
 import { SupervisedRunner } from './runner.js';
@@ -101,7 +102,8 @@ export function workerLogger(log: Logger): WorkerLogger {
     }
     const quiet = level === 'warning' && POOL_SMALLER_THAN_CONCURRENCY.test(message);
     const fn = level === 'error' ? log.error : level === 'warning' && !quiet ? log.warn : log.debug;
-    fn.call(log, { scope, meta }, message);
+    const { fields, msg } = safeWorkerLog(message, meta as Record<string, unknown> | undefined);
+    fn.call(log, { scope, ...fields }, msg);
   });
 }
 

@@ -4,9 +4,11 @@
  * while the SQLSTATE, constraint and table stay for whoever reads the log.
  */
 import { Writable } from 'node:stream';
+import { runOnce } from 'graphile-worker';
 import { pino } from 'pino';
 import { createLogger } from '../../src/log.js';
-import { safeErr } from '../../src/privacy/log-safe.js';
+import { errSummary, safeErr } from '../../src/privacy/log-safe.js';
+import { workerLogger } from '../../src/worker/index.js';
 import { useTestDatabase } from '../support/db.js';
 
 const db = useTestDatabase({ client: true });
@@ -42,4 +44,34 @@ test('every logger the service makes uses it', () => {
   const log = createLogger('silent', 2);
   expect((log as any)[pino.symbols.serializersSym].err).toBe(safeErr);
   expect((log.child({ component: 'x' }) as any)[pino.symbols.serializersSym].err).toBe(safeErr);
+});
+
+test('a failed graphile-worker task is logged without the error\'s quoted values, its failing row or its payload', async () => {
+  // graphile-worker logs a failure as "… with error '<message>'" plus the stack, with the job (and
+  // its payload) and the raw error as meta: a pg error's enumerable `detail` is the failing row.
+  await db.client.query(`create table public.callers_probe (phone text primary key, name text not null check (length(name) > 100))`);
+  const lines: string[] = [];
+  const sink = new Writable({ write(chunk, _enc, cb) { lines.push(String(chunk)); cb(); } });
+  const log = pino({ level: 'trace', serializers: { err: safeErr } }, sink);
+  await db.client.query(`select graphile_worker.add_job('probe_row', '{"marker": "Marcus Bell"}', max_attempts := 1),
+                                graphile_worker.add_job('probe_cast', '{}', max_attempts := 1)`);
+  await runOnce({
+    connectionString: db.url, logger: workerLogger(log),
+    taskList: {
+      probe_row: async (_p, h) => { await h.query(`insert into public.callers_probe values ('+15125550143', 'Marcus Bell')`); },
+      probe_cast: async (_p, h) => { await h.query(`select $1::uuid`, ['+15125550143 Marcus Bell']); },
+    },
+  });
+  const failures = lines.map((l) => JSON.parse(l)).filter((l) => /^Failed task/.test(l.msg));
+  expect(failures).toHaveLength(2);
+  expect(lines.join('\n')).not.toMatch(/5125550143|Marcus|Bell/);
+  expect(failures.map((l) => l.meta?.job?.task).sort()).toEqual(['probe_cast', 'probe_row']);
+  // What an operator needs stays: the task, the attempt, the SQLSTATE and the constraint.
+  expect(failures.map((l) => [l.meta.job.task, l.err.code, l.err.constraint ?? null]).sort()).toEqual([['probe_cast', '22P02', null], ['probe_row', '23514', 'callers_probe_name_check']]);
+});
+
+test('an error summary (field-service failures) masks quoted values whatever threw it', async () => {
+  const pgError = await failure(`select $1::uuid`, ['+15125550143 Marcus Bell']);
+  expect(errSummary(pgError)).toEqual({ type: 'error', code: '22P02', message: 'invalid input syntax for type uuid: "…"' });
+  expect(errSummary(new TypeError(`bad customer 'Marcus Bell' "+15125550143"\nat line 2`))).toEqual({ type: 'TypeError', message: "bad customer '…' \"…\"" });
 });
