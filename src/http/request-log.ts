@@ -13,6 +13,16 @@ declare module 'node:http' {
 
 const REQUEST_ID = /^[\w.-]{1,100}$/;
 const PARAM_NAME = /^[a-z_][\w.[\]-]{0,39}$/i;
+/**
+ * A path segment shown as it is: a UUID, or a route word or slug (lower case, fewer than five
+ * digits: a phone has seven or more). Anything else, such as a phone or an e-mail sent where an id
+ * belongs (`/leads/+15125550143`), is `[redacted]`. The common case, a path of such segments only,
+ * is one regular-expression test.
+ */
+const UUID = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}';
+const SEGMENT = `(?:${UUID}|(?!(?:[^/\\d]*\\d){5})[a-z0-9][a-z0-9_.-]{0,62})`;
+const SHOWN_SEGMENT = new RegExp(`^${SEGMENT}$`);
+const SHOWN_PATH = new RegExp(`^(?:/${SEGMENT}?)*$`);
 
 /** `name=[redacted]` for each parameter of a query or matrix part, names only. */
 function namesOnly(params: string, sep: string): string[] {
@@ -29,6 +39,13 @@ function namesOnly(params: string, sep: string): string[] {
 export function loggedUrl(url: string): string {
   const q = url.indexOf('?');
   let path = q < 0 ? url : url.slice(0, q);
+  if (!SHOWN_PATH.test(path)) {
+    path = path.split('/').map((seg) => {
+      const i = seg.indexOf(';');
+      const head = i < 0 ? seg : seg.slice(0, i);
+      return head === '' || SHOWN_SEGMENT.test(head) ? seg : `[redacted]${i < 0 ? '' : seg.slice(i)}`;
+    }).join('/');
+  }
   if (path.includes(';')) {
     path = path.split('/').map((seg) => {
       const i = seg.indexOf(';');
