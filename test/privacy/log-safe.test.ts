@@ -14,6 +14,13 @@ import { useTestDatabase } from '../support/db.js';
 const db = useTestDatabase({ client: true });
 beforeAll(() => db.client.query(`create temp table callers (phone text primary key, name text not null check (length(name) > 100))`));
 
+/** A logger with the service's `err` serializer, and the lines it wrote. */
+function safeLog(level = 'info'): { log: pino.Logger; lines: string[] } {
+  const lines: string[] = [];
+  const sink = new Writable({ write(chunk, _enc, cb) { lines.push(String(chunk)); cb(); } });
+  return { log: pino({ level, serializers: { err: safeErr } }, sink), lines };
+}
+
 const failure = (sql: string, params: unknown[] = []) => db.client.query(sql, params).then(() => { throw new Error('expected a failure'); }, (e: Error) => e);
 
 test('the failing row, the key and quoted input never reach a log line; code, constraint and table do', async () => {
@@ -27,9 +34,7 @@ test('the failing row, the key and quoted input never reach a log line; code, co
   // What PostgreSQL says, unsanitised: the caller's phone and name.
   expect(errors.map((e) => JSON.stringify({ ...e, message: e.message })).join('\n')).toMatch(/5125550143|Marcus/);
 
-  const lines: string[] = [];
-  const sink = new Writable({ write(chunk, _enc, cb) { lines.push(String(chunk)); cb(); } });
-  const log = pino({ serializers: { err: safeErr } }, sink);
+  const { log, lines } = safeLog();
   for (const err of errors) log.error({ err }, 'request failed');
   expect(lines).toHaveLength(3);
   expect(lines.join('\n')).not.toMatch(/5125550143|Marcus|Bell/);
@@ -50,9 +55,7 @@ test('a failed graphile-worker task is logged without the error\'s quoted values
   // graphile-worker logs a failure as "… with error '<message>'" plus the stack, with the job (and
   // its payload) and the raw error as meta: a pg error's enumerable `detail` is the failing row.
   await db.client.query(`create table public.callers_probe (phone text primary key, name text not null check (length(name) > 100))`);
-  const lines: string[] = [];
-  const sink = new Writable({ write(chunk, _enc, cb) { lines.push(String(chunk)); cb(); } });
-  const log = pino({ level: 'trace', serializers: { err: safeErr } }, sink);
+  const { log, lines } = safeLog('trace');
   await db.client.query(`select graphile_worker.add_job('probe_row', '{"marker": "Marcus Bell"}', max_attempts := 1),
                                 graphile_worker.add_job('probe_cast', '{}', max_attempts := 1)`);
   await runOnce({
