@@ -129,10 +129,11 @@ test.each(deepPages)('a deep page of %s starts at its cursor in the index', asyn
     c.removeListener('notice', onNotice);
     expect(plans).toHaveLength(1);
     // The keyset bound is an index condition, so the scan reads the page and one row more,
-    // instead of filtering its way past the `deep` newer rows.
+    // instead of filtering its way past the `deep` newer rows. (A filtered deliveries page reads
+    // its keys first, 000064: an index-only scan once vacuum has set the visibility map.)
     expect(plans[0]).toMatch(/Index Cond: .*ROW\(created_at, id\) < /);
     expect(plans[0]).not.toMatch(/Rows Removed by Filter/);
-    expect(plans[0]).toMatch(/Index Scan[^\n]*\(actual time=[^)]* rows=6 /);
+    expect(plans[0]).toMatch(/Index (?:Only )?Scan[^\n]*\(actual time=[^)]* rows=6 /);
   } finally {
     await c.end();
   }
