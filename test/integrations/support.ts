@@ -6,7 +6,7 @@ import https from 'node:https';
 import { integrationKey, open, SECRETS, type IntegrationSecrets } from '../../src/integrations/crypto.js';
 import { SyncRunner } from '../../src/integrations/sync.js';
 import { startFieldServiceWorld, type FieldServiceWorld } from '../support/field-service.js';
-import { request, startTestApi, testLog, type TestApi } from '../support/harness.js';
+import { request, startTestApi, testLog, type TestApi, type TestApiOptions } from '../support/harness.js';
 import { makePki, type TestPki } from '../support/https.js';
 
 export interface Setup {
@@ -16,10 +16,11 @@ export interface Setup {
   close(): Promise<void>;
 }
 
-export async function setup(env: Record<string, string> = {}): Promise<Setup> {
+/** `log`: the API's logger (testLog unless given; test/privacy/trace-paths.test.ts reads what it writes). */
+export async function setup(env: Record<string, string> = {}, opts: Pick<TestApiOptions, 'log'> = {}): Promise<Setup> {
   const pki = makePki();
   const world = await startFieldServiceWorld(pki);
-  const api = await startTestApi({ ...world.env, ...env }, undefined, { ca: pki.caPem });
+  const api = await startTestApi({ ...world.env, ...env }, undefined, { ca: pki.caPem, log: opts.log });
   // The redirect URI needs the port the API got.
   api.cfg.PUBLIC_BASE_URL ??= api.baseUrl;
   return {
@@ -85,7 +86,7 @@ export async function insertBooking(s: Setup, locId: string, leadId: string): Pr
 }
 
 /** A sync runner on the test API's database, trusting the stand-ins' CA. */
-export const syncRunner = (s: Setup) => new SyncRunner({ cfg: s.api.cfg, log: testLog, pool: s.api.owner, ca: s.pki.caPem });
+export const syncRunner = (s: Setup, log = testLog) => new SyncRunner({ cfg: s.api.cfg, log, pool: s.api.owner, ca: s.pki.caPem });
 
 /** A location's sync log, oldest first. */
 export const syncRows = async (s: Setup, locId: string) =>

@@ -8,8 +8,8 @@ import { waitFor } from '../webhooks/support.js';
  * Runs a notification engine (the path production takes) until nothing is due and every send it
  * claimed is recorded; then stops it.
  */
-export async function sendDue(pool: pg.Pool, cfg: Config, ca: string): Promise<void> {
-  const engine = new NotificationEngine({ cfg, log: testLog, pool, ca }, { pollIntervalMs: 20 });
+export async function sendDue(pool: pg.Pool, cfg: Config, ca: string, log = testLog): Promise<void> {
+  const engine = new NotificationEngine({ cfg, log, pool, ca }, { pollIntervalMs: 20 });
   await engine.start();
   try {
     await waitFor(async () => {

@@ -10,7 +10,8 @@
  *   REST, ServiceTitan's bookings, accepting only access tokens their authorization server issued.
  *
  * `fail(...)` queues misbehaviour for the next API calls: 401, 429 (with Retry-After), Jobber's
- * THROTTLED error, 500, a validation refusal, or silence (down).
+ * THROTTLED error, 500, a validation refusal, a 400 whose message echoes the request body (echo),
+ * or silence (down).
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -27,7 +28,7 @@ export interface ApiRequest {
   body: any;
 }
 
-export type Failure = '401' | '429' | '429-long' | 'throttled' | '500' | 'invalid' | 'down' | 'pass';
+export type Failure = '401' | '429' | '429-long' | 'throttled' | '500' | 'invalid' | 'echo' | 'down' | 'pass';
 
 export interface AuthServer {
   url: string;
@@ -155,6 +156,7 @@ async function startStandIn(pki: TestPki, auth: AuthServer | null, route: (s: St
         return;
       }
       if (f === '500') return send(503, { message: 'Service unavailable' });
+      if (f === 'echo') return send(400, { message: `Refused, the record already exists: ${text}` });
       if (f === '429') return send(429, { message: 'Too many requests' }, { 'retry-after': '1' });
       if (f === '429-long') return send(429, { message: 'Too many requests' }, { 'retry-after': '600' });
       const token = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];

@@ -13,8 +13,8 @@ export interface SmtpReceiver {
   messages: ReceivedMail[];
   /** SMTP sessions opened so far (connections, not messages). */
   readonly connections: number;
-  /** Refuse recipients from now on with this SMTP reply (null accepts again). */
-  refuse(code: number | null): void;
+  /** Refuse recipients from now on with this SMTP reply (null accepts again); `quote`: the reply names the recipient. */
+  refuse(code: number | null, quote?: boolean): void;
   /** Hold each message's final reply this long from now on (0 answers at once). */
   stall(ms: number): void;
   close(): Promise<void>;
@@ -23,6 +23,7 @@ export interface SmtpReceiver {
 export async function startSmtp(): Promise<SmtpReceiver> {
   const messages: ReceivedMail[] = [];
   let refuseCode: number | null = null;
+  let quoteRecipient = false;
   let connections = 0;
   let stallMs = 0;
   // Held replies, answered at close so that no timer outlives the receiver.
@@ -43,8 +44,8 @@ export async function startSmtp(): Promise<SmtpReceiver> {
       connections++;
       cb();
     },
-    onRcptTo(_addr, _session, cb) {
-      if (refuseCode) return cb(Object.assign(new Error('Mailbox unavailable'), { responseCode: refuseCode }));
+    onRcptTo(addr, _session, cb) {
+      if (refuseCode) return cb(Object.assign(new Error(quoteRecipient ? `Mailbox <${addr.address}> unavailable` : 'Mailbox unavailable'), { responseCode: refuseCode }));
       cb();
     },
     onData(stream, session, cb) {
@@ -69,8 +70,9 @@ export async function startSmtp(): Promise<SmtpReceiver> {
     get connections() {
       return connections;
     },
-    refuse(code) {
+    refuse(code, quote = false) {
       refuseCode = code;
+      quoteRecipient = quote;
     },
     stall(ms) {
       stallMs = ms;
