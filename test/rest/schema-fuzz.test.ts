@@ -12,21 +12,18 @@
  * arbitrary translation written here, i.e. a second reading of the schema that could share our
  * mistakes. Operations are read from the served document, so routes added later are covered too.
  */
-import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { dereference } from '@readme/openapi-parser';
 import { generate } from 'json-schema-faker';
 import { parsePhoneNumberFromString } from 'libphonenumber-js';
 import { MAX_JSON_DEPTH, jsonDepth } from '../../src/http/body.js';
 import { RULES, type RuleId } from '../../src/http/rules.js';
 import { E164_PATTERN, HTTP_URL_PATTERN, HTTPS_URL_PATTERN, TIME_ZONE_PATTERN } from '../../src/http/schemas.js';
 import { TIME_ZONES } from '../../src/http/timezones.js';
+import { startApiWorld, tokenOperations, type ApiWorld, type Json } from '../support/api-world.js';
+import { request } from '../support/harness.js';
 
 const ZONES = new Set<string>(TIME_ZONES);
-import { startFieldServiceWorld, type FieldServiceWorld } from '../support/field-service.js';
-import { createLocation, mintKey, request, startTestApi, type TestApi, type TestLocation } from '../support/harness.js';
-import { makePki } from '../support/https.js';
 
 /** Bodies sent per operation, and generation attempts allowed to find them. */
 const BODIES = 25;
@@ -35,63 +32,16 @@ const MAX_ATTEMPTS = 3000;
 const MIN_SENT = 10;
 const SEED = 20261121;
 
-type Json = Record<string, any>;
-
-let t: TestApi;
-let loc: TestLocation;
-let token: string;
+let w: ApiWorld;
 let doc: Json;
 let dbZones: Set<string>;
-const ids: Record<string, string> = {};
-const pki = makePki();
-let world: FieldServiceWorld;
 
 beforeAll(async () => {
-  // Field-service stand-ins: authorize needs a configured provider, ServiceTitan credentials a token endpoint.
-  world = await startFieldServiceWorld(pki);
-  t = await startTestApi({ ...world.env, RATE_LIMIT_PER_MINUTE: '100000' }, undefined, { ca: pki.caPem });
-  t.cfg.PUBLIC_BASE_URL = t.baseUrl;
-  ids.provider = 'jobber';
-  ids.syncId = randomUUID();
-  loc = await createLocation(t.owner);
-  ({ token } = await mintKey(t.owner, loc.id));
-  const post = async (p: string, body: unknown) => {
-    const res = await request(t.baseUrl, 'POST', `/api/v1/locations/${loc.id}${p}`, { token, body });
-    expect([p, res.status]).toEqual([p, expect.any(Number)]);
-    if (res.status >= 300) throw new Error(`${p}: ${res.status} ${JSON.stringify(res.body)}`);
-    return res.body.data;
-  };
-  ids.leadId = (await post('/leads', { name: 'Dana', phone: '+13125550100' })).id;
-  ids.faqId = (await post('/faqs', { question: 'Weekends?', answer: 'Yes' })).id;
-  ids.itemId = (await post('/pricebook', { service_name: 'Tune-up', price: '$89' })).id;
-  ids.endpointId = (await post('/webhook-endpoints', { url: 'https://127.0.0.1:9/hook', events: ['lead.created'] })).id;
-  const test = await request(t.baseUrl, 'POST', `/api/v1/webhook-endpoints/${ids.endpointId}/test`, { token });
-  ids.deliveryId = test.body.data.id;
-  const { rows } = await t.owner.query(
-    `insert into app.bookings (location_id, status, scheduled_date) values ($1, 'scheduled', current_date + 1) returning id`, [loc.id]);
-  ids.bookingId = rows[0].id;
-  // Named components resolved in place: the generator and the predicates read plain schemas.
-  doc = JSON.parse(JSON.stringify(await dereference((await request(t.baseUrl, 'GET', '/api/v1/openapi.json')).body)));
-  dbZones = new Set((await t.owner.query('select name from pg_timezone_names')).rows.map((r) => r.name));
+  w = await startApiWorld();
+  doc = w.doc;
+  dbZones = new Set((await w.t.owner.query('select name from pg_timezone_names')).rows.map((r) => r.name));
 });
-afterAll(async () => {
-  await t.close();
-  await world.close();
-});
-
-/** Fills a documented path with the ids made above; an unknown parameter fails loudly. */
-function concretePath(p: string): string {
-  return p.replace(/\{([A-Za-z0-9_]+)\}/g, (_m, name: string, offset: number) => {
-    if (name === 'locationId') return loc.id;
-    if (name === 'id') {
-      const before = p.slice(0, offset);
-      if (before.endsWith('/webhook-endpoints/')) return ids.endpointId;
-      if (before.endsWith('/webhook-deliveries/')) return ids.deliveryId;
-    }
-    if (ids[name]) return ids[name];
-    throw new Error(`schema-fuzz: no value for path parameter {${name}} in ${p}; add one in concretePath`);
-  });
-}
+afterAll(() => w.close());
 
 /** Calls `visit` on every (schema, value) pair of a body, following properties, items and anyOf. */
 function walk(schema: Json | undefined, value: unknown, visit: (s: Json, v: unknown) => void): void {
@@ -144,21 +94,7 @@ function obeysGeneralRules(schema: Json, body: unknown): boolean {
   return every(schema, body, (s, v) => !(typeof v === 'string' && typeof s.maxLength === 'number') || [...v].length <= s.maxLength);
 }
 
-interface Op {
-  method: string;
-  path: string;
-  op: Json;
-}
-
-function writeOperations(): Op[] {
-  const out: Op[] = [];
-  for (const [p, item] of Object.entries<Json>(doc.paths)) {
-    // Path items with their own servers are the voice platform's signed webhooks, not the token API.
-    if (item.servers) continue;
-    for (const method of ['post', 'put', 'patch']) if (item[method]) out.push({ method, path: p, op: item[method] });
-  }
-  return out;
-}
+const writeOperations = () => tokenOperations(doc, ['post', 'put', 'patch']);
 
 test('the document publishes the rules it cannot express, and knows every one of them', () => {
   const ops = writeOperations();
@@ -219,11 +155,11 @@ test('generated bodies for every write operation are never answered 400 (nor 5xx
   const failures: string[] = [];
   const summary: Record<string, { sent: number; filtered: number; unproduced?: number }> = {};
   for (const { method, path: p, op } of writeOperations()) {
-    const url = `/api/v1${concretePath(p)}`;
+    const url = `/api/v1${w.concretePath(p)}`;
     const key = `${method.toUpperCase()} ${p}`;
     const schema: Json | undefined = op.requestBody?.content?.['application/json']?.schema;
     if (!schema) {
-      const res = await request(t.baseUrl, method.toUpperCase(), url, { token });
+      const res = await request(w.t.baseUrl, method.toUpperCase(), url, { token: w.token });
       summary[key] = { sent: 1, filtered: 0 }; // no body to generate: sent once
       if (res.status === 400 || res.status >= 500) failures.push(`${key} (no body) → ${res.status} ${JSON.stringify(res.body)}`);
       continue;
@@ -254,7 +190,7 @@ test('generated bodies for every write operation are never answered 400 (nor 5xx
         continue;
       }
       sent += 1;
-      const res = await request(t.baseUrl, method.toUpperCase(), url, { token, body });
+      const res = await request(w.t.baseUrl, method.toUpperCase(), url, { token: w.token, body });
       if (res.status === 400 || res.status >= 500) {
         failures.push(`${key} ${JSON.stringify(body)} → ${res.status} ${JSON.stringify(res.body.error ?? res.body)}`);
       }
