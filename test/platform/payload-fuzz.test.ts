@@ -1,0 +1,94 @@
+/**
+ * The voice platform's signed webhooks and the agent's live-call tools never answer 5xx to a body
+ * that is merely wrong: every leaf of each recorded fixture (inbound, call_started, call_analyzed of
+ * every outcome, call_ended) and every argument of each tool is replaced, one at a time, by a value
+ * of the wrong type, size or encoding (a NUL, a lone surrogate, a number beyond any column, an
+ * impossible date), the body signed with retell-sdk as the platform signs it. A 5xx there is a call
+ * lost: the platform retries the same bytes and gets the same answer. Every answer must conform to
+ * the published document (`request` checks it).
+ */
+import { randomUUID } from 'node:crypto';
+import { TOOL_NAMES } from '../../src/http/platform/tool-schemas.js';
+import { startTestApi, type TestApi } from '../support/harness.js';
+import { newCallId, postTool, postVoice, schedulingLocation, toolCall, VOICE_SECRET, voiceFixture, type VoiceLocation } from './support.js';
+
+const WRONG: unknown[] = [null, -1, 1e308, true, 'a\u0000b', '\ud800', 'é'.repeat(3000), [null], {}, '2026-02-30'];
+const FIXTURES = ['inbound', 'call-started', 'booked', 'dropped', 'voicemail', 'card-payment', 'emergency-transfer-analyzed', 'spam-blocked-call-ended'];
+/** Sample arguments of each tool, so that each argument is replaced beside valid others. */
+const TOOL_ARGS: Record<string, Record<string, unknown>> = {
+  check_availability: { date: '2026-12-01', days: 3 },
+  book_appointment: { window_start: '2026-12-01T14:00:00Z', name: 'Dana', address: '1 Oak St', service_type: 'AC repair', notes: 'gate code 12', phone: '+15125550143' },
+  find_appointments: {},
+  reschedule_appointment: { booking_id: randomUUID(), window_start: '2026-12-01T14:00:00Z' },
+  cancel_appointment: { booking_id: randomUUID(), reason: 'moved away' },
+  transfer_target: { reason: 'other' },
+};
+
+let t: TestApi;
+let loc: VoiceLocation;
+beforeAll(async () => {
+  t = await startTestApi({ VOICE_WEBHOOK_SECRET: VOICE_SECRET, RATE_LIMIT_PER_MINUTE: '100000' });
+  loc = await schedulingLocation(t.owner);
+});
+afterAll(() => t.close());
+
+type Path = (string | number)[];
+
+/** Every leaf (and every object or array) of a JSON value, as its path. */
+function paths(v: unknown, at: Path = []): Path[] {
+  if (v === null || typeof v !== 'object') return [at];
+  // Long arrays (transcript turns, word timings): their first two items stand for the rest.
+  const kids: [string | number, unknown][] = Array.isArray(v) ? v.slice(0, 2).map((x, i) => [i, x]) : Object.entries(v);
+  return [at, ...kids.flatMap(([k, x]) => paths(x, [...at, k]))];
+}
+
+function replaced(body: unknown, at: Path, value: unknown): unknown {
+  if (at.length === 0) return value;
+  const copy = structuredClone(body) as Record<string | number, unknown>;
+  let node = copy;
+  for (const k of at.slice(0, -1)) node = node[k] as Record<string | number, unknown>;
+  node[at[at.length - 1]] = value;
+  return copy;
+}
+
+test('no mutated webhook body or tool argument is answered 5xx', async () => {
+  const failures: string[] = [];
+  let sent = 0;
+  const statuses: Record<number, number> = {};
+  const note = (what: string, status: number, body: unknown) => {
+    sent += 1;
+    statuses[status] = (statuses[status] ?? 0) + 1;
+    if (status >= 500) failures.push(`${what} → ${status} ${JSON.stringify(body).slice(0, 300)}`);
+  };
+  for (const name of FIXTURES) {
+    const route = name === 'inbound' ? 'inbound' : 'post-call';
+    const base = voiceFixture(name, loc);
+    for (const at of paths(base)) {
+      for (const value of WRONG) {
+        const body = replaced(voiceFixture(name, loc), at, value);
+        try {
+          const res = await postVoice(t.baseUrl, route, body);
+          note(`${name} ${at.join('.')}=${JSON.stringify(value)?.slice(0, 20)}`, res.status, res.body);
+        } catch (err) {
+          failures.push(`${name} ${at.join('.')}=${JSON.stringify(value)?.slice(0, 20)} → ${(err as Error).message.split('\n')[0]}`);
+        }
+      }
+    }
+  }
+  expect(Object.keys(TOOL_ARGS).sort()).toEqual([...TOOL_NAMES].sort());
+  for (const [tool, args] of Object.entries(TOOL_ARGS)) {
+    for (const key of [...Object.keys(args), 'unknown_arg']) {
+      for (const value of WRONG) {
+        try {
+          const res = await postTool(t.baseUrl, tool, toolCall(loc, newCallId()), { ...args, [key]: value });
+          note(`${tool} ${key}=${JSON.stringify(value)?.slice(0, 20)}`, res.status, res.body);
+        } catch (err) {
+          failures.push(`${tool} ${key}=${JSON.stringify(value)?.slice(0, 20)} → ${(err as Error).message.split('\n')[0]}`);
+        }
+      }
+    }
+  }
+  if (process.env.PAYLOAD_FUZZ_SUMMARY) console.log({ sent, statuses });
+  expect(failures).toEqual([]);
+  expect(sent).toBeGreaterThan(3000);
+}, 600_000);
