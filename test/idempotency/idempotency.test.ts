@@ -141,7 +141,7 @@ test('a key released within the grace (a request that has answered and is ending
       `do $$ begin
          for i in 1..15000 loop
            perform pg_stat_clear_snapshot();
-           exit when exists (select 1 from pg_stat_activity where pid <> pg_backend_pid()
+           exit when exists (select 1 from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()
                               and wait_event = 'PgSleep' and query like '%idempotency_begin%');
            perform pg_sleep(0.001);
          end loop;

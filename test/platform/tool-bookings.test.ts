@@ -88,7 +88,7 @@ test('cancel and reschedule see a contractor change committed while they waited 
 async function waitForLockWait(): Promise<void> {
   const end = Date.now() + 15_000;
   for (;;) {
-    const { rowCount } = await t.owner.query(`select 1 from pg_stat_activity where wait_event_type = 'Lock' and pid <> pg_backend_pid()`);
+    const { rowCount } = await t.owner.query(`select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and pid <> pg_backend_pid()`);
     if (rowCount) return;
     if (Date.now() > end) throw new Error('no tool call waited for the booking');
     await new Promise((r) => setTimeout(r, 20));

@@ -41,7 +41,8 @@ async function until(what: string, ok: () => Promise<boolean>): Promise<void> {
 /** Staff GraphQL backends running a statement now (PostGraphile's pool is named). */
 async function staffActive(): Promise<number> {
   const { rows } = await env.owner.query(
-    `select count(*)::int n from pg_stat_activity where application_name = 'switchboard-staff-graphql' and state = 'active'`);
+    `select count(*)::int n from pg_stat_activity
+      where datname = current_database() and application_name = 'switchboard-staff-graphql' and state = 'active'`);
   return rows[0].n;
 }
 
@@ -142,7 +143,7 @@ test('a client that leaves while its token is looked up takes no turn: the next 
     await lock.query('lock table staff.members in access exclusive mode');
     const socket = await sendRaw(env.staff.url, leaver.token, 'query Left { allLocations { totalCount } }');
     await until('the token look-up to wait', async () => (await env.owner.query(
-      `select 1 from pg_stat_activity where application_name = 'switchboard-staff' and wait_event_type = 'Lock'`)).rowCount === 1);
+      `select 1 from pg_stat_activity where datname = current_database() and application_name = 'switchboard-staff' and wait_event_type = 'Lock'`)).rowCount === 1);
     socket.destroy();
     await new Promise((r) => setTimeout(r, 200)); // the server has seen the connection close
   } finally {

@@ -169,7 +169,7 @@ test('a document that parses but fails validation is rejected with a 400 and aud
 /** Waits until a staff backend is waiting for a lock. */
 async function staffWaitingForLock(): Promise<void> {
   for (let i = 0; i < 200; i++) {
-    const { rows } = await env.owner.query(`select 1 from pg_stat_activity where application_name = 'switchboard-staff-graphql' and wait_event_type = 'Lock'`);
+    const { rows } = await env.owner.query(`select 1 from pg_stat_activity where datname = current_database() and application_name = 'switchboard-staff-graphql' and wait_event_type = 'Lock'`);
     if (rows.length) return;
     await new Promise((r) => setTimeout(r, 25));
   }

@@ -85,7 +85,7 @@ test('a refusal for want of a turn in the child is a 503 counted by the main pro
     await lock.query('lock table app.calls in access exclusive mode');
     const first = gqlAt(child.url, viewer.token, '{ allCalls { totalCount } }');
     for (let i = 0; ; i++) {
-      const { rows } = await env.owner.query(`select 1 from pg_stat_activity where application_name = 'switchboard-staff-graphql' and wait_event_type = 'Lock'`);
+      const { rows } = await env.owner.query(`select 1 from pg_stat_activity where datname = current_database() and application_name = 'switchboard-staff-graphql' and wait_event_type = 'Lock'`);
       if (rows.length) break;
       if (i > 300) throw new Error('the first request did not start');
       await new Promise((r) => setTimeout(r, 50));

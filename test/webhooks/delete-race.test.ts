@@ -24,7 +24,7 @@ async function waitingOnLock(filter: { pid?: number; query?: string }): Promise<
   await waitFor(async () => {
     const { rows } = await t.owner.query(
       `select 1 from pg_stat_activity
-        where wait_event_type = 'Lock' and ($1::int is null or pid = $1) and ($2::text is null or query like $2)`,
+        where datname = current_database() and wait_event_type = 'Lock' and ($1::int is null or pid = $1) and ($2::text is null or query like $2)`,
       [filter.pid ?? null, filter.query ?? null]);
     return rows.length > 0;
   }, `a backend waiting on a lock (${JSON.stringify(filter)})`);
