@@ -18,9 +18,7 @@ export async function runListsBench({ base, bbase, auth }: BenchContext): Promis
     ['GET another location\'s leads (404)', '/api/v1/locations/ingest/leads', '/one', '', 404],
   ];
   for (const [name, svcPath, basePath, target, status] of targets) {
-    const first = await fetch(base + svcPath, { headers: auth('mid') });
-    await first.text();
-    if (first.status !== status) throw new Error(`${name}: ${first.status}, expected ${status}`);
+    await probe(base + svcPath, { headers: auth('mid') }, status);
     await probe(bbase + basePath);
     progress(`${name}: ${SECONDS} s each, c=${CONNECTIONS}`);
     const [b, s] = await pair(get(bbase + basePath), get(base + svcPath, auth('mid')));

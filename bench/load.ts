@@ -85,10 +85,13 @@ export async function sequential(url: string, headers: Record<string, string>, r
   return times[Math.floor(times.length / 2)];
 }
 
-export async function probe(url: string, init: RequestInit = {}): Promise<void> {
+/** One request that must succeed (2xx), or answer exactly `status` when given (a refusal the bench measures). */
+export async function probe(url: string, init: RequestInit = {}, status?: number): Promise<void> {
   const res = await fetch(url, init);
   const text = await res.text();
-  if (res.status >= 300) throw new Error(`probe ${init.method ?? 'GET'} ${url}: ${res.status} ${text.slice(0, 300)}`);
+  if (status === undefined ? res.status >= 300 : res.status !== status) {
+    throw new Error(`probe ${init.method ?? 'GET'} ${url}: ${res.status}${status === undefined ? '' : `, expected ${status}`} ${text.slice(0, 300)}`);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
