@@ -3,6 +3,7 @@
  * bodies; 401 for a bad token, 422 `{ errors: { field: [...] } }` for a validation refusal.
  */
 import type { Config } from '../config.js';
+import { idOf, listOf, requireId } from './answers.js';
 import { providerReason, providerRequest, type NetOptions, type ProviderReply } from './http.js';
 import { TokenRejected } from './jobber.js';
 import { ProviderRefused, ProviderUnavailable } from './oauth.js';
@@ -62,12 +63,13 @@ export async function hcpWrite(ctx: WriteContext): Promise<{ external_id: string
   const sameStreet = (a: any) => !!rec.address && typeof a?.street === 'string' && a.street.trim().toLowerCase() === rec.address.toLowerCase();
   if (!customerId && rec.phone) {
     const r = await hcpCall(net, cfg, token, 'GET', `/customers?q=${encodeURIComponent(digits(rec.phone).slice(-10))}`);
-    const found = (r.body?.customers ?? []).find((c: any) => [c.mobile_number, c.home_number, c.work_number].some((p) => samePhone(p, rec.phone)));
+    const found = listOf(r.body?.customers, 'Housecall Pro', 'its customer search')
+      .find((c) => [c.mobile_number, c.home_number, c.work_number].some((p) => samePhone(p, rec.phone)));
     if (found) {
-      customerId = String(found.id);
-      const addresses: any[] = Array.isArray(found.addresses) ? found.addresses : [];
+      customerId = requireId(found.id, 'Housecall Pro', 'a customer it found');
+      const addresses = found.addresses == null ? [] : listOf(found.addresses, 'Housecall Pro', "a customer's addresses");
       const a = addresses.find(sameStreet) ?? (rec.address ? undefined : addresses[0]);
-      if (a?.id) addressId = String(a.id);
+      if (a) addressId = requireId(a.id, 'Housecall Pro', "an address of the customer's");
     }
   }
   if (!customerId) {
@@ -76,15 +78,15 @@ export async function hcpWrite(ctx: WriteContext): Promise<{ external_id: string
       mobile_number: rec.phone ?? undefined, lead_source: 'Switchboard',
       ...(rec.address ? { addresses: [{ street: rec.address }] } : {}),
     });
-    customerId = String(r.body?.id ?? '');
-    const a = r.body?.addresses?.[0]?.id;
-    if (a) addressId = String(a);
-    if (!customerId) throw new ProviderRefused(r.status ?? 0, 'Housecall Pro created no customer');
+    customerId = requireId(r.body?.id, 'Housecall Pro', 'the customer it created');
+    // The address sent with it, when the answer shows it readably (else it is added below).
+    const a = Array.isArray(r.body?.addresses) ? idOf(r.body.addresses[0]?.id) : null;
+    if (a) addressId = a;
   }
   if (!addressId && rec.address) {
     // A known customer without this address: HCP creates a job only at one of the customer's addresses.
     const r = await hcpCall(net, cfg, token, 'POST', `/customers/${encodeURIComponent(customerId)}/addresses`, { street: rec.address });
-    if (r.body?.id) addressId = String(r.body.id);
+    addressId = requireId(r.body?.id, 'Housecall Pro', 'the address it added');
   }
   if (customerId !== ctx.remote.customer_id || addressId !== ctx.remote.address_id) {
     await ctx.progress({ customer_id: customerId, ...(addressId ? { address_id: addressId } : {}) });
@@ -92,10 +94,11 @@ export async function hcpWrite(ctx: WriteContext): Promise<{ external_id: string
   const kind = rec.type === 'lead' ? 'leads' : 'jobs';
   if (ctx.triedBefore) {
     const r = await hcpCall(net, cfg, token, 'GET', `/${kind}?customer_id=${encodeURIComponent(customerId)}`);
-    const found = (r.body?.[kind] ?? []).find((x: any) => carriesRef(x, rec.ref));
+    const found = listOf(r.body?.[kind], 'Housecall Pro', `the customer's ${kind}`).find((x) => carriesRef(x, rec.ref));
     if (found) {
-      if (rec.type === 'booking') await ctx.progress({ job_id: String(found.id) });
-      return { external_id: String(found.id) };
+      const id = requireId(found.id, 'Housecall Pro', `one of the customer's ${kind}`);
+      if (rec.type === 'booking') await ctx.progress({ job_id: id });
+      return { external_id: id };
     }
   }
   const tags = [rec.ref];
@@ -110,8 +113,7 @@ export async function hcpWrite(ctx: WriteContext): Promise<{ external_id: string
     };
   }
   const r = await hcpCall(net, cfg, token, 'POST', `/${kind}`, body);
-  const id = r.body?.id;
-  if (!id) throw new ProviderRefused(r.status ?? 0, `Housecall Pro created no ${rec.type === 'lead' ? 'lead' : 'job'}`);
-  if (rec.type === 'booking') await ctx.progress({ job_id: String(id) });
-  return { external_id: String(id) };
+  const id = requireId(r.body?.id, 'Housecall Pro', `the ${rec.type === 'lead' ? 'lead' : 'job'} it created`);
+  if (rec.type === 'booking') await ctx.progress({ job_id: id });
+  return { external_id: id };
 }

@@ -4,6 +4,7 @@
  * userErrors with HTTP 200, throttling as errors[].extensions.code THROTTLED, a bad token as 401.
  */
 import type { Config } from '../config.js';
+import { listOf, ProviderUnreadable, requireId } from './answers.js';
 import { providerReason, providerRequest, type NetOptions, type ProviderReply } from './http.js';
 import { ProviderRefused, ProviderUnavailable } from './oauth.js';
 import { samePhone } from './records.js';
@@ -30,10 +31,12 @@ export async function jobberGraphql(net: NetOptions, cfg: Config, accessToken: s
   if (errors.some((e) => e?.extensions?.code === 'THROTTLED')) {
     throw new ProviderUnavailable('Jobber throttled the request', throttleWait(reply.body));
   }
-  if (reply.status !== 200 || errors.length > 0 || !reply.body?.data) {
+  if (reply.status !== 200 || errors.length > 0) {
     throw new ProviderRefused(reply.status, errors.length ? errors.map((e) => String(e?.message ?? e)).join('; ').slice(0, 500) : providerReason(reply));
   }
-  return { data: reply.body.data, reply };
+  const data = reply.body?.data;
+  if (data === null || typeof data !== 'object' || Array.isArray(data)) throw new ProviderUnreadable('Jobber', 'a query');
+  return { data, reply };
 }
 
 /**
@@ -86,7 +89,9 @@ export async function jobberWrite(ctx: WriteContext): Promise<{ external_id: str
   let clientId = ctx.remote.client_id;
   if (!clientId && rec.phone) {
     const { data } = await jobberGraphql(net, cfg, token, CLIENTS, { q: rec.phone.replace(/^\+1/, '') });
-    clientId = (data?.clients?.nodes ?? []).find((c: any) => (c.phones ?? []).some((p: any) => samePhone(p.number, rec.phone)))?.id;
+    const found = listOf(data.clients?.nodes, 'Jobber', 'its client search')
+      .find((c) => Array.isArray(c.phones) && c.phones.some((p: any) => samePhone(p?.number, rec.phone)));
+    if (found) clientId = requireId(found.id, 'Jobber', 'a client it found');
   }
   if (!clientId) {
     const input = {
@@ -96,23 +101,22 @@ export async function jobberWrite(ctx: WriteContext): Promise<{ external_id: str
       ...(rec.address ? { billingAddress: { street1: rec.address } } : {}),
     };
     const { data } = await jobberGraphql(net, cfg, token, CLIENT_CREATE, { input });
-    userErrors(data?.clientCreate);
-    clientId = data?.clientCreate?.client?.id;
-    if (!clientId) throw new ProviderRefused(200, 'Jobber created no client');
+    userErrors(data.clientCreate);
+    clientId = requireId(data.clientCreate?.client?.id, 'Jobber', 'the client it created');
   }
   if (clientId !== ctx.remote.client_id) await ctx.progress({ client_id: clientId });
   if (ctx.triedBefore) {
     const { data } = await jobberGraphql(net, cfg, token, CLIENT_REQUESTS, { id: clientId });
-    const found = (data?.client?.requests?.nodes ?? []).find((r: any) => typeof r.title === 'string' && r.title.includes(rec.ref));
-    if (found) return { external_id: found.id };
+    // A client no longer there (null) has no requests: the create below is refused for it.
+    const requests = data.client === null ? [] : listOf(data.client?.requests?.nodes, 'Jobber', "the client's requests");
+    const found = requests.find((r) => typeof r.title === 'string' && r.title.includes(rec.ref));
+    if (found) return { external_id: requireId(found.id, 'Jobber', 'a request it found') };
   }
   const input = {
     clientId, title: rec.title,
     ...(rec.start ? { assessment: { startAt: rec.start.toISOString(), endAt: rec.end?.toISOString() } } : {}),
   };
   const { data } = await jobberGraphql(net, cfg, token, REQUEST_CREATE, { input });
-  userErrors(data?.requestCreate);
-  const id = data?.requestCreate?.request?.id;
-  if (!id) throw new ProviderRefused(200, 'Jobber created no request');
-  return { external_id: id };
+  userErrors(data.requestCreate);
+  return { external_id: requireId(data.requestCreate?.request?.id, 'Jobber', 'the request it created') };
 }

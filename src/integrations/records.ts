@@ -91,7 +91,7 @@ export function stPriority(urgency: number | null): 'Low' | 'Normal' | 'High' | 
   return 'Low';
 }
 
-export const digits = (s: string | null | undefined) => (s ?? '').replace(/\D/g, '');
-/** Two numbers are the same line when their last ten digits agree (country code or not). */
-export const samePhone = (a: string | null | undefined, b: string | null | undefined) =>
+export const digits = (s: unknown) => (typeof s === 'string' ? s : '').replace(/\D/g, '');
+/** Two numbers are the same line when their last ten digits agree (country code or not); a provider's value that is no string is no number. */
+export const samePhone = (a: unknown, b: string | null | undefined) =>
   digits(a).length >= 7 && digits(a).slice(-10) === digits(b).slice(-10);

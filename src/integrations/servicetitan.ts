@@ -4,6 +4,7 @@
  * refusals are 400 ProblemDetails.
  */
 import type { Config } from '../config.js';
+import { listOf, requireId } from './answers.js';
 import { providerReason, providerRequest, type NetOptions, type ProviderReply } from './http.js';
 import { TokenRejected } from './jobber.js';
 import { ProviderRefused, ProviderUnavailable } from './oauth.js';
@@ -34,7 +35,8 @@ export async function stWrite(ctx: WriteContext): Promise<{ external_id: string 
   if (!cfg.SERVICETITAN_BOOKING_PROVIDER_ID) throw new ProviderRefused(0, 'SERVICETITAN_BOOKING_PROVIDER_ID is not set');
   const path = bookingsPath(cfg, ctx.externalId);
   const found = await stCall(net, cfg, token, 'GET', `${path}?externalId=${encodeURIComponent(rec.id)}`);
-  const existing = (found.body?.data ?? []).find((b: any) => b.externalId === rec.id);
+  const existing = listOf(found.body?.data, 'ServiceTitan', 'its booking search').find((b) => b.externalId === rec.id);
+  const existingId = existing && requireId(existing.id, 'ServiceTitan', 'a booking it found');
   const body = {
     source: 'Switchboard', name: rec.name ?? 'Caller', summary: `${rec.title}\n${rec.summary}`, isFirstTimeClient: false,
     externalId: rec.id, priority: stPriority(rec.urgency),
@@ -46,15 +48,14 @@ export async function stWrite(ctx: WriteContext): Promise<{ external_id: string 
     ...(rec.start ? { start: rec.start.toISOString() } : {}),
   };
   if (ctx.action === 'update') {
-    if (!existing) throw new ProviderRefused(0, 'No ServiceTitan booking was created for this booking');
-    await stCall(net, cfg, token, 'PATCH', `${path}/${encodeURIComponent(String(existing.id))}`, {
+    if (!existingId) throw new ProviderRefused(0, 'No ServiceTitan booking was created for this booking');
+    await stCall(net, cfg, token, 'PATCH', `${path}/${encodeURIComponent(existingId)}`, {
       summary: body.summary, ...(rec.start ? { start: body.start } : {}),
       ...(rec.status === 'cancelled' ? { status: 'Dismissed', dismissingReasonId: null } : {}),
     });
-    return { external_id: String(existing.id) };
+    return { external_id: existingId };
   }
-  if (existing) return { external_id: String(existing.id) };
+  if (existingId) return { external_id: existingId };
   const created = await stCall(net, cfg, token, 'POST', path, body);
-  if (created.body?.id === undefined) throw new ProviderRefused(created.status ?? 0, 'ServiceTitan created no booking');
-  return { external_id: String(created.body.id) };
+  return { external_id: requireId(created.body?.id, 'ServiceTitan', 'the booking it created') };
 }

@@ -14,6 +14,7 @@ import {
   BILLING_SECRET, billingFixture, newCallId, postBilling, postTool, postVoice, schedulingLocation, toolCall, VOICE_SECRET, voiceFixture,
   type VoiceLocation,
 } from './support.js';
+import { jsonPaths, replaced } from '../support/json-paths.js';
 
 const WRONG: unknown[] = [null, -1, 1e308, true, 'a\u0000b', '\ud800', 'é'.repeat(3000), [null], {}, '2026-02-30'];
 const BILLING_FIXTURES = ['subscription-created', 'subscription-updated', 'subscription-deleted', 'invoice-paid', 'invoice-payment-failed', 'customer-created'];
@@ -35,25 +36,6 @@ beforeAll(async () => {
   loc = await schedulingLocation(t.owner);
 });
 afterAll(() => t.close());
-
-type Path = (string | number)[];
-
-/** Every leaf (and every object or array) of a JSON value, as its path. */
-function paths(v: unknown, at: Path = []): Path[] {
-  if (v === null || typeof v !== 'object') return [at];
-  // Long arrays (transcript turns, word timings): their first two items stand for the rest.
-  const kids: [string | number, unknown][] = Array.isArray(v) ? v.slice(0, 2).map((x, i) => [i, x]) : Object.entries(v);
-  return [at, ...kids.flatMap(([k, x]) => paths(x, [...at, k]))];
-}
-
-function replaced(body: unknown, at: Path, value: unknown): unknown {
-  if (at.length === 0) return value;
-  const copy = structuredClone(body) as Record<string | number, unknown>;
-  let node = copy;
-  for (const k of at.slice(0, -1)) node = node[k] as Record<string | number, unknown>;
-  node[at[at.length - 1]] = value;
-  return copy;
-}
 
 /** Sends probes: a 5xx, or an answer the document does not allow (`request` throws), is a failure. */
 function prober() {
@@ -78,7 +60,7 @@ test('no mutated webhook body or tool argument is answered 5xx', async () => {
   const { send, failures, statuses, sent } = prober();
   for (const name of FIXTURES) {
     const route = name === 'inbound' ? 'inbound' : 'post-call';
-    for (const at of paths(voiceFixture(name, loc))) {
+    for (const at of jsonPaths(voiceFixture(name, loc), 2)) {
       for (const value of WRONG) {
         await send(`${name} ${at.join('.')}=${shown(value)}`, () => postVoice(t.baseUrl, route, replaced(voiceFixture(name, loc), at, value)));
       }
@@ -102,7 +84,7 @@ test('no mutated billing event is answered 5xx, and none refused is recorded as 
   const refused: string[] = [];
   let n = 0;
   for (const name of BILLING_FIXTURES) {
-    for (const at of paths(billingFixture(name, loc.id))) {
+    for (const at of jsonPaths(billingFixture(name, loc.id), 2)) {
       for (const value of WRONG) {
         // Each probe its own event id (unless the id is what is mutated), so none stops at the
         // replay check before the fields are read.

@@ -11,7 +11,7 @@
  *
  * `fail(...)` queues misbehaviour for the next API calls: 401, 429 (with Retry-After), Jobber's
  * THROTTLED error, 500, a validation refusal, a 400 whose message echoes the request body (echo),
- * or silence (down).
+ * or silence (down); `reshape` changes what a success carries.
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -98,6 +98,8 @@ export interface StandIn {
   down: boolean;
   /** Hold the answers to the requests this picks (one account black-holed, the others answered). */
   hold?: (r: ApiRequest) => boolean;
+  /** Replaces the body of a success (2xx) before it is sent: an answer in a shape nobody documents. */
+  reshape?: (r: ApiRequest, body: unknown) => unknown;
   close(): Promise<void>;
 }
 
@@ -144,7 +146,7 @@ async function startStandIn(pki: TestPki, auth: AuthServer | null, route: (s: St
       s.requests.push(r);
       const send = (status: number, b: unknown, headers: Record<string, string> = {}) => {
         res.writeHead(status, { 'content-type': 'application/json', ...headers });
-        res.end(JSON.stringify(b));
+        res.end(JSON.stringify(s.reshape && status >= 200 && status < 300 ? s.reshape(r, b) : b));
       };
       if (s.down || s.hold?.(r)) {
         held.push(res);
