@@ -6,7 +6,7 @@ import https from 'node:https';
 import { integrationKey, open, SECRETS, type IntegrationSecrets } from '../../src/integrations/crypto.js';
 import { SyncRunner } from '../../src/integrations/sync.js';
 import { startFieldServiceWorld, type FieldServiceWorld } from '../support/field-service.js';
-import { request, startTestApi, testLog, type TestApi, type TestApiOptions } from '../support/harness.js';
+import { request, startTestApi, tenant, testLog, type TestApi, type TestApiOptions } from '../support/harness.js';
 import { makePki, type TestPki } from '../support/https.js';
 
 export interface Setup {
@@ -32,7 +32,7 @@ export async function setup(env: Record<string, string> = {}, opts: Pick<TestApi
   };
 }
 
-export { tenant } from '../support/harness.js';
+export { tenant };
 
 /** A GET over HTTPS trusting the test CA, without following redirects. */
 export function httpsGet(url: string, ca: string): Promise<{ status: number; location?: string; body: string }> {
@@ -60,6 +60,23 @@ export async function consent(s: Setup, authorizeUrl: string): Promise<string> {
 export async function getPage(url: string): Promise<{ status: number; text: string; headers: Headers }> {
   const res = await fetch(url, { redirect: 'manual' });
   return { status: res.status, text: await res.text(), headers: res.headers };
+}
+
+/**
+ * A new location with an API key, connected to a provider: Jobber and Housecall Pro through their
+ * consent, ServiceTitan with its client credentials.
+ */
+export async function connectedTenant(s: Setup, provider: 'jobber' | 'housecall_pro' | 'servicetitan') {
+  const t = await tenant(s.api);
+  if (provider === 'servicetitan') {
+    const r = await request(s.api.baseUrl, 'PUT', `/api/v1/locations/${t.loc.id}/integrations/servicetitan/credentials`,
+      { token: t.token, body: { tenant_id: '4021', client_id: 'st-client', client_secret: 'st-secret' } });
+    if (r.status !== 200) throw new Error(`credentials answered ${r.status} ${JSON.stringify(r.body)}`);
+  } else {
+    const page = await connect(s, t.loc.id, t.token, provider);
+    if (page.status !== 200) throw new Error(`the callback answered ${page.status}`);
+  }
+  return t;
 }
 
 /** Connects a provider with a redirect flow end to end; returns the callback answer. */

@@ -7,7 +7,7 @@
 import { callFn } from '../../src/db/pools.js';
 import type { ApiRequest } from '../support/field-service.js';
 import { request } from '../support/harness.js';
-import { connect, insertBooking, makeDue, setup, syncRows, syncRunner, tenant, type Setup } from './support.js';
+import { connect, connectedTenant, insertBooking, makeDue, setup, syncRows, syncRunner, type Setup } from './support.js';
 
 const V = '/api/v1';
 let s: Setup;
@@ -20,16 +20,7 @@ const runner = () => syncRunner(s);
 const syncs = (locId: string) => syncRows(s, locId);
 const due = (id: string) => makeDue(s, id);
 
-async function withProvider(provider: 'jobber' | 'housecall_pro' | 'servicetitan') {
-  const t = await tenant(s.api);
-  if (provider === 'servicetitan') {
-    const r = await request(s.api.baseUrl, 'PUT', `${V}/locations/${t.loc.id}/integrations/servicetitan/credentials`, { token: t.token, body: { tenant_id: '4021', client_id: 'st-client', client_secret: 'st-secret' } });
-    expect(r.status).toBe(200);
-  } else {
-    expect((await connect(s, t.loc.id, t.token, provider)).status).toBe(200);
-  }
-  return t;
-}
+const withProvider = (provider: 'jobber' | 'housecall_pro' | 'servicetitan') => connectedTenant(s, provider);
 
 const lead = (locId: string, token: string, body: Record<string, unknown>) =>
   request(s.api.baseUrl, 'POST', `${V}/locations/${locId}/leads`, { token, body: { name: 'Pat Doe', notes: 'Leak under the sink', ...body } });

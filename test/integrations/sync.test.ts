@@ -10,7 +10,7 @@ import { netOptions } from '../../src/integrations/service.js';
 import { toSyncRecord } from '../../src/integrations/records.js';
 import { request } from '../support/harness.js';
 import { startTestWorker, waitFor } from '../webhooks/support.js';
-import { connect, insertBooking, makeDue, setup, syncRows, syncRunner, tenant, type Setup } from './support.js';
+import { connect, connectedTenant, insertBooking, makeDue, setup, syncRows, syncRunner, type Setup } from './support.js';
 
 const V = '/api/v1';
 let s: Setup;
@@ -25,16 +25,7 @@ const due = (id: string) => makeDue(s, id);
 const integrationRow = async (locId: string, provider: string) =>
   (await s.api.owner.query('select * from app.integrations where location_id = $1 and provider = $2 order by created_at desc limit 1', [locId, provider])).rows[0];
 
-async function withProvider(provider: 'jobber' | 'housecall_pro' | 'servicetitan') {
-  const t = await tenant(s.api);
-  if (provider === 'servicetitan') {
-    const r = await request(s.api.baseUrl, 'PUT', `${V}/locations/${t.loc.id}/integrations/servicetitan/credentials`, { token: t.token, body: { tenant_id: '4021', client_id: 'st-client', client_secret: 'st-secret' } });
-    expect(r.status).toBe(200);
-  } else {
-    expect((await connect(s, t.loc.id, t.token, provider)).status).toBe(200);
-  }
-  return t;
-}
+const withProvider = (provider: 'jobber' | 'housecall_pro' | 'servicetitan') => connectedTenant(s, provider);
 
 const booking = (locId: string, leadId: string) => insertBooking(s, locId, leadId);
 
