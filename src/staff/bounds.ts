@@ -88,11 +88,32 @@ export function checkDocument(query: string, variables: Record<string, unknown> 
     if (fields > MAX_EXPANDED_FIELDS) {
       throw new BoundError('cost', `Document has more than ${MAX_EXPANDED_FIELDS} fields with each fragment counted where it is spread (STAFF_MAX_COST)`);
     }
+    if (variablesNesting(variables, MAX_NESTING) > MAX_NESTING) {
+      throw new BoundError('depth', `Variables nest more than ${MAX_NESTING} levels of lists or objects (STAFF_MAX_DEPTH)`);
+    }
     return checkParsed(document, fragments, variables, b, query);
   } catch (e) {
     if (isBoundError(e)) e.document = document;
     throw e;
   }
+}
+
+/**
+ * The deepest nesting of lists and objects in the variables' values (a value that is neither is 0),
+ * counted without recursion and only until past `max`: a JSON variable nested 5,000 deep overflowed
+ * the stack where @dataplan/pg serialises it (JSON.stringify), a masked INTERNAL_ERROR for the
+ * client's mistake. The document's own nesting is bounded on its text (nestingOf).
+ */
+export function variablesNesting(variables: Record<string, unknown> | null | undefined, max: number): number {
+  let deepest = 0;
+  const stack: [unknown, number][] = Object.values(variables ?? {}).map((v) => [v, 1]);
+  while (stack.length && deepest <= max) {
+    const [v, depth] = stack.pop()!;
+    if (typeof v !== 'object' || v === null) continue;
+    deepest = Math.max(deepest, depth);
+    for (const x of Array.isArray(v) ? v : Object.values(v)) stack.push([x, depth + 1]);
+  }
+  return deepest;
 }
 
 /** Whether the document has more than `max` tokens (comments aside), as graphql-js counts them. */

@@ -133,8 +133,8 @@ export function staffPlugin(hooks: StaffPluginHooks): GraphileConfig.Plugin {
 
 /**
  * Errors staff should read as they are: a permission the role lacks (42501), the staff statement
- * timeout (57014), a value the database refused (class 23, our SB codes) or could not read
- * (class 22, its quoted value cut), and a database that is
+ * timeout (57014), a value the database refused (class 23, our SB codes), could not read
+ * (class 22) or could not store (54000), its quoted value cut, and a database that is
  * unavailable or did not answer within the pool's bound (UNAVAILABLE). Anything else is
  * masked with a reference id, and `log` gets that id with the error's kind, SQLSTATE, PostgreSQL
  * routine and field path: never its message, stack or the document, which can hold caller data
@@ -149,8 +149,10 @@ export function staffMaskError(error: GraphQLError, log?: Pick<Logger, 'error'>)
   if (code === '57014') return clear('Canceled: the query ran past the staff statement timeout (STAFF_STATEMENT_TIMEOUT_MS)', 'STATEMENT_TIMEOUT');
   if (typeof code === 'string' && (/^23/.test(code) || /^SB/.test(code))) return clear(error.message, 'INVALID_VALUE');
   // A value of the request the database cannot read (class 22: a Datetime that is no date, a
-  // negative offset): the client's to fix, said without the value, which can be caller data.
-  if (typeof code === 'string' && /^22/.test(code)) {
+  // negative offset) or cannot store (54000: a value too long for its column's index, `index row
+  // size 5016 exceeds btree version 4 maximum 2704 for index "…"`): the client's to fix, said
+  // without the value, which can be caller data.
+  if (typeof code === 'string' && (/^22/.test(code) || code === '54000')) {
     // PostgreSQL quotes the value it could not read; the value may itself hold quotes and line
     // breaks, so the message is cut at the first quote, wherever the value ends.
     return clear(`A value in the request is not valid: ${error.message.replace(/:?\s*"[\s\S]*$/, '').split('\n')[0]} (SQLSTATE ${code})`, 'INVALID_VALUE');
