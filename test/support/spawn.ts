@@ -34,11 +34,12 @@ export interface CliResult {
 
 /**
  * Runs the CLI as an operator would, returning exit code and parsed stdout; one still running
- * after `timeoutMs` gets SIGTERM (tsx passes it on; code null), so a CLI that hangs fails its test instead of hanging it.
+ * after `timeoutMs` gets SIGTERM (code null), so a CLI that hangs fails its test instead of hanging
+ * it. Node with tsx's loader, one process: the `tsx` command would start a second Node to run it.
  */
 export function runCli(args: string[], env: Record<string, string>, timeoutMs?: number): Promise<CliResult> {
   return new Promise((resolve) => {
-    const child = spawn(tsxBin, ['src/cli/index.ts', ...args], { cwd: projectRoot, env: childEnv(env), timeout: timeoutMs });
+    const child = spawn(process.execPath, ['--import', tsxLoader, 'src/cli/index.ts', ...args], { cwd: projectRoot, env: childEnv(env), timeout: timeoutMs });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));
