@@ -18,7 +18,10 @@ import { memoryLog, request } from '../support/harness.js';
 import { jsonPaths, replaced, valueAt } from '../support/json-paths.js';
 import { connectedTenant, insertBooking, makeDue, setup, syncRows, syncRunner, type Setup } from './support.js';
 
+/** What an id is replaced by: every kind a writer could take for one. */
 const WRONG: unknown[] = [null, {}, [], true, '', -1];
+/** What an answer, an object or a list in it is replaced by: nothing, the other shape, a scalar. */
+const WRONG_SHAPE: unknown[] = [null, {}, [], true];
 /** Plain values the writers pass on but do not decide by (names, counts): two wrong kinds are enough. */
 const WRONG_LEAF: unknown[] = [null, {}];
 const V = '/api/v1';
@@ -120,8 +123,9 @@ test.each(SCENARIOS)('%o: no answer of any shape records a false id, blames us, 
   let probes = 0;
   for (let k = 0; k < clean.length; k++) {
     for (const at of jsonPaths(clean[k], 1)) {
-      const leaf = at.length > 0 && at.at(-1) !== 'id' && typeof valueAt(clean[k], at) !== 'object';
-      for (const value of leaf ? WRONG_LEAF : WRONG) {
+      const here = valueAt(clean[k], at);
+      const values = at.at(-1) === 'id' ? WRONG : here !== null && typeof here === 'object' ? WRONG_SHAPE : WRONG_LEAF;
+      for (const value of values) {
         probes += 1;
         const what = `answer ${k} ${at.join('.') || '(body)'}=${JSON.stringify(value)}`;
         const logged = mem.lines.length;
