@@ -14,7 +14,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { ApiRequest, StandIn } from '../support/field-service.js';
-import { memoryLog, request } from '../support/harness.js';
+import { memoryLog, randomPhone, request } from '../support/harness.js';
 import { jsonPaths, replaced, valueAt } from '../support/json-paths.js';
 import { connectedTenant, insertBooking, makeDue, setup, syncRows, syncRunner, type Setup } from './support.js';
 
@@ -36,7 +36,6 @@ type Provider = 'jobber' | 'housecall_pro' | 'servicetitan';
 
 
 const standIn = (p: Provider): StandIn => ({ jobber: s.world.jobber, housecall_pro: s.world.hcp, servicetitan: s.world.st })[p];
-const phone = () => `+1512${String(2_000_000 + Math.floor(Math.random() * 7_999_999))}`;
 
 /** The remote records of one sync: what its provider holds for the record, and every id it knows. */
 function remoteOf(p: Provider, syncRow: any, phoneNo: string) {
@@ -68,7 +67,7 @@ interface Scenario {
 async function probe(sc: Scenario, t: { loc: { id: string }; token: string }, reshape?: (r: ApiRequest, n: number, b: unknown) => unknown) {
   const p = sc.provider;
   const si = standIn(p);
-  const no = phone();
+  const no = randomPhone();
   if (sc.known && p === 'jobber') (si.records.clients ??= []).push({ id: `client-${randomUUID()}`, firstName: 'Dana', phones: [{ number: no }] });
   if (sc.known && p === 'housecall_pro') {
     (si.records.customers ??= []).push({ id: `cus_${randomUUID()}`, first_name: 'Dana', mobile_number: no, addresses: [{ id: `adr_${randomUUID()}`, street: '12 Elm St' }] });

@@ -1,12 +1,12 @@
 /** Helpers for the platform webhook tests: fixtures, real signatures, event queries. */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import type pg from 'pg';
 import { sign } from 'retell-sdk';
 import { symmetric } from 'retell-sdk/lib/webhook_auth';
 import Stripe from 'stripe';
-import { createLocation, request, type Res, type TestLocation } from '../support/harness.js';
+import { createLocation, randomPhone, request, type Res, type TestLocation } from '../support/harness.js';
 import { openEveryDay } from '../support/scheduling.js';
 
 export const VOICE_SECRET = 'key_test_9c1f2e8a7b3d4c5e6f';
@@ -15,8 +15,6 @@ const FIXTURES = path.join(process.cwd(), 'test', 'fixtures');
 const FIXTURE_LOCATION = '00000000-0000-4000-8000-000000000000';
 const FIXTURE_ROW = '00000000-0000-4000-8000-000000000001';
 const FIXTURE_PHONE = '+15125550100';
-
-export const randomPhone = () => `+1512${2 + (randomBytes(1)[0] % 8)}${String(randomBytes(4).readUInt32BE() % 1_000_000).padStart(6, '0')}`;
 
 export interface VoiceLocation extends TestLocation {
   phone: string;

@@ -4,7 +4,7 @@
  * (useTestApi, useTenant, useApiWithDatabaseDown) register a suite's beforeAll/afterAll themselves
  * and return an object filled in before its first test.
  */
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer, type RequestListener, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
@@ -147,6 +147,9 @@ export interface TestLocation {
   name: string;
   [k: string]: unknown;
 }
+
+/** A valid North American number (area 512, exchange 2xx–9xx), random each call. */
+export const randomPhone = () => `+1512${2 + (randomBytes(1)[0] % 8)}${String(randomBytes(4).readUInt32BE() % 1_000_000).padStart(6, '0')}`;
 
 let seq = 0;
 export async function createLocation(owner: pg.Pool, attrs: Record<string, unknown> = {}): Promise<TestLocation> {
