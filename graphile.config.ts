@@ -11,6 +11,7 @@ import { PgAggregatesPreset } from '@graphile/pg-aggregates';
 import { dynamicClient } from './src/db/pools.js';
 import type { StaffAccess } from './src/staff/access.js';
 import { groupsLimitPlugin } from './src/staff/groups-limit.js';
+import { notFoundPlugin } from './src/staff/not-found.js';
 import { staffMaskError, staffPlugin } from './src/staff/plugin.js';
 
 /**
@@ -58,7 +59,7 @@ const WithheldColumnsPlugin: GraphileConfig.Plugin = {
 const preset: GraphileConfig.Preset = {
   extends: [PostGraphileAmberPreset, PgAggregatesPreset],
   grafserv: { graphqlPath: '/graphql', graphiql: true, graphiqlPath: '/', websockets: false },
-  plugins: [HideFunctionsPlugin, WithheldColumnsPlugin],
+  plugins: [HideFunctionsPlugin, WithheldColumnsPlugin, notFoundPlugin],
   grafast: { explain: false },
   // In development (GRAPHILE_ENV or NODE_ENV) graphile-build prints a node id it cannot match as
   // decoded ("Could not find a type that matched the specifier … ['customers', '+1512…']"): a

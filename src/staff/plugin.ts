@@ -12,6 +12,7 @@ import { randomBytes } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { toApiError } from '../http/errors.js';
 import type { Logger } from '../log.js';
+import { isNoRowMatched, noRowMatched } from './not-found.js';
 import { checkAnswer, checkDocument, introspectionOnly, isBoundError, type StaffBounds } from './bounds.js';
 
 /** How an execution ended, for the audit. */
@@ -159,12 +160,21 @@ export function staffMaskError(error: GraphQLError, log?: Pick<Logger, 'error'>)
   }
   const original = error.originalError;
   // @dataplan/pg's delete of a row that is not there (a rowId or node id of no row) throws a
-  // plain Error; its update of one answers null. The client's mistake, said as such.
+  // plain Error: the client's mistake, said as such. An update of no row, and either naming a
+  // node id of another table, are refused the same way by src/staff/not-found.ts.
   if (original && !(original instanceof GraphQLError) && /^No values were deleted/.test(original.message)) {
-    return clear('No row matched: nothing was deleted', 'NOT_FOUND');
+    return clear(noRowMatched('deleted'), 'NOT_FOUND');
   }
-  // GraphQL's own errors and grafast's safe ones are the client's to read; grafserv passes them on.
-  if (!original || original instanceof GraphQLError || isSafeError(original)) return defaultMaskError(error);
+  // grafast's and @dataplan/pg's safe errors are the request's mistakes (a cursor that is not one
+  // of ours, `offset` with `last`, a patch that sets nothing): read as they are, with the code
+  // the rest of the client's value errors carry when they bring none of their own.
+  if (original && !(original instanceof GraphQLError) && isSafeError(original)) {
+    if (isNoRowMatched(original.message)) return clear(original.message, 'NOT_FOUND');
+    const own = (original as { extensions?: Record<string, unknown> }).extensions;
+    return typeof own?.code === 'string' ? defaultMaskError(error) : clear(original.message, 'INVALID_VALUE');
+  }
+  // GraphQL's own errors are the client's to read; grafserv passes them on.
+  if (!original || original instanceof GraphQLError) return defaultMaskError(error);
   // The database is down, did not answer within the pool's bound, or rolled the statement back as
   // a deadlock's victim: nothing of the request's doing, and worth trying again.
   if (toApiError(original).code === 'unavailable') {

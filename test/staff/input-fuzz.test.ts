@@ -278,6 +278,11 @@ async function send(token: string, p: Probe, tally: Tally, failures: string[], v
     const logged = mem.records().find((x) => x.error_id === e.extensions.error_id);
     failures.push(`${what} → INTERNAL_ERROR (${logged?.kind} SQLSTATE ${logged?.sqlstate} in ${logged?.routine})`);
   }
+  // An error raised while the request ran (the answer has `data`) carries a code a client can
+  // branch on; request errors (no `data`: the document or variables did not validate) are GraphQL's.
+  if (r.body && 'data' in r.body) {
+    for (const e of errors.filter((x) => typeof x.extensions?.code !== 'string')) failures.push(`${what} → an error without a code: ${String(e.message).slice(0, 80)}`);
+  }
   if (viewer) {
     // No probe selects caller content or sends a caller's value: any of them here came out of an error.
     const leaked = callerValues().filter((v) => r.text.includes(v));

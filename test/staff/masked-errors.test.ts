@@ -84,3 +84,48 @@ test('client mistakes grafast and @dataplan/pg raise as plain errors are said pl
   const rows = (await env.audit()).filter((x) => x.member_id === admin.id);
   expect(rows.map((x) => [x.operation_name, x.outcome])).toEqual([['Watch', 'rejected'], [null, 'error']]);
 });
+
+test('an update or delete that names no row is NOT_FOUND, whatever names it: a key of no row, a node id of another table, one that decodes to nothing; nothing changes', async () => {
+  const admin = await env.member('admin', 'rows@staff.example.net');
+  const locations = async () => (await env.owner.query('select id, name from app.locations order by id')).rows;
+  const before = await locations();
+  const ids = (await env.gql(admin.token, '{ allLocations(first: 1) { nodes { id rowId name } } allCalls(first: 1) { nodes { id } } }')).body.data;
+  const [location] = ids.allLocations.nodes;
+  const callId = ids.allCalls.nodes[0].id;
+  const none = '00000000-0000-0000-0000-000000000000';
+  const refused = [
+    ['updated', `mutation { updateLocationByRowId(input: { rowId: "${none}", locationPatch: { name: "x" }, clientMutationId: "u1" }) { clientMutationId location { name } } }`],
+    ['updated', `mutation { updateLocationByRowId(input: { rowId: "${none}", locationPatch: { name: "x" } }) { clientMutationId } }`],
+    ['updated', `mutation { updateLocation(input: { id: "${callId}", locationPatch: { name: "x" } }) { location { name } } }`],
+    ['updated', 'mutation { updateLocation(input: { id: "not a node id", locationPatch: { name: "x" } }) { clientMutationId } }'],
+    ['deleted', `mutation { deleteLocation(input: { id: "${callId}" }) { deletedLocationId } }`],
+    ['deleted', 'mutation { deleteLocation(input: { id: "bm90IG91cnM=" }) { clientMutationId } }'],
+    ['deleted', `mutation { deleteLocationByRowId(input: { rowId: "${none}" }) { clientMutationId } }`],
+  ] as const;
+  for (const [verb, query] of refused) {
+    const r = await env.gql(admin.token, query);
+    const field = Object.keys(r.body.data ?? {})[0];
+    expect([query, r.body.data?.[field], r.body.errors]).toEqual([query, null, [expect.objectContaining({
+      message: `No row matched: nothing was ${verb}`, extensions: { code: 'NOT_FOUND' }, path: [field],
+    })]]);
+  }
+  expect(await locations()).toEqual(before);
+  // The allowed side: the same mutations naming a row change it and answer their payload.
+  const renamed = await env.gql(admin.token, `mutation { updateLocation(input: { id: "${location.id}", locationPatch: { name: "by-node-id" }, clientMutationId: "u2" }) { clientMutationId location { name } } }`);
+  expect(renamed.body).toEqual({ data: { updateLocation: { clientMutationId: 'u2', location: { name: 'by-node-id' } } } });
+  const back = await env.gql(admin.token, `mutation { updateLocationByRowId(input: { rowId: "${location.rowId}", locationPatch: { name: "${location.name}" } }) { location { name } } }`);
+  expect(back.body).toEqual({ data: { updateLocationByRowId: { location: { name: location.name } } } });
+  expect(await locations()).toEqual(before);
+});
+
+test("grafast's and @dataplan/pg's own refusals of a request carry INVALID_VALUE: a cursor not of ours, a patch that sets nothing", async () => {
+  const operator = await env.member('operator', 'cursor@staff.example.net');
+  const admin = await env.member('admin', 'patch@staff.example.net');
+  for (const cursor of ['garbage', Buffer.from('["other", 1]').toString('base64')]) {
+    const r = await env.gql(operator.token, 'query($c: Cursor) { allCalls(first: 1, after: $c) { totalCount } }', { c: cursor });
+    expect([cursor, r.body.errors]).toEqual([cursor, [expect.objectContaining({ message: expect.stringMatching(/cursor/), extensions: { code: 'INVALID_VALUE' } })]]);
+  }
+  const none = '00000000-0000-0000-0000-000000000000';
+  const empty = await env.gql(admin.token, `mutation { updateLocationByRowId(input: { rowId: "${none}", locationPatch: {} }) { clientMutationId } }`);
+  expect(empty.body.errors).toEqual([expect.objectContaining({ message: 'Attempted to update a record, but no new values were specified.', extensions: { code: 'INVALID_VALUE' } })]);
+});
