@@ -13,6 +13,7 @@ declare
   f_to timestamptz := (filters ->> 'to')::timestamptz;
   f_emergency boolean := (filters ->> 'is_emergency')::boolean;
   since timestamptz := coalesce(f_from, '-infinity');
+  upper app.page_cursor;
   scanned int;
   ids uuid[];
   inside int;
@@ -52,10 +53,12 @@ begin
         join app.calls c on c.location_id = a.location_id and c.id = x.id;
       return;
     end if;
-    -- 2. The window's size, bounded (the cursor left out, so the bound bounds the scan).
+    -- 2. The window's size, bounded (the cursor left out, so the bound bounds the scan): a small
+    -- window is read whole from the started_at index; a larger one by 3., which reads it near its
+    -- place in the page order.
     select count(*) into inside from (select from app.calls k
-      where k.location_id = a.location_id and k.started_at >= since and k.started_at < f_to limit 20000) x;
-    if inside < 20000 then
+      where k.location_id = a.location_id and k.started_at >= since and k.started_at < f_to limit 2000) x;
+    if inside < 2000 then
       select coalesce(json_agg(p.j order by p.n) filter (where p.n <= lim), '[]'),
              case when max(p.n) > lim then min(app.cursor_encode(p.created_at, p.id)) filter (where p.n = lim) end
         into data, next_cursor
@@ -80,20 +83,49 @@ begin
   -- plan after five calls, and in it `f is null or column = f` can use no index. The page's keys
   -- come from an index that holds every filtered column (outcome, emergencies, started_at), so a
   -- rare combination is counted in the index, not by fetching each call; then its calls by key.
+  -- A call's record is made within hours of its start, so with a date filter the window's calls
+  -- are (a) those made from six hours before the window to six hours after it, a bounded stretch
+  -- of the page order, and (b) the few made later or earlier than that (imports, recovery), read
+  -- from their own small index: a window far back no longer walks every newer call.
+  -- (a) starts at the cursor or at six hours after the window, whichever is older: one row
+  -- comparison, which positions the index scan (beside a second bound on created_at the scan
+  -- began at the cursor and stepped over every newer entry).
+  upper := case when (f_to + interval '6 hours', '00000000-0000-0000-0000-000000000000'::uuid) < (after.created_at, after.id)
+                then row(f_to + interval '6 hours', '00000000-0000-0000-0000-000000000000'::uuid)::app.page_cursor
+                else after end;
   perform set_config('plan_cache_mode', 'force_custom_plan', true);
   select coalesce(json_agg(p.j order by p.n) filter (where p.n <= lim), '[]'),
          case when max(p.n) > lim then min(app.cursor_encode(p.created_at, p.id)) filter (where p.n = lim) end
     into data, next_cursor
     from (select app.call_summary_js(c) as j, c.created_at, c.id,
                  row_number() over (order by c.created_at desc, c.id desc) as n
-            from (select k.id, k.created_at from app.calls k
-                   where k.location_id = a.location_id
-                     and app.before_cursor(k.created_at, k.id, after)
-                     and (f_outcome is null or k.outcome = f_outcome)
-                     and (f_from is null or k.started_at >= f_from)
-                     and (f_to is null or k.started_at < f_to)
-                     and (f_emergency is null or k.is_emergency = f_emergency)
-                   order by k.created_at desc, k.id desc limit lim + 1) w
+            from (select u.id, u.created_at from (
+                   (select k.id, k.created_at from app.calls k
+                     where k.location_id = a.location_id
+                       and app.before_cursor(k.created_at, k.id, upper)
+                       and (f_outcome is null or k.outcome = f_outcome)
+                       and (f_from is null or k.started_at >= f_from)
+                       and (f_to is null or k.started_at < f_to)
+                       and (f_emergency is null or k.is_emergency = f_emergency)
+                       and (f_from is null or k.created_at >= f_from - interval '6 hours')
+                     order by k.created_at desc, k.id desc limit lim + 1)
+                   union
+                   -- The planner cannot count calls made far from their start, and took them
+                   -- for many: without the fence it walked the page order to find none.
+                   (select b.id, b.created_at
+                      from (select k.id, k.created_at from app.calls k
+                             where (f_from is not null or f_to is not null)
+                               and k.location_id = a.location_id
+                               and k.started_at is not null
+                               and (k.created_at - k.started_at > interval '6 hours' or k.started_at - k.created_at > interval '6 hours')
+                               and app.before_cursor(k.created_at, k.id, after)
+                               and (f_outcome is null or k.outcome = f_outcome)
+                               and (f_from is null or k.started_at >= f_from)
+                               and (f_to is null or k.started_at < f_to)
+                               and (f_emergency is null or k.is_emergency = f_emergency)
+                            offset 0) b
+                     order by b.created_at desc, b.id desc limit lim + 1)) u
+                   order by u.created_at desc, u.id desc limit lim + 1) w
             join app.calls c on c.location_id = a.location_id and c.id = w.id) p;
   perform set_config('plan_cache_mode', plan_mode, true);
 end
