@@ -7,7 +7,7 @@
  */
 import pg from 'pg';
 import { hashToken } from '../../src/auth/tokens.js';
-import { useTestDatabase } from '../support/db.js';
+import { allCallPages, useTestDatabase } from '../support/db.js';
 import { createLocation, mintKey, seedDemo, type TestLocation } from '../support/harness.js';
 import { explainAsApi } from '../support/plans.js';
 
@@ -43,18 +43,7 @@ beforeAll(async () => {
 
 const iso = (d: Date | null) => d?.toISOString();
 
-async function pages(c: pg.Client, filters: object, limit = 200): Promise<string[]> {
-  const out: string[] = [];
-  let cursor: string | null = null;
-  for (let i = 0; i < 100; i++) {
-    const page: any = (await c.query('select * from api.calls_list($1, $2, $3, $4)',
-      [hashToken(token), loc.id, filters, cursor ? { limit, cursor } : { limit }])).rows[0];
-    out.push(...page.data.map((x: { id: string }) => x.id));
-    cursor = page.next_cursor;
-    if (!cursor) return out;
-  }
-  throw new Error('too many pages');
-}
+const pages = async (c: pg.Client, filters: object) => (await allCallPages(c, hashToken(token), loc.id, filters, 200)).map((x) => x.id);
 
 const reference = async (f: { from?: string; to?: string; outcome?: string; is_emergency?: boolean }) => (await db.owner.query(
   `select id from app.calls where location_id = $1 and ($2::timestamptz is null or started_at >= $2)

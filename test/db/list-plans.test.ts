@@ -11,7 +11,7 @@
  */
 import pg from 'pg';
 import { hashToken } from '../../src/auth/tokens.js';
-import { useTestDatabase } from '../support/db.js';
+import { allCallPages, useTestDatabase } from '../support/db.js';
 import { createLocation, mintKey, seedDemo, type TestLocation } from '../support/harness.js';
 import { explainAsApi } from '../support/plans.js';
 
@@ -146,18 +146,7 @@ test('the planned-once pages equal the per-request-planned (filtered) path, curs
     await c.query('set role switchboard_api');
     const h = hashToken(smallToken);
     // Calls: the unfiltered walk equals the union of the per-outcome (filtered) walks, in order.
-    async function walk(filters: object): Promise<{ id: string; created_at: string }[]> {
-      const out: { id: string; created_at: string }[] = [];
-      let cursor: string | null = null;
-      for (let i = 0; i < 100; i++) {
-        const page: any = (await c.query('select * from api.calls_list($1, $2, $3, $4)',
-          [h, small.id, filters, cursor ? { limit: 7, cursor } : { limit: 7 }])).rows[0];
-        out.push(...page.data);
-        cursor = page.next_cursor;
-        if (!cursor) return out;
-      }
-      throw new Error('too many pages');
-    }
+    const walk = (filters: object) => allCallPages(c, h, small.id, filters, 7);
     const all = await walk({});
     expect(all).toHaveLength(120);
     expect(new Set(all.map((x) => x.id)).size).toBe(all.length);
@@ -266,18 +255,7 @@ test('GET calls?from=&to= reads the smaller of the window and the calls newer th
 
     // Every page of a window, cursor by cursor, is the window in the page order: the window read
     // (far back), the walk (the newest day), both ends open, and with another filter beside.
-    async function walk(filters: object): Promise<string[]> {
-      const out: string[] = [];
-      let cursor: string | null = null;
-      for (let i = 0; i < 100; i++) {
-        const page: any = (await c.query('select * from api.calls_list($1, $2, $3, $4)',
-          [h, big.id, filters, cursor ? { limit: 200, cursor } : { limit: 200 }])).rows[0];
-        out.push(...page.data.map((x: { id: string }) => x.id));
-        cursor = page.next_cursor;
-        if (!cursor) return out;
-      }
-      throw new Error('too many pages');
-    }
+    const walk = async (filters: object) => (await allCallPages(c, h, big.id, filters, 200)).map((x) => x.id);
     const expected = async (from: Date | null, to: Date | null, outcome: string | null) => (await db.owner.query(
       `select id from app.calls where location_id = $1 and ($2::timestamptz is null or started_at >= $2)
           and ($3::timestamptz is null or started_at < $3) and ($4::text is null or outcome = $4)

@@ -88,3 +88,20 @@ export async function xactReads(c: pg.ClientBase, tables: string[]): Promise<{ s
        from pg_stat_xact_user_tables where relid = any ($1::regclass[])`, [tables]);
   return r as { seq: number; idx: number; rows: number };
 }
+
+/**
+ * Every call of `GET calls` with `filters`, page after page through api.calls_list's cursors (the
+ * connection's role must be one that may call it).
+ */
+export async function allCallPages(c: pg.ClientBase, tokenHash: string, location: string, filters: object, limit: number): Promise<Array<{ id: string; created_at: string }>> {
+  const out: Array<{ id: string; created_at: string }> = [];
+  let cursor: string | null = null;
+  for (let i = 0; i < 1000; i++) {
+    const page: { data: Array<{ id: string; created_at: string }>; next_cursor: string | null } = (await c.query(
+      'select * from api.calls_list($1, $2, $3, $4)', [tokenHash, location, filters, cursor ? { limit, cursor } : { limit }])).rows[0];
+    out.push(...page.data);
+    cursor = page.next_cursor;
+    if (!cursor) return out;
+  }
+  throw new Error('more than 1,000 pages');
+}
