@@ -94,14 +94,14 @@ async function listen(app: RequestListener): Promise<{ server: Server; baseUrl: 
  * Registers the app with its database down (pools aimed at a loopback port nobody listens on, so
  * every connection is refused), served before the file's tests and closed after.
  */
-export function useApiWithDatabaseDown(log: Logger = testLog): { baseUrl: string } {
+export function useApiWithDatabaseDown(log: Logger = testLog, env: Record<string, string> = {}): { baseUrl: string } {
   const api = { baseUrl: '' };
   let close: (() => Promise<void>) | undefined;
   const pools: pg.Pool[] = [];
   beforeAll(async () => {
     const dead = `postgres://postgres:x@127.0.0.1:${await freePort()}/switchboard`;
     pools.push(createApiPool(dead, 2), createApiPool(dead, 2));
-    ({ baseUrl: api.baseUrl, close } = await listen(createApp({ cfg: testConfig(), log, apiPool: pools[0], ownerPool: pools[1] })));
+    ({ baseUrl: api.baseUrl, close } = await listen(createApp({ cfg: testConfig(env), log, apiPool: pools[0], ownerPool: pools[1] })));
   });
   afterAll(async () => {
     await close?.();
