@@ -34,6 +34,14 @@ beforeAll(async () => {
              60, case g % 3 when 0 then now() when 1 then $2::timestamptz + g * interval '6 hours' - interval '2 days'
                                 else $2::timestamptz + g * interval '6 hours' + interval '5 hours' end
         from generate_series(1, 120) g`, [loc.id, new Date(first.getTime() + 2 * DAY)]);
+    // At the window's two ends, made exactly six hours from their start (read from the page order
+    // near the window) and a millisecond more (read from the small index).
+    await c.query(`insert into app.calls (location_id, platform_call_id, outcome, started_at, duration_sec, created_at)
+      select $1, 'edge-' || e.n, 'lead', e.started, 60, e.started + e.lag
+        from (values (1, $2::timestamptz, interval '-6 hours'), (2, $2::timestamptz, interval '-06:00:00.001'),
+                     (3, $3::timestamptz - interval '1 millisecond', interval '6 hours'),
+                     (4, $3::timestamptz - interval '1 millisecond', interval '06:00:00.001')) e(n, started, lag)`,
+    [loc.id, new Date(first.getTime() + 2 * DAY), new Date(first.getTime() + 12 * DAY)]);
     await c.query('commit');
   } finally {
     c.release();
@@ -89,6 +97,11 @@ test('every page of a window, cursor by cursor, is the window in the page order:
       { from: at(2) },
       { from: at(5), to: at(25) },
     ];
+    const edges = new Set((await db.owner.query(`select id from app.calls where location_id = $1 and platform_call_id like 'edge-%'`, [loc.id])).rows.map((r) => r.id));
+    // Two of the four edges are in the small index, two are not.
+    const indexed = (await db.owner.query(`select platform_call_id from app.calls where location_id = $1 and platform_call_id like 'edge-%'
+      and started_at is not null and (created_at - started_at > interval '6 hours' or started_at - created_at > interval '6 hours') order by 1`, [loc.id])).rows;
+    expect(indexed.map((r) => r.platform_call_id)).toEqual(['edge-2', 'edge-4']);
     const off = new Set((await db.owner.query(`select id from app.calls where location_id = $1 and platform_call_id like 'off-%'`, [loc.id])).rows.map((r) => r.id));
     for (const filters of cases) {
       const want = await reference(filters);
@@ -96,6 +109,9 @@ test('every page of a window, cursor by cursor, is the window in the page order:
       const got = await pages(c, filters);
       expect([filters, got.length, got]).toEqual([filters, want.length, want]);
       if (filters.from === at(2)) expect(got.filter((id) => off.has(id)).length).toBeGreaterThan(10);
+      if (filters.from === at(2) && filters.to === at(12) && !filters.outcome && !filters.is_emergency) {
+        expect(got.filter((id) => edges.has(id))).toHaveLength(4);
+      }
     }
   } finally {
     await c.end();
