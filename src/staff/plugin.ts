@@ -12,7 +12,7 @@ import { randomBytes } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { toApiError } from '../http/errors.js';
 import type { Logger } from '../log.js';
-import { isNoRowMatched, noRowMatched } from './not-found.js';
+import { noRowMatched } from './not-found.js';
 import { checkAnswer, checkDocument, introspectionOnly, isBoundError, type StaffBounds } from './bounds.js';
 
 /** How an execution ended, for the audit. */
@@ -169,7 +169,6 @@ export function staffMaskError(error: GraphQLError, log?: Pick<Logger, 'error'>)
   // of ours, `offset` with `last`, a patch that sets nothing): read as they are, with the code
   // the rest of the client's value errors carry when they bring none of their own.
   if (original && !(original instanceof GraphQLError) && isSafeError(original)) {
-    if (isNoRowMatched(original.message)) return clear(original.message, 'NOT_FOUND');
     const own = (original as { extensions?: Record<string, unknown> }).extensions;
     return typeof own?.code === 'string' ? defaultMaskError(error) : clear(original.message, 'INVALID_VALUE');
   }
