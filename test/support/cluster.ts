@@ -20,6 +20,25 @@ declare global {
 /** The run's scratch directory for files the tests make (certificates), removed at teardown. */
 const scratchDir = path.join(os.tmpdir(), `switchboard-test-files-${process.pid}`);
 
+/**
+ * The run's own throwaway cluster does not ask the disk to flush: its data is gone at teardown
+ * anyway, and what the tests do to it (processes killed, backends terminated) loses nothing
+ * without fsync, which only guards against the machine itself going down. Only the cluster the
+ * run starts: a TEST_DATABASE_URL cluster is left as it is (docs/decisions.md, "The tests' own
+ * cluster does not flush to disk").
+ */
+async function withoutFsync(adminUrl: string): Promise<void> {
+  const c = new pg.Client({ connectionString: adminUrl });
+  await c.connect();
+  try {
+    await c.query('alter system set fsync = off');
+    await c.query('alter system set full_page_writes = off');
+    await c.query('select pg_reload_conf()');
+  } finally {
+    await c.end();
+  }
+}
+
 export default async function globalSetup(): Promise<void> {
   fs.rmSync(scratchDir, { recursive: true, force: true });
   fs.mkdirSync(scratchDir);
@@ -31,6 +50,7 @@ export default async function globalSetup(): Promise<void> {
     fs.rmSync(dir, { recursive: true, force: true });
     globalThis.__SB_CLUSTER__ = await startEmbedded(dir, log);
     adminUrl = globalThis.__SB_CLUSTER__.urlFor('postgres');
+    await withoutFsync(adminUrl);
   }
   const template = `sb_template_${process.pid}`;
   const admin = new pg.Client({ connectionString: adminUrl });
