@@ -6,10 +6,10 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import pg from 'pg';
 import { startEmbedded, ensureDatabase, type EmbeddedCluster } from '../../src/db/embedded/index.js';
 import { migrateDatabase } from '../../src/db/migrate.js';
 import { createLogger } from '../../src/log.js';
+import { withClient } from './db.js';
 import { withDatabase } from './url.js';
 
 declare global {
@@ -28,15 +28,11 @@ const scratchDir = path.join(os.tmpdir(), `switchboard-test-files-${process.pid}
  * cluster does not flush to disk").
  */
 async function withoutFsync(adminUrl: string): Promise<void> {
-  const c = new pg.Client({ connectionString: adminUrl });
-  await c.connect();
-  try {
+  await withClient(adminUrl, async (c) => {
     await c.query('alter system set fsync = off');
     await c.query('alter system set full_page_writes = off');
     await c.query('select pg_reload_conf()');
-  } finally {
-    await c.end();
-  }
+  });
 }
 
 export default async function globalSetup(): Promise<void> {
@@ -53,10 +49,7 @@ export default async function globalSetup(): Promise<void> {
     await withoutFsync(adminUrl);
   }
   const template = `sb_template_${process.pid}`;
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  await admin.query(`drop database if exists ${template} with (force)`);
-  await admin.end();
+  await withClient(adminUrl, (c) => c.query(`drop database if exists ${template} with (force)`));
   await ensureDatabase(adminUrl, template);
   await migrateDatabase(withDatabase(adminUrl, template), log, { includeCurrent: true });
   process.env.SB_TEST_ADMIN_URL = adminUrl;
