@@ -18,6 +18,10 @@
  *
  * BENCH_HISTORY_HOG=1 runs the whole scenario beside a CPU-bound neighbour: a process hashing in a
  * loop at normal priority (one per BENCH_HISTORY_HOG, e.g. 2 for two).
+ * BENCH_HISTORY_BURST_LOCATIONS=n spreads the burst over n locations (the ingestion location and
+ * n − 1 more, each with the same fan-out, ten calls to each in turn): with one, the issue's
+ * scenario, its deliveries queue behind two endpoints at their per-endpoint cap; with more, the
+ * same calls and deliveries meet the cap n times over, as a peak across many contractors does.
  * BENCH_HISTORY_HOLD_WEBHOOKS=1 holds every webhook claim while the burst is ingested (the bench
  * takes the lock the claims serialise on, app.webhook_claim_batch's advisory lock, and lets it go
  * when the last post-call is answered): the ingestion with none of its deliveries beside it, to
@@ -38,7 +42,7 @@ import autocannon from 'autocannon';
 import pg from 'pg';
 import { defaultSeedJobs } from '../src/cli/demo-seed.js';
 import { loadConfig } from '../src/config.js';
-import { num, progress, SECONDS, SENDERS, type BenchContext, type BenchRow } from './common.js';
+import { num, progress, SECONDS, SENDERS, SERVICE_PHONE, type BenchContext, type BenchRow } from './common.js';
 import {
   cpuMeter, emitBurst, emitPaced, endpoint, location, noopCeiling, percentile, until, ENDPOINTS_PER_LOCATION, LOCATIONS,
 } from './delivery-support.js';
@@ -52,6 +56,7 @@ const DRAIN = num('BENCH_HISTORY_DRAIN', 9_000);
 const SEED = num('BENCH_HISTORY_SEED', 1_000_000);
 const HOGS = num('BENCH_HISTORY_HOG', 0);
 const HOLD_WEBHOOKS = process.env.BENCH_HISTORY_HOLD_WEBHOOKS === '1';
+const BURST_LOCATIONS = Math.max(1, num('BENCH_HISTORY_BURST_LOCATIONS', 1));
 const NOOP_JOBS = 4_000;
 const ALL_EVENTS = ['call.ended', 'call.emergency', 'lead.created', 'lead.updated', 'booking.created', 'booking.updated', 'spam.blocked'];
 
@@ -76,6 +81,43 @@ async function holdWebhookClaims(owner: pg.Pool): Promise<{ release(): Promise<v
       client.release();
     },
   };
+}
+
+/**
+ * The burst's locations: the ingestion location and BENCH_HISTORY_BURST_LOCATIONS − 1 more, each
+ * with two endpoints on every event, a Slack integration, an owner's cell (SMS) and an owner
+ * member (e-mail); the numbers the calls dial, and the endpoints.
+ */
+async function burstLocations(ctx: BenchContext): Promise<{ ids: string[]; phones: string[]; endpoints: string[] }> {
+  const out = { ids: [] as string[], phones: [] as string[], endpoints: [] as string[] };
+  for (let i = 0; i < BURST_LOCATIONS; i++) {
+    const slug = i === 0 ? 'ingest' : `history-burst-${i}`;
+    const phone = i === 0 ? SERVICE_PHONE : `+13125550${String(300 + i).padStart(3, '0')}`;
+    let id = ctx.ingest.id;
+    if (i > 0) {
+      const loc = await ctx.location(slug, { service_phone: phone, owner_cell: `+13125551${String(300 + i).padStart(3, '0')}` });
+      id = loc.id;
+      if (loc.fresh) await ctx.owner.query(`select admin.member_invite($1, $2, 'owner', 'Bench Owner')`, [slug, `owner-${i}@bench.example`]);
+      else {
+        // A kept cluster (BENCH_DATA_DIR): the last run's receivers are gone.
+        await ctx.owner.query('delete from app.webhook_endpoints where location_id = $1', [id]);
+        await ctx.owner.query('delete from app.integrations where location_id = $1', [id]);
+      }
+    }
+    const h = { ...ctx.auth(slug), 'content-type': 'application/json' };
+    for (const label of ['history-a', 'history-b']) {
+      const res = await fetch(`${ctx.base}/api/v1/locations/${slug}/webhook-endpoints`, { method: 'POST', headers: h,
+        body: JSON.stringify({ label, url: `${ctx.https.url}/ok/burst/${label}`, events: ALL_EVENTS }) });
+      if (res.status !== 201) throw new Error(`endpoint: ${res.status} ${await res.text()}`);
+      out.endpoints.push(((await res.json()) as { data: { id: string } }).data.id);
+    }
+    const slack = await ctx.owner.query(`select 1 from app.integrations where location_id = $1 and provider = 'slack'`, [id]);
+    if (!slack.rowCount) await probe(`${ctx.base}/api/v1/locations/${slug}/integrations`, { method: 'POST', headers: h,
+      body: JSON.stringify({ provider: 'slack', webhook_url: `${ctx.https.url}/slack`, label: 'history' }) });
+    out.ids.push(id);
+    out.phones.push(phone);
+  }
+  return out;
 }
 
 /** `demo seed --calls n` through the CLI (dist/), as an operator runs it: seconds in all and for its last step. */
@@ -186,24 +228,15 @@ async function historyScenario(ctx: BenchContext): Promise<BenchRow[]> {
     await cannon({ url, headers: ctx.auth('history'), connections: 10, duration: SECONDS });
   }
 
-  // The burst: signed post-calls to the ingestion location, two endpoints on every event + Slack.
-  const h = { ...ctx.auth('ingest'), 'content-type': 'application/json' };
-  const burstEps: string[] = [];
-  for (const label of ['history-a', 'history-b']) {
-    const res = await fetch(`${base}/api/v1/locations/ingest/webhook-endpoints`, { method: 'POST', headers: h,
-      body: JSON.stringify({ label, url: `${https.url}/ok/burst/${label}`, events: ALL_EVENTS }) });
-    if (res.status !== 201) throw new Error(`endpoint: ${res.status} ${await res.text()}`);
-    burstEps.push(((await res.json()) as { data: { id: string } }).data.id);
-  }
-  const slack = await owner.query(`select 1 from app.integrations where location_id = $1 and provider = 'slack'`, [ctx.ingest.id]);
-  if (!slack.rowCount) await probe(`${base}/api/v1/locations/ingest/integrations`, { method: 'POST', headers: h,
-    body: JSON.stringify({ provider: 'slack', webhook_url: `${https.url}/slack`, label: 'history' }) });
-  const bodies = postCallBodies();
+  // The burst: signed post-calls, two endpoints on every event, Slack, SMS and e-mail at each of
+  // its locations.
+  const burst = await burstLocations(ctx);
+  const bodies = postCallBodies(burst.phones);
   const finalised = async () => Number((await owner.query(
-    'select count(*) n from app.calls where location_id = $1 and finalized_at is not null', [ctx.ingest.id])).rows[0].n);
+    'select count(*) n from app.calls where location_id = any ($1::uuid[]) and finalized_at is not null', [burst.ids])).rows[0].n);
   const before = await finalised();
   const burstGot = https.watch('/ok/burst/');
-  progress(`history: burst of ${BURST} post-calls, ${SENDERS} senders`);
+  progress(`history: burst of ${BURST} post-calls to ${burst.ids.length} location(s), ${SENDERS} senders`);
   const claimsHeld = HOLD_WEBHOOKS ? await holdWebhookClaims(owner) : null;
   const burstMeter = cpuMeter(dataDir, servicePid);
   const burstStart = Date.now();
@@ -223,7 +256,7 @@ async function historyScenario(ctx: BenchContext): Promise<BenchRow[]> {
   const tailStatements = await statementsReset(owner);
   const ingested = (await finalised()) - before;
   const { rows: [{ n: burstDeliveries }] } = await owner.query(
-    'select count(*)::int as n from app.webhook_deliveries where endpoint_id = any ($1::uuid[]) and attempt = 1', [burstEps]);
+    'select count(*)::int as n from app.webhook_deliveries where endpoint_id = any ($1::uuid[]) and attempt = 1', [burst.endpoints]);
   await until('burst deliveries received', () => burstGot.length >= burstDeliveries, 900_000, 50);
   // What the fan-out left after the ingestion costs, until every delivery and notification is done.
   await until('burst fan-out settled', settled, 900_000, 50);
@@ -231,8 +264,8 @@ async function historyScenario(ctx: BenchContext): Promise<BenchRow[]> {
   const settledAt = Date.now();
   if (tailStatements) note(`pg_stat_statements over the burst's tail:\n${await statementsTop(owner, 20)}`);
   const { rows: [{ n: tailNotifications }] } = await owner.query(
-    `select count(*)::int as n from app.notification_log where location_id = $1 and status in ('sent', 'failed') and at > to_timestamp($2 / 1000.0)`,
-    [ctx.ingest.id, burstEnd]);
+    `select count(*)::int as n from app.notification_log where location_id = any ($1::uuid[]) and status in ('sent', 'failed') and at > to_timestamp($2 / 1000.0)`,
+    [burst.ids, burstEnd]);
   const receivedDuringIngestion = burstGot.filter((r) => r.at <= burstEnd).length;
   const tailItems = burstGot.length - receivedDuringIngestion + tailNotifications;
   const lags = burstGot.map((r) => r.at - r.createdAt).sort((a, b) => a - b);
@@ -307,7 +340,8 @@ async function historyScenario(ctx: BenchContext): Promise<BenchRow[]> {
   rows.push({ name: `history: claim of 32 at the drain's start: blocks of the delivery table and its indexes`, value: probeOld.blocks, unit: 'blocks',
     baseline: probeYoung.blocks, ratio: probeYoung.blocks / probeOld.blocks,
     note: `skip scans a claim ${probeOld.skipScans.toFixed(1)} (young ${probeYoung.skipScans.toFixed(1)}); ${probeOld.ms.toFixed(1)} ms (young ${probeYoung.ms.toFixed(1)}); baseline: the young database` });
-  rows.push({ name: `history: ingestion burst of ${BURST} post-calls, full fan-out`, value: ingestRate, unit: 'calls/s', baseline: Math.round(ref),
+  const over = BURST_LOCATIONS > 1 ? ` over ${BURST_LOCATIONS} locations` : '';
+  rows.push({ name: `history: ingestion burst of ${BURST} post-calls${over}, full fan-out`, value: ingestRate, unit: 'calls/s', baseline: Math.round(ref),
     ratio: ingestRate / ref, target: '≥ 0.18 × no-op', note: `${ingested} finalised in ${((burstEnd - burstStart) / 1000).toFixed(1)} s; ${ac.non2xx + ac.errors} failed; p99 ${ac.latency.p99} ms` });
   rows.push({ name: `history: event → receipt during the burst, p50`, value: percentile(lags, 50), unit: 'ms', target: '≤ 3 s',
     note: `p99 ${Math.round(percentile(lags, 99))} ms over ${burstDeliveries} deliveries` });

@@ -127,10 +127,11 @@ export async function runIngestBench(ctx: BenchContext): Promise<BenchRow[]> {
 
 /**
  * Signed `call_analyzed` post-calls, a new call each, in a mix like real traffic (60 % leads,
- * 20 % bookings, 10 % emergencies, 10 % other) to SERVICE_PHONE: `next()` is the next body,
- * `headers(body)` its signed headers.
+ * 20 % bookings, 10 % emergencies, 10 % other) to SERVICE_PHONE, or to each of `phones` in turn
+ * ten calls at a time, so that each gets the whole mix (the dialled number routes a call to its
+ * location): `next()` is the next body, `headers(body)` its signed headers.
  */
-export function postCallBodies(): { next(): string; headers(body: string): Record<string, string> } {
+export function postCallBodies(phones: string[] = [SERVICE_PHONE]): { next(): string; headers(body: string): Record<string, string> } {
   const runId = randomUUID().slice(0, 8);
   let seq = 0;
   const signed = (body: string) => {
@@ -153,7 +154,7 @@ export function postCallBodies(): { next(): string; headers(body: string): Recor
       event: 'call_analyzed',
       call: {
         call_id: `bench_${runId}_${n}`, agent_id: 'agent_bench', direction: 'inbound',
-        from_number: `+1312${String(2_000_000 + ((n * 7919) % 7_000_000)).padStart(7, '0')}`, to_number: SERVICE_PHONE,
+        from_number: `+1312${String(2_000_000 + ((n * 7919) % 7_000_000)).padStart(7, '0')}`, to_number: phones[Math.floor(n / 10) % phones.length],
         start_timestamp: start, end_timestamp: start + 180_000, disconnection_reason: 'agent_hangup',
         transcript: 'Agent: Thanks for calling Bench HVAC.\nUser: My system needs work.\nAgent: I can help with that.',
         call_analysis: { call_summary: 'Caller asked for service.', user_sentiment: 'Positive', custom_analysis_data: analysis },
