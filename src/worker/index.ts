@@ -10,7 +10,9 @@
  * - Syncs: a graphile-worker runner of its own for field-service syncs. Each runner is restarted
  *   when it stops by itself (src/worker/runner.ts).
  *
- * Every file in tasks/ is a thin adapter over code in src/ (src/worker/task.ts).
+ * Beside them, each worker keeps the queue tables' planner statistics current
+ * (src/worker/queue-statistics.ts). Every file in tasks/ is a thin adapter over code in src/
+ * (src/worker/task.ts).
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -20,6 +22,7 @@ import type { Logger } from '../log.js';
 import { safeWorkerLog } from '../privacy/log-safe.js';
 import { engineLane, jobsLane, registerLanes, type Lane } from './health.js';
 import { ThrottledWarning } from './outage.js';
+import { QueueStatistics } from './queue-statistics.js';
 import { SupervisedRunner } from './runner.js';
 import { NotificationEngine, type NotificationEngineOptions } from '../notify/engine.js';
 import { WebhookEngine, type EngineOptions } from '../webhooks/engine.js';
@@ -66,6 +69,8 @@ export interface WorkerOptions {
   notifyEngine?: NotificationEngineOptions;
   /** Run the crontab (default true). */
   cron?: boolean;
+  /** How often the queues' statistics are looked at (ms; src/worker/queue-statistics.ts); tests shorten it. */
+  statisticsIntervalMs?: number;
 }
 
 export interface Worker {
@@ -107,7 +112,7 @@ export function workerLogger(log: Logger): WorkerLogger {
   });
 }
 
-export async function startWorker(deps: TaskDeps, { jobsConcurrency = 2, pollInterval = 1000, engine: engineOpts, notifyEngine: notifyOpts, cron = true }: WorkerOptions = {}): Promise<Worker> {
+export async function startWorker(deps: TaskDeps, { jobsConcurrency = 2, pollInterval = 1000, engine: engineOpts, notifyEngine: notifyOpts, cron = true, statisticsIntervalMs }: WorkerOptions = {}): Promise<Worker> {
   const taskList = await loadTasks(deps);
   const log = deps.log.child({ component: 'worker' });
 
@@ -135,6 +140,9 @@ export async function startWorker(deps: TaskDeps, { jobsConcurrency = 2, pollInt
     const engine = new WebhookEngine({ cfg: deps.cfg, log: deps.log, pool: deps.pool, ca: deps.ca }, engineOpts);
     started.push(engine);
     await engine.start();
+    const statistics = new QueueStatistics(deps.pool, log, statisticsIntervalMs);
+    started.push(statistics);
+    await statistics.start();
     const lanes = [engineLane('webhooks', engine), engineLane('notifications', notify),
       jobsLane(jobs, jobsConcurrency), jobsLane(syncs, deps.cfg.INTEGRATION_SYNC_CONCURRENCY)];
     const unregister = registerLanes(lanes);
@@ -146,7 +154,7 @@ export async function startWorker(deps: TaskDeps, { jobsConcurrency = 2, pollInt
       syncs,
       lanes,
       stop: () =>
-        (stopping ??= Promise.all([engine.stop(), notify.stop(), jobs.stop(), syncs.stop()]).then(() => {
+        (stopping ??= Promise.all([engine.stop(), notify.stop(), jobs.stop(), syncs.stop(), statistics.stop()]).then(() => {
           unregister();
         })),
     };
