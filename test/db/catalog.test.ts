@@ -209,11 +209,12 @@ test('no role of the service may create in our schemas, and no SECURITY DEFINER 
      order by 1`);
   expect(creators.map((r) => r.grant)).toEqual([]);
   // Owned by the migrating role: the graphile-worker doors (migrations/CONVENTIONS.md), which read
-  // or write graphile-worker's schema, which that role owns; every other definer function is
-  // switchboard_system's.
+  // or write graphile-worker's schema, which that role owns, and the queues' statistics refresh,
+  // whose ANALYZE needs the tables' owner; every other definer function is switchboard_system's.
   const doors = [
     'app.dequeue(text)', 'app.enqueue(text,jsonb,timestamp with time zone,text,integer,integer)', 'app.flush_deferred_jobs()',
-    'app.integration_sync_sweep(integer)', 'app.worker_heartbeat(text[],text[])', 'app.worker_unlock(text[])', 'app.worker_unlock_gone(integer)',
+    'app.integration_sync_sweep(integer)', 'app.queue_statistics_refresh()',
+    'app.worker_heartbeat(text[],text[])', 'app.worker_unlock(text[])', 'app.worker_unlock_gone(integer)',
   ];
   const { rows: owned } = await db.client.query(`
     select p.oid::regprocedure::text as fn
