@@ -57,6 +57,8 @@ const SEED = num('BENCH_HISTORY_SEED', 1_000_000);
 const HOGS = num('BENCH_HISTORY_HOG', 0);
 const HOLD_WEBHOOKS = process.env.BENCH_HISTORY_HOLD_WEBHOOKS === '1';
 const BURST_LOCATIONS = Math.max(1, num('BENCH_HISTORY_BURST_LOCATIONS', 1));
+// Each extra location dials +1 312 555 0301…0999 (burstLocations).
+if (BURST_LOCATIONS > 699) throw new Error('BENCH_HISTORY_BURST_LOCATIONS: at most 699');
 const NOOP_JOBS = 4_000;
 const ALL_EVENTS = ['call.ended', 'call.emergency', 'lead.created', 'lead.updated', 'booking.created', 'booking.updated', 'spam.blocked'];
 
