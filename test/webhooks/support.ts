@@ -9,6 +9,7 @@ import type { Config } from '../../src/config.js';
 import { createWorkerPool } from '../../src/db/pools.js';
 import { startWorker, type Worker, type WorkerOptions } from '../../src/worker/index.js';
 import { asLocation, request, startTestApi, tenant, testLog, waitFor, type TestApi, type TestLocation } from '../support/harness.js';
+import { xactReads } from '../support/db.js';
 import { makePki, reply, startHttpsReceiver, type HttpsReceiver, type TestPki } from '../support/https.js';
 export { waitFor } from '../support/harness.js';
 
@@ -64,6 +65,29 @@ export const okResult = (attemptedAt: string) => ({
   ok: true, complete: true, blocked: false, aborted: false, response_status: 200, response_body: 'thanks', response_headers: {},
   error: null, error_code: null, duration_ms: 7, attempted_at: attemptedAt, retry_after_seconds: null,
 });
+
+/**
+ * One claim of up to 64 due attempts and the record of all it claimed as delivered, on one
+ * session as the engine runs them (its plans are that session's): how many were claimed and
+ * recorded, and the delivery rows each of the two read.
+ */
+export async function claimAndRecord(c: pg.ClientBase, owner: string): Promise<{ claimed: number; recorded: number; claimRead: number; recordRead: number }> {
+  const reads = async () => (await xactReads(c, ['app.webhook_deliveries'])).rows;
+  await c.query('begin');
+  let before = await reads();
+  const { rows: [{ claims }] } = await c.query(`select app.webhook_claim_batch($1, 64, 64, 64, 40000) -> 'claims' as claims`, [owner]);
+  const claimRead = (await reads()) - before;
+  await c.query('commit');
+  const results = (claims as { delivery_id: string; endpoint_id: string }[])
+    .map((x) => ({ delivery_id: x.delivery_id, endpoint_id: x.endpoint_id, result: okResult(new Date().toISOString()) }));
+  await c.query('begin');
+  before = await reads();
+  const { rows: [{ done }] } = await c.query(`select app.webhook_record_batch($1, '{1,5}', 20, 3600) as done`, [JSON.stringify(results)]);
+  const recordRead = (await reads()) - before;
+  await c.query('commit');
+  const recorded = (done as { status: string }[]).filter((d) => d.status === 'delivered').length;
+  return { claimed: results.length, recorded, claimRead, recordRead };
+}
 
 /** The API (a TestApi, so `t.owner`, `t.baseUrl`… read as before) with the rest of a webhook suite's set-up. */
 export interface WebhookRig extends TestApi {

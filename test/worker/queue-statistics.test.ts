@@ -7,9 +7,8 @@
 import type pg from 'pg';
 import { createWorkerPool } from '../../src/db/pools.js';
 import { QueueStatistics } from '../../src/worker/queue-statistics.js';
-import { xactReads } from '../support/db.js';
 import { createLocation, mintKey, startTestApi, testLog, waitFor, type TestApi } from '../support/harness.js';
-import { createEndpoint, emitMany, okResult } from '../webhooks/support.js';
+import { claimAndRecord, createEndpoint, emitMany } from '../webhooks/support.js';
 
 let t: TestApi;
 let worker: pg.Pool;
@@ -51,32 +50,15 @@ test('a claim and a record planned on an empty queue read their attempts, not th
 
   const c = await t.owner.connect();
   try {
-    /** One claim of up to 64 and the record of all it claimed, as the engine runs them: the delivery rows each read. */
-    const drainOnce = async () => {
-      const reads = async () => (await xactReads(c, ['app.webhook_deliveries'])).rows;
-      await c.query('begin');
-      let before = await reads();
-      const { rows: [{ claims }] } = await c.query(`select app.webhook_claim_batch('test-statistics', 64, 64, 64, 40000) -> 'claims' as claims`);
-      const claimRead = (await reads()) - before;
-      await c.query('commit');
-      const results = (claims as { delivery_id: string; endpoint_id: string }[])
-        .map((x) => ({ delivery_id: x.delivery_id, endpoint_id: x.endpoint_id, result: okResult(new Date().toISOString()) }));
-      await c.query('begin');
-      before = await reads();
-      await c.query(`select app.webhook_record_batch($1, '{1,5}', 20, 3600)`, [JSON.stringify(results)]);
-      const recordRead = (await reads()) - before;
-      await c.query('commit');
-      return { claimed: results.length, claimRead, recordRead };
-    };
     // This session's plans are made now, on those statistics (past the custom plans PL/pgSQL tries first).
     await emitMany(t.owner, loc.id, 'lead.created', 1);
-    for (let i = 0; i < 7; i++) await drainOnce();
+    for (let i = 0; i < 7; i++) await claimAndRecord(c, 'test-statistics');
 
     // A history lands: 6,000 attempts delivered, 200 pending; nothing has analysed the table since.
     await emitMany(t.owner, loc.id, 'lead.created', 3000);
     await t.owner.query(`update app.webhook_deliveries set status = 'delivered', response_status = 200, next_attempt_at = null where status = 'pending'`);
     await emitMany(t.owner, loc.id, 'lead.created', 100);
-    const stale = await drainOnce();
+    const stale = await claimAndRecord(c, 'test-statistics');
     expect(stale.claimed).toBe(64);
     // The record planned on an empty table finds its 64 attempts by reading the table's 6,200 rows
     // (sequential scans; in the bench the claim's plans read it whole too, through another index).
@@ -84,7 +66,7 @@ test('a claim and a record planned on an empty queue read their attempts, not th
 
     expect(await refreshed()).toContain('app.webhook_deliveries');
     expect((await statsOf()).reltuples).toBeGreaterThan(5000);
-    const fresh = await drainOnce();
+    const fresh = await claimAndRecord(c, 'test-statistics');
     expect(fresh.claimed).toBe(64);
     // A claim of 64 reads its candidates and the live leases; a record three rows an attempt at most.
     expect(fresh.claimRead).toBeLessThanOrEqual(64 * 4);
