@@ -44,7 +44,7 @@ import { defaultSeedJobs } from '../src/cli/demo-seed.js';
 import { loadConfig } from '../src/config.js';
 import { num, progress, SECONDS, SENDERS, SERVICE_PHONE, type BenchContext, type BenchRow } from './common.js';
 import {
-  cpuMeter, emitBurst, emitPaced, endpoint, location, noopCeiling, percentile, until, ENDPOINTS_PER_LOCATION, LOCATIONS,
+  type CpuSpent, cpuMeter, emitBurst, emitPaced, endpoint, location, noopCeiling, percentile, until, ENDPOINTS_PER_LOCATION, LOCATIONS,
 } from './delivery-support.js';
 import { claimIndexKb, formatStats, probeClaim, type ClaimProbe, statementsReset, statementsTop, tableStats, walMeter } from './history-evidence.js';
 import { postCallBodies } from './ingest.js';
@@ -241,20 +241,31 @@ async function historyScenario(ctx: BenchContext): Promise<BenchRow[]> {
   progress(`history: burst of ${BURST} post-calls to ${burst.ids.length} location(s), ${SENDERS} senders`);
   const claimsHeld = HOLD_WEBHOOKS ? await holdWebhookClaims(owner) : null;
   const burstMeter = cpuMeter(dataDir, servicePid);
+  // The ingestion ends with the burst's last answer. autocannon resolves a run of `amount`
+  // requests only at its next one-second sample after that, so its resolution would round every
+  // ingestion time up to whole seconds (and count the worker's CPU of that second as the calls').
+  let answered = 0;
+  let ended: { at: number; cpu: CpuSpent; released?: Promise<void> } | null = null;
+  const endIngestion = () => {
+    if (!ended) ended = { at: Date.now(), cpu: burstMeter(), released: claimsHeld?.release() };
+    return ended;
+  };
   const burstStart = Date.now();
   const ac = await autocannon({
     url: `${base}/api/voice/post-call`, connections: SENDERS, amount: BURST,
     requests: [{ method: 'POST', setupRequest: (req) => {
       const body = bodies.next();
       return { ...req, body, headers: bodies.headers(body) };
+    }, onResponse: () => {
+      if (++answered === BURST) endIngestion();
     } }],
   }).catch(async (err: unknown) => {
     await claimsHeld?.release();
     throw err;
   });
-  const burstEnd = Date.now();
-  const cpuIngested = burstMeter();
-  await claimsHeld?.release();
+  // A request that failed without an answer leaves the count short: then autocannon's end stands.
+  const { at: burstEnd, cpu: cpuIngested, released } = endIngestion();
+  await released;
   const tailStatements = await statementsReset(owner);
   const ingested = (await finalised()) - before;
   const { rows: [{ n: burstDeliveries }] } = await owner.query(
