@@ -260,7 +260,7 @@ async function historyScenario(ctx: BenchContext): Promise<BenchRow[]> {
       if (++answered === BURST) endIngestion();
     } }],
   }).catch(async (err: unknown) => {
-    await claimsHeld?.release();
+    await (ended ? ended.released : claimsHeld?.release());
     throw err;
   });
   // A request that failed without an answer leaves the count short: then autocannon's end stands.
