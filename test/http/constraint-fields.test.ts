@@ -6,7 +6,7 @@
  */
 import pg from 'pg';
 import { toApiError } from '../../src/http/errors.js';
-import { createTestDatabase, type TestDatabase } from '../support/db.js';
+import { createTestDatabase, endPool, type TestDatabase } from '../support/db.js';
 import { createLocation } from '../support/harness.js';
 
 let db: TestDatabase;
@@ -18,7 +18,7 @@ beforeAll(async () => {
   loc = (await createLocation(owner)).id;
 });
 afterAll(async () => {
-  await owner.end();
+  await endPool(owner);
   await db.drop();
 });
 

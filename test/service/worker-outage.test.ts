@@ -9,7 +9,7 @@
  * the outage is the worker's alone and the test's own connections keep working.
  */
 import pg from 'pg';
-import { createTestDatabase, type TestDatabase } from '../support/db.js';
+import { createTestDatabase, endPool, type TestDatabase } from '../support/db.js';
 import { startDbProxy, type DbProxy } from '../support/db-proxy.js';
 import { waitFor } from '../support/harness.js';
 import { expectCleanExit, startService } from '../support/service.js';
@@ -26,7 +26,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await proxy?.close();
-  await owner?.end();
+  if (owner) await endPool(owner);
   await db?.drop();
 });
 

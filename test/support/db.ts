@@ -22,6 +22,24 @@ export async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T
 
 const admin = <T>(fn: (c: pg.Client) => Promise<T>) => withClient(process.env.SB_TEST_ADMIN_URL!, fn);
 
+/**
+ * Ends `pool` and waits until every connection of it has closed. pg-pool's end() resolves once it
+ * has asked its idle connections to close, not once they have: a database dropped right after
+ * (`with (force)`) could terminate one still open, and the pool would throw that termination as an
+ * unhandled error event, failing the file after its tests had passed.
+ */
+export async function endPool(pool: pg.Pool): Promise<void> {
+  let open = pool.totalCount;
+  const closed = new Promise<void>((resolve) => {
+    if (open === 0) resolve();
+    pool.on('remove', () => {
+      if (--open <= 0) resolve();
+    });
+  });
+  await pool.end();
+  await closed;
+}
+
 /** A new database cloned from the migrated template: each test file gets its own. */
 export async function createTestDatabase(): Promise<TestDatabase> {
   const template = process.env.SB_TEST_TEMPLATE;
@@ -70,7 +88,7 @@ export function useTestDatabase(opts: { empty?: boolean; client?: boolean; pool?
   });
   afterAll(async () => {
     await fx.client?.end();
-    await fx.owner?.end();
+    if (fx.owner) await endPool(fx.owner);
     await db?.drop();
   });
   return fx;
