@@ -31,8 +31,10 @@ test('the admin /readyz of `all` is 503 "worker: starting" until the worker has 
     let early: Awaited<ReturnType<typeof readyz>> = null;
     await until('the admin listener answers', async () => Boolean(early = await readyz()));
     expect(early!.status).toBe(503);
+    // Probed while the worker had not started: the answer itself says so. (The start may finish
+    // while the answer travels; a fresh-clone CI once saw it done by the next line, so whether
+    // startService has resolved by now is not asserted.)
     expect(early!.body.error.details.checks.worker).toEqual({ ok: false, detail: 'starting' });
-    expect(svc).toBeUndefined();
 
     await blocker.query('commit');
     await starting;
