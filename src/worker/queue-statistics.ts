@@ -17,7 +17,8 @@ export const QUEUE_STATISTICS_INTERVAL_MS = 5_000;
 
 export class QueueStatistics {
   private timer: NodeJS.Timeout | null = null;
-  private running: Promise<void> = Promise.resolve();
+  /** The look in progress, if any: a tick that finds one skips (it would find nothing left to do). */
+  private running: Promise<void> | null = null;
   private readonly failures: ThrottledWarning;
 
   constructor(
@@ -30,8 +31,8 @@ export class QueueStatistics {
 
   async start(): Promise<void> {
     this.timer = setInterval(() => {
-      this.running = this.running.then(async () => {
-        await this.refresh();
+      this.running ??= this.refresh().then(() => {
+        this.running = null;
       });
     }, this.intervalMs);
     this.timer.unref();
