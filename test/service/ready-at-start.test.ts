@@ -11,6 +11,9 @@ import { testConfig, testLog } from '../support/harness.js';
 import { freePort } from '../support/spawn.js';
 import { until } from '../support/supervision.js';
 
+/** The advisory lock the worker's first connection waits for while the test holds it. */
+const HOLD = 7_310_042;
+
 test('the admin /readyz of `all` is 503 "worker: starting" until the worker has started, then 200', async () => {
   const db = await createTestDatabase();
   const blocker = new pg.Client({ connectionString: db.url });
@@ -18,9 +21,18 @@ test('the admin /readyz of `all` is 503 "worker: starting" until the worker has 
   let svc: Service | undefined;
   let starting: Promise<Service> | undefined;
   try {
-    // graphile-worker's start reads its task table: held, the worker's start waits here.
-    await blocker.query('begin');
-    await blocker.query('lock table graphile_worker._private_tasks in access exclusive mode');
+    // The worker's start opens the first connection of its pool (application_name
+    // switchboard-worker); a login trigger of this test's database makes that connection wait
+    // for an advisory lock the blocker holds, so the start waits there until it is let go.
+    // (Nothing the start awaits reads a table the rest of start-up does not read first.)
+    await blocker.query(`create function public.hold_worker_login() returns event_trigger language plpgsql as $$
+      begin
+        if current_setting('application_name') = 'switchboard-worker' then
+          perform pg_advisory_lock_shared(${HOLD}); perform pg_advisory_unlock_shared(${HOLD});
+        end if;
+      end $$`);
+    await blocker.query('create event trigger hold_worker_login on login execute function public.hold_worker_login()');
+    await blocker.query('select pg_advisory_lock($1)', [HOLD]);
     const adminPort = await freePort();
     const cfg = testConfig({ DATABASE_URL: db.url, PORT: '0', HOST: '127.0.0.1', ADMIN_HOST: '127.0.0.1', ADMIN_PORT: String(adminPort) });
     starting = startService(cfg, testLog, 'all').then((s) => (svc = s));
@@ -31,18 +43,19 @@ test('the admin /readyz of `all` is 503 "worker: starting" until the worker has 
     let early: Awaited<ReturnType<typeof readyz>> = null;
     await until('the admin listener answers', async () => Boolean(early = await readyz()));
     expect(early!.status).toBe(503);
-    // Probed while the worker had not started: the answer itself says so. (The start may finish
-    // while the answer travels; a fresh-clone CI once saw it done by the next line, so whether
-    // startService has resolved by now is not asserted.)
     expect(early!.body.error.details.checks.worker).toEqual({ ok: false, detail: 'starting' });
+    // The start is still held at the login (so the answer was about a worker not yet started).
+    await until('the worker\'s first connection waits', async () => (await blocker.query<{ n: number }>(
+      `select count(*)::int n from pg_locks where locktype = 'advisory' and objid = $1 and not granted`, [HOLD])).rows[0].n > 0);
+    expect(svc).toBeUndefined();
 
-    await blocker.query('commit');
+    await blocker.query('select pg_advisory_unlock($1)', [HOLD]);
     await starting;
     let ready: Awaited<ReturnType<typeof readyz>> = null;
     await until('admin ready', async () => (ready = await readyz())?.status === 200, 30_000);
     expect(ready!.body.data.checks.worker).toEqual({ ok: true });
   } finally {
-    await blocker.end(); // ends the lock, so a start still waiting finishes and is stopped
+    await blocker.end(); // ends the hold, so a start still waiting finishes and is stopped
     await (svc ?? (await starting?.catch(() => undefined)))?.stop();
     await db.drop();
   }
