@@ -12,6 +12,7 @@ import pg from 'pg';
 import { projectRoot } from '../../src/db/migrate.js';
 import { createTestDatabase } from '../support/db.js';
 import { childEnv, freePort } from '../support/spawn.js';
+import { createLocation, mintKey } from '../support/harness.js';
 import { mintMember } from '../staff/support.js';
 
 const run = promisify(execFile);
@@ -59,6 +60,7 @@ test('npm start runs the compiled service: API and staff GraphQL up, migrations 
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
   const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  const holder = new pg.Client({ connectionString: db.url });
   try {
     const until = async (what: () => Promise<boolean>, label: string) => {
       for (const deadline = Date.now() + 60_000; Date.now() < deadline && child.exitCode === null; ) {
@@ -90,15 +92,38 @@ test('npm start runs the compiled service: API and staff GraphQL up, migrations 
     await until(async () => /finalize_call done/.test(out), 'finalize_call');
     expect(out).toMatch(/"reason":"missing"/);
 
+    // A request in flight through the shutdown: its list read waits on a lock this test holds.
+    const loc = await createLocation(owner as unknown as pg.Pool);
+    const { token: apiToken } = await mintKey(owner as unknown as pg.Pool, loc.id);
+    await holder.connect();
+    await holder.query('begin');
+    await holder.query('lock table app.calls in access exclusive mode');
+    const inFlight = fetch(`http://127.0.0.1:${port}/api/v1/locations/${loc.id}/calls`, { headers: { authorization: `Bearer ${apiToken}` } });
+    const waiting = async () => (await holder.query<{ n: number }>(
+      `select count(*)::int n from pg_locks where relation = 'app.calls'::regclass and not granted`)).rows[0].n > 0;
+    await until(waiting, 'the list read waiting on the lock');
+
     // SIGTERM to npm and to the service at once, as a supervisor or Ctrl-C on the process group
     // does: npm relays its signal to the service (the script execs node: no shell in between to
-    // die and leave node running), the repeat does not cut the shutdown short, it stops cleanly and
-    // npm exits with its status.
+    // die and leave node running). Two signals sent together may arrive as one (a signal pending
+    // twice is delivered once), so a repeat is also sent once the shutdown has begun, while the
+    // request still holds it open: the repeat does not cut the shutdown short, the request is
+    // answered, the service stops cleanly and npm exits with its status.
     process.kill(child.pid!, 'SIGTERM');
     process.kill(main!.pid, 'SIGTERM');
+    await until(async () => /"msg":"shutting down"/.test(out), 'shutting down');
+    process.kill(main!.pid, 'SIGTERM');
+    await until(async () => /signal received again; already stopping/.test(out), 'the repeat logged');
+    expect(child.exitCode).toBeNull();
+    await holder.query('commit');
+    const answered = await inFlight;
+    expect(answered.status).toBe(200);
+    expect(((await answered.json()) as { data: unknown[] }).data).toEqual([]);
     expect(await exited).toBe(0);
     expect(out).toMatch(/"msg":"stopped"/);
-    expect(out.match(/"msg":"signal received[^"]*"/g)).toEqual(['"msg":"signal received"', '"msg":"signal received again; already stopping"']);
+    const heard = out.match(/"msg":"signal received[^"]*"/g)!;
+    expect(heard[0]).toBe('"msg":"signal received"');
+    expect(heard.slice(1).every((m) => m === '"msg":"signal received again; already stopping"')).toBe(true);
     const state = (() => {
       try {
         return fs.readFileSync(`/proc/${main!.pid}/stat`, 'utf8').replace(/^.*\) /, '')[0];
@@ -115,6 +140,7 @@ test('npm start runs the compiled service: API and staff GraphQL up, migrations 
         /* already gone */
       }
     }
+    await holder.end().catch(() => undefined);
     await owner.end();
     await db.drop();
   }
