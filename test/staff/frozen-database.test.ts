@@ -84,13 +84,20 @@ test('a token not yet cached answers 503 unavailable once the look-up\'s bound h
 }, 40_000);
 
 test('an audit batch the database does not answer is given up at its bound and logged with its rows; the answer does not wait', async () => {
-  // Setup: an operator whose token was looked up just now (staff tokens are cached for a second),
-  // the rows so far written; then only the look-up and audit pool stops answering.
+  // Setup: an operator whose token was looked up just now (staff tokens are cached for a second
+  // from the start of their look-up), the rows so far written; then only the look-up and audit
+  // pool stops answering. The frozen request must find the token cached: on a busy machine the
+  // warm-up and the audit flush can outlast the second, so they are done again, each time after
+  // the last look-up has expired (a request then reads the token afresh), until they fit.
   const operator = await env.member('operator', 'audit-frozen@staff.example.net');
   const count = async (name: string) => (await env.audit()).filter((r) => r.member_id === operator.id && r.operation_name === name).length;
-  expect((await env.gql(operator.token, 'query Warm { allCalls { totalCount } }')).body.data.allCalls.totalCount).toBe(2);
-  expect((await env.gql(operator.token, 'query Warm { allCalls { totalCount } }')).status).toBe(200);
-  await env.audit();
+  for (let tries = 1; ; tries++) {
+    const warmedAt = Date.now();
+    expect((await env.gql(operator.token, 'query Warm { allCalls { totalCount } }')).body.data.allCalls.totalCount).toBe(2);
+    await env.audit();
+    if (Date.now() - warmedAt < 500 || tries === 5) break;
+    await new Promise((r) => setTimeout(r, 1100));
+  }
   proxy.freeze('switchboard-staff');
 
   // Action
