@@ -23,13 +23,14 @@ test('one holder at a time: the waiter gets the lock only after the holder relea
   const b = new SupervisorLock(file);
   const bHeld = b.held.then((held) => order.push(`b held: ${held}`));
   // b is still waiting while a holds the lock, whatever the time it takes to ask.
-  const c = new SupervisorLock(file);
   await new Promise((r) => setTimeout(r, 300));
   order.push('a releases');
   a.release();
   await bHeld;
   expect(order).toEqual(['a held', 'a releases', 'b held: true']);
-  // c waits on b now.
+  // c, asking once b holds it, waits on b. (Asking while a still held it, c could have been
+  // queued before b: flock's waiters are served in the order they reach the kernel.)
+  const c = new SupervisorLock(file);
   let cHeld = false;
   void c.held.then((h) => (cHeld = h));
   await new Promise((r) => setTimeout(r, 300));
