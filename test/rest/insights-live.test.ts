@@ -93,10 +93,12 @@ test('concurrent calls of one location never wait on each other for the rollup; 
     a.release();
     b.release();
   }
-  const out = await callFn<any>(t.owner, 'app.insights_json', [loc.id, 1, new Date()]);
+  // Two local days: the calls began two minutes ago, which is yesterday in New York in the first
+  // two minutes after its midnight.
+  const out = await callFn<any>(t.owner, 'app.insights_json', [loc.id, 2, new Date()]);
   expect(out.calls_answered).toBe(41);
   expect(out.leads_captured).toBe(41);
-  expect(out).toEqual(await callFn(t.owner, 'app.insights_direct', [loc.id, 1, new Date()]));
+  expect(out).toEqual(await callFn(t.owner, 'app.insights_direct', [loc.id, 2, new Date()]));
   const { rows } = await t.owner.query('select count(*)::int n from app.insights_journal where location_id = $1', [loc.id]);
   expect(rows[0].n).toBeLessThan(64); // folded into the hourly rows every 32 journal rows
 });
