@@ -11,7 +11,7 @@ import { promisify } from 'node:util';
 import pg from 'pg';
 import { projectRoot } from '../../src/db/migrate.js';
 import { createTestDatabase } from '../support/db.js';
-import { childEnv, freePort } from '../support/spawn.js';
+import { childEnv, exitedWithOutput, freePort } from '../support/spawn.js';
 import { createLocation, mintKey } from '../support/harness.js';
 import { mintMember } from '../staff/support.js';
 
@@ -59,7 +59,7 @@ test('npm start runs the compiled service: API and staff GraphQL up, migrations 
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
-  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  const exited = exitedWithOutput(child);
   const holder = new pg.Client({ connectionString: db.url });
   try {
     const until = async (what: () => Promise<boolean>, label: string) => {

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { projectRoot } from '../../src/db/migrate.js';
-import { childEnv, freePort, tsxBin } from '../support/spawn.js';
+import { childEnv, exitedWithOutput, freePort, tsxBin } from '../support/spawn.js';
 
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'sb-fail-'));
 afterAll(() => fs.rmSync(scratch, { recursive: true, force: true }));
@@ -21,7 +21,7 @@ async function failedStart(env: Record<string, string>): Promise<{ code: number 
   let out = '';
   child.stdout.on('data', (d) => (out += d));
   child.stderr.on('data', (d) => (out += d));
-  const code = await new Promise<number | null>((r) => child.on('exit', (c) => r(c)));
+  const code = await exitedWithOutput(child);
   return { code, lines: out.split('\n').filter(Boolean) };
 }
 
