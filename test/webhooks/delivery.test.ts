@@ -92,9 +92,9 @@ test('a receiver slower than WEBHOOK_TIMEOUT_MS fails the attempt; a 3xx is a fa
 });
 
 test('pause holds pending retries and gets no new events; resume delivers them', async () => {
-  // Retries 2 s apart here, so the pause surely lands before the retry is due (with the file's
-  // zero delays every attempt could fail before the PATCH commits).
-  await t.restartWorker({ ...t.cfg, WEBHOOK_RETRY_DELAYS: [2, 2, 2, 2, 2] });
+  // Retries 5 s apart here, so the pause lands before the retry is due even on a busy machine
+  // (with the file's zero delays every attempt could fail before the PATCH commits).
+  await t.restartWorker({ ...t.cfg, WEBHOOK_RETRY_DELAYS: [5, 5, 5, 5, 5] });
   t.rx.respond(reply(500));
   const ep = await endpoint();
   // Pause right after the first failure: the retry is created but held.
