@@ -6,7 +6,7 @@
  */
 import { createApiPool, createOwnerPool } from '../../src/db/pools.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
-import { request, startTestApi, tenant, type TestApi } from '../support/harness.js';
+import { request, startTestApi, tenant, waitFor, type TestApi } from '../support/harness.js';
 
 const pidOf = async (pool: ReturnType<typeof createOwnerPool>) => (await pool.query({ text: 'select pg_backend_pid() as pid', values: [] })).rows[0].pid as number;
 
@@ -54,8 +54,9 @@ describe('the pools', () => {
       const pid = await pidOf(pool);
       await expect(pool.query('select pg_terminate_backend(pg_backend_pid(), $1)', [0])).rejects.toMatchObject({ code: '57P01' });
       expect(await pidOf(pool)).not.toBe(pid);
-      const { rows } = await watcher.query('select count(*)::int as n from pg_stat_activity where pid = $1', [pid]);
-      expect(rows[0].n).toBe(0);
+      // Gone from the server too (its entry is cleared as it exits, just after sending the FATAL).
+      await waitFor(async () => (await watcher.query('select count(*)::int as n from pg_stat_activity where pid = $1', [pid])).rows[0].n === 0,
+        'the ended session to leave pg_stat_activity', 5000);
     } finally {
       await pool.end();
       await watcher.end();
