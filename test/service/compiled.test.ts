@@ -12,7 +12,7 @@ import pg from 'pg';
 import { projectRoot } from '../../src/db/migrate.js';
 import { createTestDatabase } from '../support/db.js';
 import { childEnv, exitedWithOutput, freePort } from '../support/spawn.js';
-import { createLocation, mintKey } from '../support/harness.js';
+import { createLocation, mintKey, waitingOnLock } from '../support/harness.js';
 import { mintMember } from '../staff/support.js';
 
 const run = promisify(execFile);
@@ -99,9 +99,7 @@ test('npm start runs the compiled service: API and staff GraphQL up, migrations 
     await holder.query('begin');
     await holder.query('lock table app.calls in access exclusive mode');
     const inFlight = fetch(`http://127.0.0.1:${port}/api/v1/locations/${loc.id}/calls`, { headers: { authorization: `Bearer ${apiToken}` } });
-    const waiting = async () => (await holder.query<{ n: number }>(
-      `select count(*)::int n from pg_locks where relation = 'app.calls'::regclass and not granted`)).rows[0].n > 0;
-    await until(waiting, 'the list read waiting on the lock');
+    await waitingOnLock(holder, { application: 'switchboard-api' });
 
     // SIGTERM to npm and to the service at once, as a supervisor or Ctrl-C on the process group
     // does: npm relays its signal to the service (the script execs node: no shell in between to

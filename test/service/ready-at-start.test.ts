@@ -7,7 +7,7 @@
 import pg from 'pg';
 import { startService, type Service } from '../../src/service.js';
 import { createTestDatabase } from '../support/db.js';
-import { testConfig, testLog } from '../support/harness.js';
+import { testConfig, testLog, waitingOnLock } from '../support/harness.js';
 import { freePort } from '../support/spawn.js';
 import { until } from '../support/supervision.js';
 
@@ -45,8 +45,7 @@ test('the admin /readyz of `all` is 503 "worker: starting" until the worker has 
     expect(early!.status).toBe(503);
     expect(early!.body.error.details.checks.worker).toEqual({ ok: false, detail: 'starting' });
     // The start is still held at the login (so the answer was about a worker not yet started).
-    await until('the worker\'s first connection waits', async () => (await blocker.query<{ n: number }>(
-      `select count(*)::int n from pg_locks where locktype = 'advisory' and objid = $1 and not granted`, [HOLD])).rows[0].n > 0);
+    await waitingOnLock(blocker, { application: 'switchboard-worker' });
     expect(svc).toBeUndefined();
 
     await blocker.query('select pg_advisory_unlock($1)', [HOLD]);

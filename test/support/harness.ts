@@ -292,6 +292,21 @@ export async function waitFor<T>(fn: () => Promise<T | undefined | null | false>
 }
 
 /**
+ * Waits until a backend of this database waits on a lock: the one with `pid`, running a query
+ * like `query`, or connected as `application` (any of them when none is given).
+ */
+export async function waitingOnLock(db: Pick<pg.ClientBase, 'query'>, filter: { pid?: number; query?: string; application?: string } = {}): Promise<void> {
+  await waitFor(async () => {
+    const { rows } = await db.query(
+      `select 1 from pg_stat_activity
+        where datname = current_database() and wait_event_type = 'Lock' and ($1::int is null or pid = $1)
+          and ($2::text is null or query like $2) and ($3::text is null or application_name = $3)`,
+      [filter.pid ?? null, filter.query ?? null, filter.application ?? null]);
+    return rows.length > 0;
+  }, `a backend waiting on a lock (${JSON.stringify(filter)})`);
+}
+
+/**
  * Waits, if needed, until the current minute has `seconds` left: the rate limit's budget is per
  * wall-clock minute (src/ratelimit/shared.ts), so a test that spends a budget and expects 429
  * must not straddle the minute's end.

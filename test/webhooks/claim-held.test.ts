@@ -9,7 +9,7 @@
  * Counts and which attempts are claimed only.
  */
 import type pg from 'pg';
-import { createLocation, mintKey, request, startTestApi, waitFor, type TestApi } from '../support/harness.js';
+import { createLocation, mintKey, request, startTestApi, waitingOnLock, type TestApi } from '../support/harness.js';
 import { createEndpoint, emitMany } from './support.js';
 
 let t: TestApi;
@@ -124,9 +124,7 @@ test('held and capped backlogs ahead in due order: the claim takes the healthy e
       await pauser.query(`update app.webhook_endpoints set active = false where id = $1`, [epHeld.id]);
       const pending = claim(c, 32);
       // Rolled back once the claim waits on the pause's row lock (to lease), past its release step.
-      await waitFor(async () => (await t.owner.query(
-        `select wait_event_type from pg_stat_activity where pid = $1`, [claimer])).rows[0]?.wait_event_type === 'Lock',
-      'the claim to wait on the pause');
+      await waitingOnLock(t.owner, { pid: claimer });
       await pauser.query('rollback');
       expect((await pending).endpoints).toEqual(expect.arrayContaining([epHeld.id, epHeld.id]));
       await release(c);

@@ -5,8 +5,8 @@
  * share-locks the endpoint, as a claim does, so that both writers queue on it.
  */
 import pg from 'pg';
-import { createLocation, mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
-import { emit, waitFor } from './support.js';
+import { createLocation, mintKey, request, startTestApi, waitingOnLock, type TestApi } from '../support/harness.js';
+import { emit } from './support.js';
 
 let t: TestApi;
 let loc: { id: string };
@@ -18,17 +18,6 @@ beforeAll(async () => {
   ({ token } = await mintKey(t.owner, loc.id));
 });
 afterAll(() => t.close());
-
-/** The backend of `client` (or, with a pattern, the one running that query) is waiting on a lock. */
-async function waitingOnLock(filter: { pid?: number; query?: string }): Promise<void> {
-  await waitFor(async () => {
-    const { rows } = await t.owner.query(
-      `select 1 from pg_stat_activity
-        where datname = current_database() and wait_event_type = 'Lock' and ($1::int is null or pid = $1) and ($2::text is null or query like $2)`,
-      [filter.pid ?? null, filter.query ?? null]);
-    return rows.length > 0;
-  }, `a backend waiting on a lock (${JSON.stringify(filter)})`);
-}
 
 test('an endpoint deleted while its first success is being recorded: both commit, the attempt is kept as history', async () => {
   const created = await request(t.baseUrl, 'POST', `/api/v1/locations/${loc.id}/webhook-endpoints`, {
@@ -51,13 +40,13 @@ test('an endpoint deleted while its first success is being recorded: both commit
     await claimer.query('select 1 from app.webhook_endpoints where id = $1 for share', [endpointId]);
     // The DELETE queues on it first…
     const deleting = request(t.baseUrl, 'DELETE', `/api/v1/locations/${loc.id}/webhook-endpoints/${endpointId}`, { token });
-    await waitingOnLock({ query: '%webhook_endpoint_delete%' });
+    await waitingOnLock(t.owner, { query: '%webhook_endpoint_delete%' });
     // …then the worker records the endpoint's first success (which refreshes last_success_at).
     const recorderPid: number = (await recorder.query('select pg_backend_pid() as pid')).rows[0].pid;
     const recording = recorder.query(
       `select app.webhook_record($1, $2, '{0,0}', 10, 60) as r`,
       [leased.delivery_id, JSON.stringify({ ok: true, response_status: 200, duration_ms: 5, attempted_at: new Date().toISOString() })]);
-    await waitingOnLock({ pid: recorderPid });
+    await waitingOnLock(t.owner, { pid: recorderPid });
     await claimer.query('commit');
 
     const [deleted, recorded] = await Promise.all([deleting, recording]);
