@@ -10,6 +10,8 @@ import { createEmptyDatabase, endPool } from '../support/db.js';
 /** Pool errors over `trials` pools of two used connections, each ended then its database force-dropped at once. */
 async function errorsOnDrop(end: (p: pg.Pool) => Promise<void>, trials: number): Promise<number> {
   let errors = 0;
+  // One admin connection kept open, not db.drop() (which connects first): the drop must follow
+  // the end at once, or the window this counts has closed before it (0 of 20 with db.drop()).
   const admin = new pg.Client({ connectionString: process.env.SB_TEST_ADMIN_URL! });
   await admin.connect();
   try {
