@@ -27,7 +27,7 @@
  *
  * Knobs (environment): BENCH_SECONDS (8, per target; baseline and service alternate in halves),
  * BENCH_CONNECTIONS (50), BENCH_BIG_CALLS (1000000), BENCH_MID_CALLS (50000), BENCH_SENDERS (20),
- * BENCH_INGEST_SECONDS (15), BENCH_WARMUP_SECONDS (3: the same load before the measured one, then
+ * BENCH_INGEST_SECONDS (15), BENCH_INGEST_FANOUT (on; off: the ingestion without any fan-out), BENCH_WARMUP_SECONDS (3: the same load before the measured one, then
  * ANALYZE), BENCH_DRAIN_SECONDS (60: wait for the fan-out backlog, RSS sampled),
  * BENCH_ONLY (comma list of sections: lists, insights, ingest, privacy, idempotency, metrics,
  * staff, redaction, delivery, staff-flood, integrations; tools only when named), BENCH_STAFF_FLOOD_SECONDS (20), BENCH_REDACTION_SECONDS (10, each of redaction on and off), BENCH_DATA_DIR (keep and reuse
