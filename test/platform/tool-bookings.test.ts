@@ -5,7 +5,7 @@
  * a move, the lead of a call whose bookings were all cancelled is not "booked", and a contractor
  * who turned booking off is not booked.
  */
-import { mintKey, request, startTestApi, type TestApi } from '../support/harness.js';
+import { mintKey, request, startTestApi, waitingOnLock, type TestApi } from '../support/harness.js';
 import { instant, localDate, setScheduling } from '../support/scheduling.js';
 import {
   newCallId, postTool, postVoice, schedulingLocation as schedulingLocationOf, toolCall, VOICE_SECRET, voiceFixture, type VoiceLocation,
@@ -70,7 +70,7 @@ test('cancel and reschedule see a contractor change committed while they waited 
       await holder.query('begin');
       await holder.query(`update app.bookings set status = $2 where id = $1`, [booked.id, contractor]);
       const answer = postTool(t.baseUrl, tool, call, { booking_id: booked.id, ...args });
-      await waitForLockWait();
+      await waitingOnLock(t.owner); // the tool call queued behind the contractor's update
       await holder.query('commit');
       const res = await answer;
       expect([tool, res.status, res.body.ok, res.body.message]).toEqual([tool, 200, false, 'I could not find that appointment for this phone number.']);
@@ -83,17 +83,6 @@ test('cancel and reschedule see a contractor change committed while they waited 
   // The token would have let the contractor do the same through the API.
   expect(token).toEqual(expect.any(String));
 });
-
-/** Until a backend waits for a row lock (the tool call queued behind the contractor's update). */
-async function waitForLockWait(): Promise<void> {
-  const end = Date.now() + 15_000;
-  for (;;) {
-    const { rowCount } = await t.owner.query(`select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and pid <> pg_backend_pid()`);
-    if (rowCount) return;
-    if (Date.now() > end) throw new Error('no tool call waited for the booking');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 test('moving a booking into a window the same call booked is a move (capacity permitting), through the tool and the API', async () => {
   const loc = await schedulingLocation();

@@ -10,7 +10,7 @@ import type pg from 'pg';
 import { startStaffGraphql } from '../../src/admin/graphql.js';
 import { registry } from '../../src/metrics/registry.js';
 import { MAX_PAUSE_MS, StaffAdmission } from '../../src/staff/admission.js';
-import { testLog } from '../support/harness.js';
+import { testLog, waitingOnLock } from '../support/harness.js';
 import { gqlAt, startStaffEnv, UNPACED, type GqlResult, type StaffEnv } from './support.js';
 
 const COUNT = 'query Count { allCalls { totalCount } }';
@@ -142,8 +142,7 @@ test('a client that leaves while its token is looked up takes no turn: the next 
     await lock.query('begin');
     await lock.query('lock table staff.members in access exclusive mode');
     const socket = await sendRaw(env.staff.url, leaver.token, 'query Left { allLocations { totalCount } }');
-    await until('the token look-up to wait', async () => (await env.owner.query(
-      `select 1 from pg_stat_activity where datname = current_database() and application_name = 'switchboard-staff' and wait_event_type = 'Lock'`)).rowCount === 1);
+    await waitingOnLock(env.owner, { application: 'switchboard-staff' }); // the token look-up
     socket.destroy();
     await new Promise((r) => setTimeout(r, 200)); // the server has seen the connection close
   } finally {

@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import { loadConfig } from '../../src/config.js';
 import { auditOutcome } from '../../src/staff/access.js';
 import { pruneStaffAudit } from '../../src/staff/retention.js';
+import { waitingOnLock } from '../support/harness.js';
 import { startStaffEnv, type StaffEnv } from './support.js';
 
 let env: StaffEnv;
@@ -167,14 +168,7 @@ test('a document that parses but fails validation is rejected with a 400 and aud
 });
 
 /** Waits until a staff backend is waiting for a lock. */
-async function staffWaitingForLock(): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    const { rows } = await env.owner.query(`select 1 from pg_stat_activity where datname = current_database() and application_name = 'switchboard-staff-graphql' and wait_event_type = 'Lock'`);
-    if (rows.length) return;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error('no staff backend waited for the lock');
-}
+const staffWaitingForLock = () => waitingOnLock(env.owner, { application: 'switchboard-staff-graphql' });
 
 test('a client gone during execution: a write that committed is client_gone, never rejected; so is a read that ran in full', async () => {
   const admin = await env.member('admin');

@@ -11,7 +11,7 @@ import { startStaffGraphqlThread } from '../../src/admin/graphql-thread.js';
 import type { StaffServer } from '../../src/admin/graphql.js';
 import { DEFAULT_STAFF_LIMITS } from '../../src/staff/access.js';
 import { registry } from '../../src/metrics/registry.js';
-import { testLog, waitFor } from '../support/harness.js';
+import { testLog, waitFor, waitingOnLock } from '../support/harness.js';
 import { gqlAt, startStaffEnv, type StaffEnv } from './support.js';
 
 let env: StaffEnv;
@@ -84,12 +84,7 @@ test('a refusal for want of a turn in the child is a 503 counted by the main pro
     await lock.query('begin');
     await lock.query('lock table app.calls in access exclusive mode');
     const first = gqlAt(child.url, viewer.token, '{ allCalls { totalCount } }');
-    for (let i = 0; ; i++) {
-      const { rows } = await env.owner.query(`select 1 from pg_stat_activity where datname = current_database() and application_name = 'switchboard-staff-graphql' and wait_event_type = 'Lock'`);
-      if (rows.length) break;
-      if (i > 300) throw new Error('the first request did not start');
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await waitingOnLock(env.owner, { application: 'switchboard-staff-graphql' }); // the first request runs
     const second = await gqlAt(child.url, viewer.token, '{ allCalls { totalCount } }');
     expect(second.status).toBe(503);
     expect(second.body.error.code).toBe('staff_busy');
