@@ -38,6 +38,8 @@ const t0 = Date.now();
 export const elapsed = () => (Date.now() - t0) / 1000;
 export const progress = (msg: string) => process.stderr.write(`[bench ${elapsed().toFixed(0).padStart(4)} s] ${msg}\n`);
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** The middle value (the upper of the two middle ones for an even count); `xs` is left as it is. */
+export const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 /** A seeded location and its id (`fresh`: created by this run, not found in a kept cluster). */
 export interface BenchLocation {

@@ -8,7 +8,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import autocannon from 'autocannon';
-import type { BenchRow } from './common.js';
+import { median, type BenchRow } from './common.js';
 
 export interface IdempotencyBenchCtx {
   base: string;
@@ -51,8 +51,6 @@ async function interleaved(url: string, token: string, body: () => string, secon
   }
   return times;
 }
-
-const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
 
 export async function runIdempotencyBench(ctx: IdempotencyBenchCtx): Promise<BenchRow[]> {
   const url = `${ctx.base}/api/v1/locations/${ctx.location}/leads`;

@@ -16,7 +16,7 @@ import type pg from 'pg';
 import { startStaffGraphql } from '../src/admin/graphql.js';
 import { mintToken } from '../src/auth/tokens.js';
 import { createLogger } from '../src/log.js';
-import type { BenchRow } from './common.js';
+import { median, type BenchRow } from './common.js';
 
 
 export interface StaffBenchContext {
@@ -71,8 +71,7 @@ async function medianMs(fn: () => Promise<void>, runs: number): Promise<number> 
     await fn();
     times.push(performance.now() - s);
   }
-  times.sort((a, b) => a - b);
-  return times[Math.floor(times.length / 2)];
+  return median(times);
 }
 
 export async function runStaffBench(ctx: StaffBenchContext): Promise<BenchRow[]> {
@@ -144,7 +143,6 @@ export async function runStaffBench(ctx: StaffBenchContext): Promise<BenchRow[]>
       if (pair % 2 === 0) { await timed(withAudit.url, on); await timed(without.url, off); }
       else { await timed(without.url, off); await timed(withAudit.url, on); }
     }
-    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
     const body = JSON.stringify({ query: SMALL });
     const cannon = (url: string) => autocannon({ url: `${url}/graphql`, method: 'POST', body, connections: 10, duration: half,
       headers: { 'content-type': 'application/json', authorization: `Bearer ${viewer}` } });
